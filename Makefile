@@ -1,0 +1,32 @@
+# Two commands set up everything: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEPS := pyproject.toml constraints.txt
+
+.PHONY: test demo lint typecheck unit bench clean
+
+$(STAMP): $(DEPS)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip==25.3
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,spark]'
+	touch $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check sqsdelay tests scripts
+	$(BIN)/ruff format --check sqsdelay tests scripts
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict sqsdelay
+
+unit: $(STAMP)
+	$(BIN)/pytest -q
+
+test: lint typecheck unit
+
+demo: $(STAMP)
+	$(BIN)/sqsdelay demo
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

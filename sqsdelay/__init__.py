@@ -1,0 +1,1 @@
+"""Unrestricted delayed delivery for Amazon SQS."""

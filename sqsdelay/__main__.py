@@ -1,0 +1,3 @@
+from sqsdelay.cli import main
+
+main()

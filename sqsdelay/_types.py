@@ -1,0 +1,13 @@
+"""Shared type aliases. Attribute values use boto3's shape so they pass through untouched."""
+
+from typing import Literal, NotRequired, TypedDict
+
+
+class AttributeValue(TypedDict):
+    DataType: str
+    StringValue: NotRequired[str]
+    BinaryValue: NotRequired[bytes]
+
+
+Attributes = dict[str, AttributeValue]
+Route = Literal["direct", "delay-queue"]

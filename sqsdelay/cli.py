@@ -1,0 +1,195 @@
+"""The `sqsdelay` command line.
+
+Settings flags go before the command (`sqsdelay --endpoint-url URL send ...`) and have the
+same names as the SQSDELAY_ settings they override. Exit codes: 0 success, 2 bad input or
+configuration (nothing sent), 1 runtime failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from sqsdelay import logs
+from sqsdelay.delays import parse_delay
+from sqsdelay.errors import InvalidInput, InvalidMessage, SqsDelayError
+from sqsdelay.settings import Settings, load_settings
+
+app = typer.Typer(
+    name="sqsdelay",
+    help="Unrestricted delayed delivery for Amazon SQS.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _opt(help_text: str) -> Any:
+    return typer.Option(help=help_text, show_default=False)
+
+
+def command(fn: Callable[..., int]) -> Callable[..., None]:
+    """Register a command whose errors become exit codes: 2 bad input, 1 runtime failure."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> None:
+        try:
+            code = fn(*args, **kwargs)
+        except InvalidInput as exc:
+            print(f"sqsdelay: error: {exc}", file=sys.stderr)
+            raise typer.Exit(2) from None
+        except SqsDelayError as exc:
+            print(f"sqsdelay: failed: {exc}", file=sys.stderr)
+            raise typer.Exit(1) from None
+        raise typer.Exit(code)
+
+    app.command(name=fn.__name__.replace("_", "-"))(run)
+    return run
+
+
+@app.callback()
+def settings_flags(
+    ctx: typer.Context,
+    endpoint_url: Annotated[str | None, _opt("SQS endpoint (unset = AWS)")] = None,
+    region: Annotated[str | None, _opt("AWS region")] = None,
+    queue_prefix: Annotated[str | None, _opt("prefix for every queue name")] = None,
+    max_native_delay_seconds: Annotated[int | None, _opt("FIFO cycle, 1..900")] = None,
+    unrestricted: Annotated[bool | None, _opt("allow delays above 900 s")] = None,
+    error_queue: Annotated[str | None, _opt("error queue name")] = None,
+    max_attempts: Annotated[int | None, _opt("receives before a message is dead-lettered")] = None,
+    visibility_timeout_seconds: Annotated[int | None, _opt("worker visibility timeout")] = None,
+    delay_queue_retention_seconds: Annotated[int | None, _opt("delay queue retention")] = None,
+    max_message_bytes: Annotated[int | None, _opt("body + attributes size limit")] = None,
+    kms_key_id: Annotated[str | None, _opt("KMS key for queue encryption")] = None,
+    log_format: Annotated[str | None, _opt("json or console")] = None,
+    log_level: Annotated[str | None, _opt("DEBUG, INFO, WARNING or ERROR")] = None,
+    log_file: Annotated[Path | None, _opt("also append JSON events to this file")] = None,
+) -> None:
+    overrides = {k: v for k, v in locals().items() if k != "ctx" and v is not None}
+    ctx.obj = overrides
+
+
+def settings_of(ctx: typer.Context, **more: Any) -> Settings:
+    settings = load_settings(**{**(ctx.obj or {}), **more})
+    logs.configure(settings.log_format, settings.log_level, file=settings.log_file)
+    return settings
+
+
+def _attribute(text: str) -> tuple[str, dict[str, str]]:
+    """`NAME=VALUE` (String) or `NAME:Number=VALUE`."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise InvalidMessage(f"--attribute {text!r}: use NAME=VALUE or NAME:Number=VALUE")
+    name, _, data_type = name.partition(":")
+    return name, {"DataType": data_type or "String", "StringValue": value}
+
+
+@command
+def send(
+    ctx: typer.Context,
+    queue: Annotated[str, typer.Argument(help="destination queue (without prefix)")],
+    delay: Annotated[str, typer.Option(help="delay in seconds; fractions round up")],
+    body: Annotated[str | None, typer.Option(help="message body")] = None,
+    body_file: Annotated[Path | None, typer.Option(help="read the body from a file")] = None,
+    attribute: Annotated[list[str] | None, typer.Option(help="NAME=VALUE, repeatable")] = None,
+) -> int:
+    """Send one delayed message; prints one JSON line with message_id, route and queue_url."""
+    from sqsdelay.sender import Sender
+
+    settings = settings_of(ctx)
+    seconds = parse_delay(delay)
+    if (body is None) == (body_file is None):
+        raise InvalidMessage("give exactly one of --body or --body-file")
+    if body_file is not None:
+        try:
+            body = body_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidMessage(f"cannot read --body-file {body_file}: {exc}") from None
+    assert body is not None
+    attributes = dict(_attribute(a) for a in attribute or [])
+    result = Sender(settings).send(queue, body, delay=seconds, attributes=attributes)
+    print(json.dumps(result.as_dict()))
+    return 0
+
+
+@command
+def install(
+    ctx: typer.Context,
+    queues: Annotated[list[str], typer.Argument(help="destination queues")],
+    check: Annotated[bool, typer.Option("--check", help="only validate")] = False,
+    fix: Annotated[bool, typer.Option("--fix", help="correct what can be corrected")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="with --fix: change DelaySeconds of a non-empty queue")
+    ] = False,
+) -> int:
+    """Create (idempotently), check or fix each destination, its delay queue and the error queue."""
+    from sqsdelay.installer import Installer
+
+    if check and fix:
+        raise InvalidInput("--check and --fix exclude each other")
+    settings = settings_of(ctx)
+    reports = Installer(settings).run(queues, create=not check, fix=fix, force=force)
+    problems = 0
+    for r in reports:
+        state = "created" if r.created else ("missing" if r.url is None else "exists")
+        print(f"{r.spec.role:<11} {r.spec.name}: {state}")
+        for fixed in r.fixed:
+            print(f"  fixed: {fixed}")
+        for p in r.problems:
+            problems += 1
+            print(f"  problem: {p.problem}\n    fix: {p.fix}")
+    print("ok" if not problems else f"{problems} problem(s)")
+    return 1 if problems else 0
+
+
+@command
+def worker(
+    ctx: typer.Context,
+    queues: Annotated[
+        list[str], typer.Argument(help="destination queues whose delay queues to drain")
+    ],
+    concurrency: Annotated[int | None, _opt("receive loops per queue under load")] = None,
+) -> int:
+    """Run the delay worker until SIGTERM/SIGINT (the ECS service)."""
+    import asyncio
+
+    from sqsdelay.worker import Worker
+
+    settings = settings_of(ctx, concurrency=concurrency)
+    asyncio.run(Worker(settings, queues).run())
+    return 0
+
+
+@command
+def emulator(
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 4566,
+) -> int:
+    """Run the embedded SQS emulator (moto server) on 127.0.0.1 until Ctrl-C."""
+    import threading
+
+    from sqsdelay.emulator import Emulator
+
+    with Emulator(port=port) as emu:
+        print(f"SQS emulator listening on {emu.url}; export SQSDELAY_ENDPOINT_URL={emu.url}")
+        sys.stdout.flush()
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
+    return 0
+
+
+@command
+def demo() -> int:
+    """The whole system end to end on the embedded emulator (placeholder until the demo lands)."""
+    print("sqsdelay demo: not implemented yet; see README for the manual walk-through")
+    return 0
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,75 @@
+"""Typed errors. Each message says what went wrong and what to do about it."""
+
+
+class SqsDelayError(Exception):
+    """Base class of every error sqsdelay raises on purpose."""
+
+
+class InvalidInput(SqsDelayError, ValueError):
+    """Input that is refused before any call to SQS (CLI exit code 2)."""
+
+
+class InvalidDelay(InvalidInput):
+    pass
+
+
+class MessageDelayTooLong(InvalidInput):
+    """A delay above 900 s while unrestricted delayed delivery is disabled on the sender."""
+
+
+class InvalidQueueName(InvalidInput):
+    pass
+
+
+class InvalidMessage(InvalidInput):
+    pass
+
+
+class TooManyAttributes(InvalidMessage):
+    pass
+
+
+class MessageTooLarge(InvalidMessage):
+    pass
+
+
+class ConfigError(InvalidInput):
+    pass
+
+
+class SqsOperationError(SqsDelayError):
+    """An SQS call failed at run time (CLI exit code 1)."""
+
+    def __init__(self, operation: str, queue: str, code: str, detail: str) -> None:
+        self.operation = operation
+        self.queue = queue
+        self.code = code
+        self.detail = detail
+        super().__init__(f"{operation} on queue {queue!r} failed: {code}: {detail}")
+
+
+class QueueMissing(SqsOperationError):
+    def __init__(self, operation: str, queue: str, hint: str) -> None:
+        super().__init__(operation, queue, "QueueDoesNotExist", hint)
+
+
+class DelayQueueMissing(QueueMissing):
+    """The receiver has no delay queue, so it cannot accept delays above the native limit."""
+
+    def __init__(self, operation: str, queue: str, destination: str) -> None:
+        super().__init__(
+            operation,
+            queue,
+            f"the destination {destination!r} has no delay queue, so it does not accept delays "
+            "above the native limit; "
+            f"create its delay queue with: sqsdelay install {destination}",
+        )
+        self.destination = destination
+
+
+class BatchSendError(SqsDelayError):
+    """Some entries of a batch were not sent. Carries the full result: nothing is hidden."""
+
+    def __init__(self, result: object, failed: int, total: int) -> None:
+        self.result = result
+        super().__init__(f"{failed} of {total} messages were not sent; see .result.failed")

@@ -1,0 +1,310 @@
+"""Queue installers: create, check and fix a destination, its delay queue and the error queue.
+
+The attribute rules are pure (`expected_attributes`, `check_queue`); `Installer` is the
+boto3 adapter around them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sqsdelay import limits, names
+from sqsdelay.clients import MISSING_QUEUE_CODES, error_code, sync_client, translate
+from sqsdelay.logs import get_logger
+from sqsdelay.settings import Settings
+
+log = get_logger("sqsdelay.installer")
+Role = Literal["destination", "delay", "error"]
+ERROR_QUEUE_RETENTION_SECONDS = limits.MAX_RETENTION_SECONDS
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    role: Role
+    name: str
+    requested: str  # the destination as the user named it: what `sqsdelay install` takes
+
+
+@dataclass(frozen=True)
+class Problem:
+    queue: str
+    problem: str
+    fix: str
+    attributes: dict[str, str] = field(default_factory=dict)  # what --fix would set
+    needs_force: bool = False
+    missing: bool = False
+
+    @property
+    def fixable(self) -> bool:
+        return self.missing or bool(self.attributes)
+
+
+def specs(queues: Sequence[str], settings: Settings) -> list[QueueSpec]:
+    """Every queue the named destinations need, error queue once, in creation order."""
+    out: list[QueueSpec] = []
+    for queue in queues:
+        dest = names.destination_name(queue, settings.queue_prefix)
+        out.append(QueueSpec("destination", dest, queue))
+        out.append(QueueSpec("delay", names.delay_queue_name(dest), queue))
+    error = names.error_queue_name(settings.error_queue, settings.queue_prefix)
+    out.append(QueueSpec("error", error, queues[0] if queues else ""))
+    return out
+
+
+def _sse(settings: Settings) -> dict[str, str]:
+    if settings.kms_key_id:
+        return {"KmsMasterKeyId": settings.kms_key_id}
+    return {"SqsManagedSseEnabled": "true"}
+
+
+def expected_attributes(role: Role, settings: Settings) -> dict[str, str]:
+    """Attributes a queue of this role is created with."""
+    if role == "delay":
+        return {
+            "FifoQueue": "true",
+            "DelaySeconds": str(settings.max_native_delay_seconds),
+            "MessageRetentionPeriod": str(settings.delay_queue_retention_seconds),
+            **_sse(settings),
+        }
+    if role == "error":
+        return {"MessageRetentionPeriod": str(ERROR_QUEUE_RETENTION_SECONDS), **_sse(settings)}
+    return _sse(settings)
+
+
+def _int(attrs: dict[str, str], name: str) -> int:
+    try:
+        return int(attrs.get(name, "0"))
+    except ValueError:
+        return 0
+
+
+def held_messages(attrs: dict[str, str]) -> int:
+    return sum(
+        _int(attrs, n)
+        for n in (
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        )
+    )
+
+
+def check_queue(spec: QueueSpec, attrs: dict[str, str], settings: Settings) -> list[Problem]:
+    """Every problem with a queue's attributes, each with its fix. Pure."""
+    q = spec.name
+    fix = f"sqsdelay install {spec.requested} --fix"
+    fifo = attrs.get("FifoQueue", "false").lower() == "true"
+    problems: list[Problem] = []
+    if spec.role == "destination":
+        if fifo:
+            problems.append(
+                Problem(
+                    q,
+                    "destination is a FIFO queue; delayed hand-over needs a standard "
+                    "queue (FIFO queues reject per-message DelaySeconds)",
+                    "recreate it as a standard queue",
+                )
+            )
+        return problems
+    if spec.role == "error":
+        if fifo:
+            problems.append(Problem(q, "error queue is FIFO", "recreate it as a standard queue"))
+        if _int(attrs, "MessageRetentionPeriod") < ERROR_QUEUE_RETENTION_SECONDS:
+            problems.append(
+                Problem(
+                    q,
+                    f"retention is {attrs.get('MessageRetentionPeriod')} s; failed "
+                    f"messages should be kept {ERROR_QUEUE_RETENTION_SECONDS} s (14 days)",
+                    fix,
+                    {"MessageRetentionPeriod": str(ERROR_QUEUE_RETENTION_SECONDS)},
+                )
+            )
+        return problems
+    if not fifo:
+        problems.append(
+            Problem(
+                q,
+                "delay queue is not a FIFO queue",
+                f"delete it and run: sqsdelay install {spec.requested}",
+            )
+        )
+    want_delay = settings.max_native_delay_seconds
+    if _int(attrs, "DelaySeconds") != want_delay:
+        held = held_messages(attrs)
+        problems.append(
+            Problem(
+                q,
+                f"DelaySeconds is {attrs.get('DelaySeconds')}, expected {want_delay}",
+                fix
+                + (
+                    f" --force (the queue holds {held} messages and the change applies to them too)"
+                    if held
+                    else ""
+                ),
+                {"DelaySeconds": str(want_delay)},
+                needs_force=held > 0,
+            )
+        )
+    want_retention = settings.delay_queue_retention_seconds
+    if _int(attrs, "MessageRetentionPeriod") < want_retention:
+        problems.append(
+            Problem(
+                q,
+                f"retention is {attrs.get('MessageRetentionPeriod')} s, less than "
+                f"{want_retention} s: messages could expire between cycles",
+                fix,
+                {"MessageRetentionPeriod": str(want_retention)},
+            )
+        )
+    if attrs.get("RedrivePolicy"):
+        problems.append(
+            Problem(
+                q,
+                "delay queue has a redrive policy; it would dead-letter messages that "
+                "are only waiting",
+                fix,
+                {"RedrivePolicy": ""},
+            )
+        )
+    if attrs.get("SqsManagedSseEnabled", "false").lower() != "true" and not attrs.get(
+        "KmsMasterKeyId"
+    ):
+        problems.append(Problem(q, "server-side encryption is off", fix, _sse(settings)))
+    return problems
+
+
+@dataclass
+class QueueReport:
+    spec: QueueSpec
+    url: str | None = None
+    created: bool = False
+    fixed: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+class Installer:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        client: Any = None,
+        sleep: Callable[[float], None] = time.sleep,
+        read_back_seconds: float = 10.0,
+    ) -> None:
+        self.settings = settings
+        self._client = client or sync_client(settings)
+        self._sleep = sleep
+        self._read_back_seconds = read_back_seconds
+
+    def _call(self, operation: str, queue: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        try:
+            return fn(**kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, operation, queue) from None
+
+    def _url(self, name: str) -> str | None:
+        try:
+            return str(self._client.get_queue_url(QueueName=name)["QueueUrl"])
+        except ClientError as exc:
+            if error_code(exc) in MISSING_QUEUE_CODES:
+                return None
+            raise translate(exc, "GetQueueUrl", name) from None
+        except BotoCoreError as exc:
+            raise translate(exc, "GetQueueUrl", name) from None
+
+    def _attributes(self, spec: QueueSpec, url: str, expect: dict[str, str]) -> dict[str, str]:
+        """Read attributes back; a new queue may briefly report old values (DelaySeconds 0),
+        so poll until no problem touches an attribute just set, or the deadline passes."""
+        deadline = time.monotonic() + self._read_back_seconds
+        pause = 0.05
+        while True:
+            attrs: dict[str, str] = self._call(
+                "GetQueueAttributes",
+                spec.name,
+                self._client.get_queue_attributes,
+                QueueUrl=url,
+                AttributeNames=["All"],
+            )["Attributes"]
+            settled = not any(
+                set(p.attributes) & set(expect) for p in check_queue(spec, attrs, self.settings)
+            )
+            if settled or time.monotonic() >= deadline:
+                return attrs
+            self._sleep(pause)
+            pause = min(pause * 2, 1.0)
+
+    def run(
+        self, queues: Sequence[str], *, create: bool = True, fix: bool = False, force: bool = False
+    ) -> list[QueueReport]:
+        reports = []
+        for spec in specs(queues, self.settings):
+            report = QueueReport(spec, url=self._url(spec.name))
+            expected = expected_attributes(spec.role, self.settings)
+            if report.url is None:
+                if not (create or fix):
+                    report.problems.append(
+                        Problem(
+                            spec.name,
+                            "queue does not exist",
+                            f"sqsdelay install {spec.requested}",
+                            missing=True,
+                        )
+                    )
+                    reports.append(report)
+                    continue
+                report.url = str(
+                    self._call(
+                        "CreateQueue",
+                        spec.name,
+                        self._client.create_queue,
+                        QueueName=spec.name,
+                        Attributes=expected,
+                    )["QueueUrl"]
+                )
+                report.created = True
+                log.info("queue.created", queue=spec.name, role=spec.role)
+            attrs = self._attributes(spec, report.url, expected if report.created else {})
+            problems = check_queue(spec, attrs, self.settings)
+            if fix:
+                problems = self._fix(report, problems, force)
+            report.problems = problems
+            reports.append(report)
+        return reports
+
+    def _fix(self, report: QueueReport, problems: list[Problem], force: bool) -> list[Problem]:
+        changes: dict[str, str] = {}
+        remaining = []
+        for p in problems:
+            if p.attributes and (force or not p.needs_force):
+                changes.update(p.attributes)
+                report.fixed.append(p.problem)
+            else:
+                remaining.append(p)
+        if changes:
+            assert report.url is not None
+            self._call(
+                "SetQueueAttributes",
+                report.spec.name,
+                self._client.set_queue_attributes,
+                QueueUrl=report.url,
+                Attributes=changes,
+            )
+            log.info("queue.fixed", queue=report.spec.name, attributes=sorted(changes))
+            attrs = self._attributes(report.spec, report.url, changes)
+            # Re-check: a change the service did not apply stays a problem.
+            after = check_queue(report.spec, attrs, self.settings)
+            unchanged = {k for p in after for k in p.attributes}
+            report.fixed = [
+                p.problem
+                for p in problems
+                if p.attributes
+                and (force or not p.needs_force)
+                and not unchanged & set(p.attributes)
+            ]
+            return after if force else [p for p in after if p.attributes or p in remaining]
+        return remaining

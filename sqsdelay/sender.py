@@ -1,0 +1,374 @@
+"""Sending delayed messages: synchronous (boto3) and asyncio (aioboto3) senders.
+
+Both use the same pure planning (`plan`), so they behave the same way.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import aioboto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sqsdelay import batching, limits, names, wire
+from sqsdelay._types import Attributes, Route
+from sqsdelay.clients import client_kwargs, sync_client, translate
+from sqsdelay.delays import DelayLike, delay_seconds, route
+from sqsdelay.errors import BatchSendError, DelayQueueMissing, QueueMissing, SqsOperationError
+from sqsdelay.logs import get_logger
+from sqsdelay.settings import Settings, load_settings
+
+log = get_logger("sqsdelay.sender")
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message to send. Give either `delay` (seconds or timedelta) or `deliver_at`."""
+
+    body: str
+    delay: DelayLike | None = None
+    deliver_at: datetime | None = None
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PlannedSend:
+    requested: str  # the queue as the caller named it, without the prefix
+    destination: str
+    queue: str
+    route: Route
+    delay_seconds: int
+    size_bytes: int
+    request: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SendResult:
+    message_id: str
+    route: Route
+    queue: str
+    queue_url: str
+    destination: str
+    delay_seconds: int
+    size_bytes: int
+    index: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "message_id": self.message_id,
+            "route": self.route,
+            "queue": self.queue,
+            "queue_url": self.queue_url,
+            "destination": self.destination,
+            "delay_seconds": self.delay_seconds,
+            "size_bytes": self.size_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class SendFailure:
+    index: int
+    queue: str
+    code: str
+    message: str
+
+
+@dataclass
+class BatchResult:
+    """Per-entry outcome of a batch send, in input order."""
+
+    sent: list[SendResult] = field(default_factory=list)
+    failed: list[SendFailure] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def plan(
+    queue: str,
+    message: Message,
+    settings: Settings,
+    *,
+    now: float,
+    new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+) -> PlannedSend:
+    """Validate a message and decide where and how it is sent. No I/O."""
+    destination = names.destination_name(queue, settings.queue_prefix)
+    seconds = delay_seconds(message.delay, deliver_at=message.deliver_at, now=now)
+    where = route(
+        seconds,
+        max_native_delay=settings.max_native_delay_seconds,
+        unrestricted=settings.unrestricted,
+    )
+    wire.check_body(message.body)
+    attributes: Attributes = dict(message.attributes)
+    wire.check_user_attributes(attributes)
+    request: dict[str, Any] = {"MessageBody": message.body}
+    if where == "direct":
+        target = destination
+        if seconds:
+            request["DelaySeconds"] = seconds
+    else:
+        target = names.delay_queue_name(destination)
+        attributes[limits.DELAY_ATTRIBUTE] = wire.string_attribute(str(seconds))
+        # One group per message, so no message ever blocks another.
+        request["MessageGroupId"] = request["MessageDeduplicationId"] = new_id()
+    wire.check_fits(message.body, attributes, settings.max_message_bytes)
+    if attributes:
+        request["MessageAttributes"] = attributes
+    return PlannedSend(
+        requested=queue,
+        destination=destination,
+        queue=target,
+        route=where,
+        delay_seconds=seconds,
+        size_bytes=wire.message_size(message.body, attributes),
+        request=request,
+    )
+
+
+def _missing(planned: PlannedSend, operation: str) -> SqsOperationError:
+    if planned.route == "delay-queue":
+        return DelayQueueMissing(operation, planned.queue, planned.requested)
+    return QueueMissing(
+        operation,
+        planned.queue,
+        f"queue does not exist; create it with: sqsdelay install {planned.requested}",
+    )
+
+
+def _failure(exc: Exception, planned: PlannedSend, operation: str) -> SqsOperationError:
+    err = exc if isinstance(exc, SqsOperationError) else translate(exc, operation, planned.queue)
+    if isinstance(err, QueueMissing) and not isinstance(err, DelayQueueMissing):
+        return _missing(planned, err.operation)
+    return err
+
+
+def _result(planned: PlannedSend, url: str, message_id: str, index: int = 0) -> SendResult:
+    result = SendResult(
+        message_id=message_id,
+        route=planned.route,
+        queue=planned.queue,
+        queue_url=url,
+        destination=planned.destination,
+        delay_seconds=planned.delay_seconds,
+        size_bytes=planned.size_bytes,
+        index=index,
+    )
+    log.info(
+        "delay.scheduled",
+        message_id=message_id,
+        destination=planned.destination,
+        queue=planned.queue,
+        delay_seconds=planned.delay_seconds,
+        size_bytes=planned.size_bytes,
+        route=planned.route,
+    )
+    return result
+
+
+def _batches(planned: Sequence[PlannedSend], settings: Settings) -> list[list[int]]:
+    return batching.chunk(
+        planned,
+        key=lambda p: p.queue,
+        size=lambda p: p.size_bytes,
+        max_bytes=settings.max_message_bytes,
+    )
+
+
+def _collect(
+    result: BatchResult,
+    planned: Sequence[PlannedSend],
+    batch: list[int],
+    url: str,
+    response: dict[str, Any],
+) -> None:
+    ok, failed = batching.read_batch_response(response, (str(i) for i in batch))
+    for index in batch:
+        entry_id = str(index)
+        if entry_id in ok:
+            result.sent.append(_result(planned[index], url, ok[entry_id]["MessageId"], index))
+        else:
+            f = failed[entry_id]
+            result.failed.append(SendFailure(index, planned[index].queue, f.code, f.message))
+
+
+def _fail_batch(
+    result: BatchResult, planned: Sequence[PlannedSend], batch: list[int], exc: Exception
+) -> None:
+    err = _failure(exc, planned[batch[0]], "SendMessageBatch")
+    for index in batch:
+        result.failed.append(SendFailure(index, planned[index].queue, err.code, err.detail))
+
+
+def _finish(result: BatchResult, total: int, raise_on_failure: bool) -> BatchResult:
+    result.sent.sort(key=lambda r: r.index)
+    result.failed.sort(key=lambda f: f.index)
+    if result.failed:
+        log.error("delay.batch_failed", failed=len(result.failed), total=total)
+        if raise_on_failure:
+            raise BatchSendError(result, len(result.failed), total)
+    return result
+
+
+def _entries(planned: Sequence[PlannedSend], batch: list[int]) -> list[dict[str, Any]]:
+    return [{"Id": str(i), **planned[i].request} for i in batch]
+
+
+class Sender:
+    """Synchronous sender (boto3)."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        client: Any = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings or load_settings()
+        self._client = client or sync_client(self.settings)
+        self._clock = clock
+        self._urls: dict[str, str] = {}
+
+    def _url(self, planned: PlannedSend) -> str:
+        if planned.queue not in self._urls:
+            try:
+                resp = self._client.get_queue_url(QueueName=planned.queue)
+            except (ClientError, BotoCoreError) as exc:
+                raise _failure(exc, planned, "GetQueueUrl") from None
+            self._urls[planned.queue] = resp["QueueUrl"]
+        return self._urls[planned.queue]
+
+    def send(
+        self,
+        queue: str,
+        body: str,
+        *,
+        delay: DelayLike | None = None,
+        deliver_at: datetime | None = None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> SendResult:
+        message = Message(body, delay, deliver_at, attributes or {})
+        planned = plan(queue, message, self.settings, now=self._clock())
+        url = self._url(planned)
+        try:
+            resp = self._client.send_message(QueueUrl=url, **planned.request)
+        except (ClientError, BotoCoreError) as exc:
+            raise _failure(exc, planned, "SendMessage") from None
+        return _result(planned, url, resp["MessageId"])
+
+    def send_batch(
+        self, queue: str, messages: Sequence[Message], *, raise_on_failure: bool = True
+    ) -> BatchResult:
+        """Send many messages in as few SendMessageBatch calls as the limits allow.
+
+        Every message is validated before anything is sent. Raises `BatchSendError` (which
+        carries the full result) if any entry failed, unless `raise_on_failure` is False.
+        """
+        now = self._clock()
+        planned = [plan(queue, m, self.settings, now=now) for m in messages]
+        result = BatchResult()
+        for batch in _batches(planned, self.settings):
+            try:
+                url = self._url(planned[batch[0]])
+                resp = self._client.send_message_batch(
+                    QueueUrl=url, Entries=_entries(planned, batch)
+                )
+            except (SqsOperationError, ClientError, BotoCoreError) as exc:
+                _fail_batch(result, planned, batch, exc)
+                continue
+            _collect(result, planned, batch, url, resp)
+        return _finish(result, len(planned), raise_on_failure)
+
+
+class AsyncSender:
+    """asyncio sender (aioboto3). Use as `async with AsyncSender(settings) as sender:`."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings or load_settings()
+        self._clock = clock
+        self._urls: dict[str, str] = {}
+        self._session = aioboto3.Session()
+        self._context: Any = None
+        self._client: Any = None
+
+    async def __aenter__(self) -> AsyncSender:
+        self._context = self._session.client("sqs", **client_kwargs(self.settings, max_pool=50))
+        self._client = await self._context.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._context.__aexit__(*exc_info)
+
+    async def _url(self, planned: PlannedSend) -> str:
+        if planned.queue not in self._urls:
+            try:
+                resp = await self._client.get_queue_url(QueueName=planned.queue)
+            except (ClientError, BotoCoreError) as exc:
+                raise _failure(exc, planned, "GetQueueUrl") from None
+            self._urls[planned.queue] = resp["QueueUrl"]
+        return self._urls[planned.queue]
+
+    async def send(
+        self,
+        queue: str,
+        body: str,
+        *,
+        delay: DelayLike | None = None,
+        deliver_at: datetime | None = None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> SendResult:
+        message = Message(body, delay, deliver_at, attributes or {})
+        planned = plan(queue, message, self.settings, now=self._clock())
+        url = await self._url(planned)
+        try:
+            resp = await self._client.send_message(QueueUrl=url, **planned.request)
+        except (ClientError, BotoCoreError) as exc:
+            raise _failure(exc, planned, "SendMessage") from None
+        return _result(planned, url, resp["MessageId"])
+
+    async def send_batch(
+        self, queue: str, messages: Sequence[Message], *, raise_on_failure: bool = True
+    ) -> BatchResult:
+        """As `Sender.send_batch`; the batches go out concurrently."""
+        import asyncio
+
+        now = self._clock()
+        planned = [plan(queue, m, self.settings, now=now) for m in messages]
+        result = BatchResult()
+
+        async def one(batch: list[int]) -> None:
+            try:
+                url = await self._url(planned[batch[0]])
+                resp = await self._client.send_message_batch(
+                    QueueUrl=url, Entries=_entries(planned, batch)
+                )
+            except (SqsOperationError, ClientError, BotoCoreError) as exc:
+                _fail_batch(result, planned, batch, exc)
+                return
+            _collect(result, planned, batch, url, resp)
+
+        await asyncio.gather(*(one(b) for b in _batches(planned, self.settings)))
+        return _finish(result, len(planned), raise_on_failure)
+
+
+__all__ = [
+    "AsyncSender",
+    "BatchResult",
+    "Message",
+    "SendFailure",
+    "SendResult",
+    "Sender",
+    "plan",
+]

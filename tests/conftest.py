@@ -1,0 +1,94 @@
+"""Shared fixtures: one moto server over HTTP on 127.0.0.1 for the whole suite."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+
+from sqsdelay.emulator import Emulator
+from sqsdelay.settings import Settings
+
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+for _name in list(os.environ):
+    if _name.startswith("SQSDELAY_"):  # the suite must not pick up a developer's settings
+        del os.environ[_name]
+
+
+@pytest.fixture(scope="session")
+def moto_url() -> Iterator[str]:
+    with Emulator() as emulator:
+        yield emulator.url
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A unique queue prefix per test, so tests never see each other's messages."""
+    return f"t{uuid.uuid4().hex[:8]}-"
+
+
+@pytest.fixture
+def make_settings(moto_url: str, prefix: str) -> Callable[..., Settings]:
+    def make(**overrides: Any) -> Settings:
+        values: dict[str, Any] = {
+            "endpoint_url": moto_url,
+            "region": "us-east-1",
+            "queue_prefix": prefix,
+            "error_queue": "error",
+        }
+        values.update(overrides)
+        return Settings(**values)
+
+    return make
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Settings]) -> Settings:
+    return make_settings()
+
+
+@pytest.fixture
+def sqs(moto_url: str) -> Any:
+    return boto3.client("sqs", endpoint_url=moto_url, region_name="us-east-1")
+
+
+@pytest.fixture
+def env(moto_url: str, prefix: str) -> dict[str, str]:
+    """Environment for running the CLI as a subprocess against the moto server."""
+    return {
+        **os.environ,
+        "SQSDELAY_ENDPOINT_URL": moto_url,
+        "SQSDELAY_REGION": "us-east-1",
+        "SQSDELAY_QUEUE_PREFIX": prefix,
+    }
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, interval: float = 0.05) -> Any:
+    """Poll until `condition()` is truthy; fail with a clear message at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(interval)
+
+
+def count_requests(client: Any) -> list[str]:
+    """Record every request a boto3 client sends (to prove that nothing was sent)."""
+    sent: list[str] = []
+
+    def record(request: Any, **_: Any) -> None:
+        target = request.headers.get("X-Amz-Target", b"")
+        sent.append(target.decode() if isinstance(target, bytes) else str(target))
+
+    client.meta.events.register("before-send.sqs", record)
+    return sent

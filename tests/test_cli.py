@@ -1,0 +1,118 @@
+"""The `sqsdelay` command as a user runs it: a subprocess against the moto server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def run(
+    env: dict[str, str], *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sqsdelay", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
+    )
+
+
+def test_install_then_send_prints_one_json_line(env: dict[str, str], sqs: Any) -> None:
+    env = {**env, "SQSDELAY_MAX_NATIVE_DELAY_SECONDS": "1"}  # a 1 s cycle: receivable soon
+    installed = run(env, "install", "orders")
+    assert installed.returncode == 0, installed.stderr
+    assert "created" in installed.stdout and installed.stdout.strip().endswith("ok")
+    sent = run(
+        env,
+        "send",
+        "orders",
+        "--delay",
+        "3600",
+        "--body",
+        "hi",
+        "--attribute",
+        "k=v",
+        "--attribute",
+        "n:Number=5",
+    )
+    assert sent.returncode == 0, sent.stderr
+    (line,) = sent.stdout.strip().splitlines()
+    out = json.loads(line)
+    assert out["route"] == "delay-queue" and out["message_id"]
+    assert out["queue_url"].endswith(env["SQSDELAY_QUEUE_PREFIX"] + "orders-delay.fifo")
+    scheduled = [json.loads(x) for x in sent.stderr.splitlines() if "delay.scheduled" in x]
+    assert scheduled and scheduled[0]["delay_seconds"] == 3600
+    msg = sqs.receive_message(
+        QueueUrl=out["queue_url"], MessageAttributeNames=["All"], WaitTimeSeconds=3
+    )
+    attrs = msg["Messages"][0]["MessageAttributes"]
+    assert attrs["k"]["StringValue"] == "v" and attrs["n"]["DataType"] == "Number"
+
+
+def test_body_file(env: dict[str, str], tmp_path: Path) -> None:
+    run(env, "install", "orders")
+    body = tmp_path / "body.json"
+    body.write_text('{"x": 1}')
+    sent = run(env, "send", "orders", "--delay", "0", "--body-file", str(body))
+    assert sent.returncode == 0 and json.loads(sent.stdout)["route"] == "direct"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["send", "orders", "--delay", "-1", "--body", "x"], "must not be negative"),
+        (["send", "orders", "--delay", "abc", "--body", "x"], "not a number"),
+        (["send", "o" * 70, "--delay", "1", "--body", "x"], "at most 69"),
+        (["send", "orders", "--delay", "1"], "--body or --body-file"),
+        (["send", "orders", "--delay", "1", "--body-file", "/nonexistent"], "cannot read"),
+        (["send", "orders", "--delay", "1", "--body", "x", "--attribute", "novalue"], "NAME=VALUE"),
+        (
+            ["--max-native-delay-seconds", "901", "send", "orders", "--delay", "1", "--body", "x"],
+            "SQSDELAY_MAX_NATIVE_DELAY_SECONDS",
+        ),
+        (
+            ["--no-unrestricted", "send", "orders", "--delay", "901", "--body", "x"],
+            "SQSDELAY_UNRESTRICTED",
+        ),
+        (["install", "orders", "--check", "--fix"], "exclude each other"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_no_traceback(
+    env: dict[str, str], args: list[str], message: str
+) -> None:
+    result = run(env, *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert result.stdout == ""
+
+
+def test_runtime_failure_exits_1_naming_operation_and_queue(env: dict[str, str]) -> None:
+    result = run(env, "send", "ghost", "--delay", "5000", "--body", "x")
+    assert result.returncode == 1
+    assert "GetQueueUrl" in result.stderr and "ghost-delay.fifo" in result.stderr
+    assert "sqsdelay install ghost" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_check_exits_1_listing_problems_and_fix_repairs(env: dict[str, str], sqs: Any) -> None:
+    prefix = env["SQSDELAY_QUEUE_PREFIX"]
+    sqs.create_queue(QueueName=prefix + "orders")
+    sqs.create_queue(
+        QueueName=prefix + "orders-delay.fifo",
+        Attributes={"FifoQueue": "true", "DelaySeconds": "10"},
+    )
+    check = run(env, "install", "orders", "--check")
+    assert check.returncode == 1
+    assert "DelaySeconds is 10, expected 900" in check.stdout
+    assert "fix: sqsdelay install orders --fix" in check.stdout
+    assert "queue does not exist" in check.stdout  # the error queue
+    fixed = run(env, "install", "orders", "--fix")
+    assert fixed.returncode == 0, fixed.stdout
+    assert run(env, "install", "orders", "--check").returncode == 0

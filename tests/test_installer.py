@@ -1,0 +1,207 @@
+"""Installers against the moto server, plus the pure attribute checks."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from sqsdelay.installer import Installer, QueueSpec, check_queue, held_messages
+from sqsdelay.settings import Settings
+
+
+def attributes(sqs: Any, name: str) -> dict[str, str]:
+    url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]  # type: ignore[no-any-return]
+
+
+def test_install_creates_three_queues_with_the_required_attributes(
+    settings: Settings, sqs: Any
+) -> None:
+    s = settings.model_copy(update={"max_native_delay_seconds": 7})
+    reports = Installer(s, client=sqs).run(["orders", "billing"])
+    p = s.queue_prefix
+    assert [(r.spec.role, r.spec.name, r.created) for r in reports] == [
+        ("destination", p + "orders", True),
+        ("delay", p + "orders-delay.fifo", True),
+        ("destination", p + "billing", True),
+        ("delay", p + "billing-delay.fifo", True),
+        ("error", p + "error", True),
+    ]
+    assert all(not r.problems for r in reports)
+    delay = attributes(sqs, p + "orders-delay.fifo")
+    assert delay["FifoQueue"] == "true" and delay["DelaySeconds"] == "7"
+    assert int(delay["MessageRetentionPeriod"]) >= 345_600
+    assert delay["SqsManagedSseEnabled"] == "true" and "RedrivePolicy" not in delay
+    assert attributes(sqs, p + "orders").get("FifoQueue", "false") == "false"
+    assert attributes(sqs, p + "error")["MessageRetentionPeriod"] == "1209600"
+
+
+def test_install_is_idempotent(settings: Settings, sqs: Any) -> None:
+    Installer(settings, client=sqs).run(["orders"])
+    again = Installer(settings, client=sqs).run(["orders"])
+    assert [r.created for r in again] == [False, False, False]
+    assert all(not r.problems for r in again)
+
+
+def test_check_lists_every_problem_with_its_fix_and_fix_corrects_them(
+    settings: Settings, sqs: Any
+) -> None:
+    p = settings.queue_prefix
+    sqs.create_queue(QueueName=p + "orders")
+    dlq = sqs.create_queue(QueueName=p + "dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])
+    sqs.create_queue(
+        QueueName=p + "orders-delay.fifo",
+        Attributes={
+            "FifoQueue": "true",
+            "DelaySeconds": "0",
+            "MessageRetentionPeriod": "3600",
+            "SqsManagedSseEnabled": "false",
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dlq_arn["Attributes"]["QueueArn"], "maxReceiveCount": 3}
+            ),
+        },
+    )
+    reports = Installer(settings, client=sqs).run(["orders"], create=False)
+    delay_report = reports[1]
+    text = " | ".join(f"{x.problem} -> {x.fix}" for x in delay_report.problems)
+    assert "DelaySeconds is 0, expected 900" in text
+    assert "retention is 3600 s" in text
+    assert "redrive policy" in text
+    assert "encryption is off" in text
+    assert all(x.fix == "sqsdelay install orders --fix" for x in delay_report.problems)
+    assert reports[2].problems[0].problem == "queue does not exist"  # error queue
+    assert reports[2].problems[0].fix == "sqsdelay install orders"
+
+    fixed = Installer(settings, client=sqs).run(["orders"], fix=True)
+    assert all(not r.problems for r in fixed), [r.problems for r in fixed]
+    assert len(fixed[1].fixed) == 4
+    after = attributes(sqs, p + "orders-delay.fifo")
+    assert after["DelaySeconds"] == "900" and "RedrivePolicy" not in after
+
+
+def test_fix_never_changes_delay_of_a_non_empty_fifo_queue_without_force(
+    settings: Settings, sqs: Any
+) -> None:
+    Installer(settings, client=sqs).run(["orders"])
+    name = settings.queue_prefix + "orders-delay.fifo"
+    url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="g", MessageDeduplicationId="d")
+    changed = settings.model_copy(update={"max_native_delay_seconds": 60})
+    reports = Installer(changed, client=sqs).run(["orders"], fix=True)
+    (problem,) = reports[1].problems
+    assert problem.needs_force and "--force" in problem.fix and "holds 1 messages" in problem.fix
+    assert attributes(sqs, name)["DelaySeconds"] == "900"
+    forced = Installer(changed, client=sqs).run(["orders"], fix=True, force=True)
+    assert not forced[1].problems
+    assert attributes(sqs, name)["DelaySeconds"] == "60"
+
+
+def test_read_back_waits_for_a_new_queue_to_report_its_attributes(settings: Settings) -> None:
+    """The reference transport re-reads attributes: a new queue may briefly report 0."""
+
+    class Eventually:
+        calls = 0
+
+        def get_queue_url(self, **_: Any) -> dict[str, str]:
+            raise __import__("botocore.exceptions").exceptions.ClientError(
+                {"Error": {"Code": "AWS.SimpleQueueService.NonExistentQueue"}}, "GetQueueUrl"
+            )
+
+        def create_queue(self, **kw: Any) -> dict[str, str]:
+            return {"QueueUrl": "http://x/1/" + kw["QueueName"]}
+
+        def get_queue_attributes(self, **_: Any) -> dict[str, dict[str, str]]:
+            self.calls += 1
+            delay = "900" if self.calls > 3 else "0"
+            return {
+                "Attributes": {
+                    "FifoQueue": "true",
+                    "DelaySeconds": delay,
+                    "MessageRetentionPeriod": "1209600",
+                    "SqsManagedSseEnabled": "true",
+                }
+            }
+
+    fake = Eventually()
+    reports = Installer(settings, client=fake, sleep=lambda _: None).run(["orders"])
+    assert not reports[1].problems and fake.calls > 3
+
+
+@pytest.mark.parametrize(
+    ("role", "attrs", "expected"),
+    [
+        ("destination", {"FifoQueue": "true"}, "destination is a FIFO queue"),
+        (
+            "delay",
+            {
+                "FifoQueue": "false",
+                "DelaySeconds": "900",
+                "MessageRetentionPeriod": "345600",
+                "SqsManagedSseEnabled": "true",
+            },
+            "delay queue is not a FIFO queue",
+        ),
+        (
+            "error",
+            {"FifoQueue": "true", "MessageRetentionPeriod": "1209600"},
+            "error queue is FIFO",
+        ),
+        ("error", {"MessageRetentionPeriod": "60"}, "retention is 60 s"),
+    ],
+)
+def test_pure_checks(settings: Settings, role: Any, attrs: dict[str, str], expected: str) -> None:
+    problems = check_queue(QueueSpec(role, "q", "q"), attrs, settings)
+    assert [p.problem for p in problems if expected in p.problem]
+
+
+def test_kms_key_counts_as_encryption(settings: Settings) -> None:
+    attrs = {
+        "FifoQueue": "true",
+        "DelaySeconds": "900",
+        "MessageRetentionPeriod": "345600",
+        "KmsMasterKeyId": "alias/x",
+    }
+    assert check_queue(QueueSpec("delay", "q-delay.fifo", "q"), attrs, settings) == []
+
+
+def test_held_messages_counts_visible_inflight_and_delayed() -> None:
+    assert (
+        held_messages(
+            {
+                "ApproximateNumberOfMessages": "1",
+                "ApproximateNumberOfMessagesNotVisible": "2",
+                "ApproximateNumberOfMessagesDelayed": "3",
+            }
+        )
+        == 6
+    )
+
+
+def test_manual_creation_script_passes_the_installer_check(settings: Settings, sqs: Any) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "scripts/create_queues.py",
+            "orders",
+            "--prefix",
+            settings.queue_prefix,
+            "--endpoint-url",
+            str(settings.endpoint_url),
+            "--region",
+            "us-east-1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 3
+    reports = Installer(settings, client=sqs).run(["orders"], create=False)
+    assert all(r.url and not r.problems for r in reports), [r.problems for r in reports]
