@@ -178,11 +178,17 @@ def decide(
     due = _due_at(received.attributes)
     if due is None:
         due = sent + delay * 1000
-    broker_now = max(first, sent) if count == 1 else local_now_ms + (offset_ms or 0)
-    remaining_ms = max(0, due - broker_now)
-    remaining = -(-remaining_ms // 1000)  # ceil: never early
+    first_now = max(first, sent)
+    # Broker time never runs backwards past the first receive, whatever the local clock says.
+    broker_now = first_now if count == 1 else max(first_now, local_now_ms + (offset_ms or 0))
+    remaining = _ceil_seconds(due - broker_now)
+    # A redelivery takes the route the first attempt took (a pure function of broker
+    # timestamps): if that attempt's requeue reached the queue before its delete failed, the
+    # repeated requeue has the same dedup id and FIFO drops it. Handing over instead would
+    # deliver the message twice.
+    requeue = _ceil_seconds(due - first_now) > lim.max_native_delay_seconds
     base = _without_own(received.attributes)
-    if remaining > lim.max_native_delay_seconds:
+    if requeue:
         attrs = {**base, limits.DELAY_ATTRIBUTE: wire.string_attribute(str(remaining))}
         with_due = {**attrs, limits.DUE_AT_ATTRIBUTE: wire.number_attribute(due)}
         for candidate in (with_due, attrs):  # DueAt only when there is room for it
@@ -199,6 +205,10 @@ def decide(
     except InvalidMessage as exc:
         return _poison(received, f"cannot hand over: {exc}", source_queue, lim)
     return HandOver(remaining, due, base)
+
+
+def _ceil_seconds(ms: int) -> int:
+    return -(-max(0, ms) // 1000)  # round up: never early
 
 
 class ClockOffset:
