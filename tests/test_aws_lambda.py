@@ -1,0 +1,162 @@
+"""The Lambda handler, fed events built from real messages received from the moto server."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from typing import Any
+
+import pytest
+
+from sqsdelay import aws_lambda, limits
+from sqsdelay.aws_lambda import Handler
+from sqsdelay.installer import Installer
+from sqsdelay.settings import Settings
+from tests.conftest import wait_for
+from tests.workerkit import Collector
+
+
+def lambda_record(message: dict[str, Any], arn: str) -> dict[str, Any]:
+    """What Lambda's SQS poller hands the function for a received message."""
+    attrs = {}
+    for name, value in message.get("MessageAttributes", {}).items():
+        attr: dict[str, Any] = {
+            "dataType": value["DataType"],
+            "stringListValues": [],
+            "binaryListValues": [],
+        }
+        if "BinaryValue" in value:
+            attr["binaryValue"] = base64.b64encode(value["BinaryValue"]).decode()
+        else:
+            attr["stringValue"] = value["StringValue"]
+        attrs[name] = attr
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": message["Attributes"],
+        "messageAttributes": attrs,
+        "md5OfBody": message["MD5OfBody"],
+        "eventSource": "aws:sqs",
+        "eventSourceARN": arn,
+        "awsRegion": "us-east-1",
+    }
+
+
+@pytest.fixture
+def cycle(make_settings: Any, sqs: Any) -> tuple[Settings, dict[str, str], str]:
+    s = make_settings(max_native_delay_seconds=1)
+    reports = Installer(s, client=sqs).run(["orders"])
+    urls = {r.spec.role: str(r.url) for r in reports}
+    arn = sqs.get_queue_attributes(QueueUrl=urls["delay"], AttributeNames=["QueueArn"])
+    return s, urls, arn["Attributes"]["QueueArn"]
+
+
+def send_raw(sqs: Any, url: str, body: str, delay: str | None, **extra: Any) -> None:
+    attrs = dict(extra)
+    if delay is not None:
+        attrs[limits.DELAY_ATTRIBUTE] = {"DataType": "String", "StringValue": delay}
+    sqs.send_message(
+        QueueUrl=url,
+        MessageBody=body,
+        MessageGroupId=body,
+        MessageDeduplicationId=body,
+        MessageAttributes=attrs,
+    )
+
+
+def receive_records(sqs: Any, url: str, arn: str, count: int) -> list[dict[str, Any]]:
+    got: list[dict[str, Any]] = []
+
+    def more() -> bool:
+        resp = sqs.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=1,
+            MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+        )
+        got.extend(resp.get("Messages", []))
+        return len(got) >= count
+
+    wait_for(more, timeout=15)
+    return [lambda_record(m, arn) for m in got]
+
+
+def test_requeue_hand_over_and_poison_in_one_event(cycle: Any, sqs: Any) -> None:
+    s, urls, arn = cycle
+    send_raw(
+        sqs, urls["delay"], "later", "3600", bin={"DataType": "Binary", "BinaryValue": b"\x00\xff"}
+    )
+    send_raw(sqs, urls["delay"], "now", "1")
+    send_raw(sqs, urls["delay"], "bad", "soon")
+    records = receive_records(sqs, urls["delay"], arn, 3)
+    result = Handler(s, client=sqs)({"Records": records})
+    assert result == {"batchItemFailures": []}
+    (handed,) = Collector(sqs, urls["destination"]).until(1, timeout=10)
+    assert handed.body == "now" and handed.attributes == {}
+    (dead,) = Collector(sqs, urls["error"]).until(1, timeout=10)
+    assert dead.body == "bad" and limits.FAILURE_ATTRIBUTE in dead.attributes
+    for r in records:  # what Lambda does with the records that did not fail
+        sqs.delete_message(QueueUrl=urls["delay"], ReceiptHandle=r["receiptHandle"])
+    requeued = receive_records(sqs, urls["delay"], arn, 1)
+    later = [r for r in requeued if r["body"] == "later"]
+    assert later and later[0]["messageAttributes"]["bin"]["binaryValue"] == "AP8="
+    left = int(later[0]["messageAttributes"][limits.DELAY_ATTRIBUTE]["stringValue"])
+    assert 3590 < left < 3600
+    assert limits.DUE_AT_ATTRIBUTE in later[0]["messageAttributes"]
+
+
+def test_partial_failure_reports_exactly_the_failed_records(cycle: Any, sqs: Any) -> None:
+    s, urls, arn = cycle
+    send_raw(sqs, urls["delay"], "later", "3600")
+    send_raw(sqs, urls["delay"], "now-1", "1")
+    send_raw(sqs, urls["delay"], "now-2", "0")
+    records = receive_records(sqs, urls["delay"], arn, 3)
+    sqs.delete_queue(QueueUrl=urls["destination"])  # hand-overs will fail
+    result = Handler(s, client=sqs)({"Records": records})
+    failed = {f["itemIdentifier"] for f in result["batchItemFailures"]}
+    expected = {r["messageId"] for r in records if r["body"].startswith("now")}
+    assert failed == expected
+
+
+def test_records_without_broker_timestamps_are_poison(cycle: Any, sqs: Any) -> None:
+    s, urls, arn = cycle
+    send_raw(sqs, urls["delay"], "stamped", "3600")
+    (record,) = receive_records(sqs, urls["delay"], arn, 1)
+    del record["attributes"]["SentTimestamp"]
+    assert Handler(s, client=sqs)({"Records": [record]}) == {"batchItemFailures": []}
+    (dead,) = Collector(sqs, urls["error"]).until(1, timeout=10)
+    reason = json.loads(dead.attributes[limits.FAILURE_ATTRIBUTE]["StringValue"])["reason"]
+    assert "SentTimestamp is missing" in reason
+
+
+def test_an_event_from_a_queue_that_is_not_a_delay_queue_fails_whole(cycle: Any, sqs: Any) -> None:
+    s, urls, arn = cycle
+    send_raw(sqs, urls["delay"], "x", "5")
+    records = receive_records(sqs, urls["delay"], arn, 1)
+    for r in records:
+        r["eventSourceARN"] = "arn:aws:sqs:us-east-1:123456789012:orders"
+    result = Handler(s, client=sqs)({"Records": records})
+    assert [f["itemIdentifier"] for f in result["batchItemFailures"]] == [records[0]["messageId"]]
+
+
+def test_module_handler_reads_settings_from_the_environment(
+    cycle: Any, sqs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s, urls, arn = cycle
+    for key, value in {
+        "ENDPOINT_URL": s.endpoint_url,
+        "REGION": "us-east-1",
+        "QUEUE_PREFIX": s.queue_prefix,
+        "MAX_NATIVE_DELAY_SECONDS": "1",
+    }.items():
+        monkeypatch.setenv(f"SQSDELAY_{key}", str(value))
+    monkeypatch.setattr(aws_lambda, "_handler", None)
+    send_raw(sqs, urls["delay"], "now", "0")
+    records = receive_records(sqs, urls["delay"], arn, 1)
+    started = time.time()
+    assert aws_lambda.handler({"Records": records}, None) == {"batchItemFailures": []}
+    (got,) = Collector(sqs, urls["destination"]).until(1, timeout=10)
+    assert got.body == "now" and got.at - started < 5
