@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEPS := pyproject.toml constraints.txt
 
-.PHONY: test demo lint typecheck unit bench clean
+.PHONY: test demo lint typecheck unit bench bench-deps clean
 
 $(STAMP): $(DEPS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,3 +30,11 @@ demo: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# Benchmarks (not part of `make test`): the second emulator comes from npm.
+bench-deps:
+	cd scripts/fauxqs && npm ci --no-audit --no-fund
+
+bench: $(STAMP)
+	cd scripts && ../$(BIN)/python bench_sender.py
+	cd scripts && ../$(BIN)/python bench_worker.py

@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""Worker benchmark against the SQS emulator; prints one JSON object.
+
+- load: delay queues with a backlog and a 1 s cycle; the worker runs for a while and its own
+  request counters give requests per message per cycle (bar: <= 0.35) and throughput;
+- naive: a one-message-at-a-time boto3 loop (receive 1, send, delete) on the same server;
+- raw: the emulator's own batch capacity (receive 10, send batch, delete batch, no logic);
+- lateness: multi-cycle delays through the real worker; p50/p99/max and early deliveries.
+
+    .venv/bin/python scripts/bench_worker.py [--queues 8] [--per-queue 100] [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+import time
+import uuid
+from datetime import datetime
+from typing import Any
+
+import aioboto3
+from benchkit import EmulatorProcess, client, env_for, fauxqs_installed, percentile, run_worker
+
+from sqsdelay import limits
+from sqsdelay.installer import Installer
+from sqsdelay.sender import Message, Sender
+from sqsdelay.settings import Settings
+
+FAR = {limits.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000000"}}
+
+
+def install(url: str, prefix: str, queues: list[str], cycle: int) -> dict[str, str]:
+    s = Settings(
+        endpoint_url=url, region="us-east-1", queue_prefix=prefix, max_native_delay_seconds=cycle
+    )
+    reports = Installer(s, client=client(url)).run(queues)
+    return {r.spec.name.removeprefix(prefix): str(r.url) for r in reports}
+
+
+def preload(url: str, queue_urls: list[str], per_queue: int) -> None:
+    sqs = client(url)
+    for q in queue_urls:
+        for start in range(0, per_queue, 10):
+            entries = [
+                {
+                    "Id": str(i),
+                    "MessageBody": f"load {i}",
+                    "MessageAttributes": FAR,
+                    "MessageGroupId": uuid.uuid4().hex,
+                    "MessageDeduplicationId": uuid.uuid4().hex,
+                }
+                for i in range(start, min(per_queue, start + 10))
+            ]
+            sqs.send_message_batch(QueueUrl=q, Entries=entries)
+
+
+def load_phase(url: str, queues: int, per_queue: int, seconds: float) -> dict[str, Any]:
+    names = [f"q{i}" for i in range(queues)]
+    urls = install(url, "load-", names, cycle=1)
+    preload(url, [urls[f"{n}-delay.fifo"] for n in names], per_queue)
+    stopped = run_worker(
+        env_for(
+            url,
+            "load-",
+            max_native_delay_seconds=1,
+            wait_time_seconds=1,
+            concurrency=4,
+            stats_interval_seconds=5,
+        ),
+        names,
+        seconds,
+    )
+    processed = sum(v for k, v in stopped["messages"].items() if k.startswith("delay."))
+    t0 = datetime.fromisoformat(stopped["started_at"])
+    t1 = datetime.fromisoformat(stopped["stopped_at"])
+    elapsed = (t1 - t0).total_seconds()
+    return {
+        "messages_processed": processed,
+        "seconds": round(elapsed, 2),
+        "messages_per_second": round(processed / elapsed, 1),
+        "requests": stopped["requests"],
+        "requests_per_message_cycle": round(stopped["requests_total"] / max(1, processed), 3),
+    }
+
+
+def naive_phase(url: str, queues: int, per_queue: int, seconds: float) -> dict[str, Any]:
+    names = [f"n{i}" for i in range(queues)]
+    urls = install(url, "naive-", names, cycle=1)
+    fifo = [urls[f"{n}-delay.fifo"] for n in names]
+    preload(url, fifo, per_queue)
+    sqs = client(url)
+    processed = requests = 0
+    deadline = time.monotonic() + seconds
+    started = time.monotonic()
+    while time.monotonic() < deadline:
+        for q in fifo:
+            resp = sqs.receive_message(
+                QueueUrl=q,
+                MaxNumberOfMessages=1,
+                WaitTimeSeconds=0,
+                MessageAttributeNames=["All"],
+                MessageSystemAttributeNames=["All"],
+            )
+            requests += 1
+            for m in resp.get("Messages", []):
+                sqs.send_message(
+                    QueueUrl=q,
+                    MessageBody=m["Body"],
+                    MessageAttributes=FAR,
+                    MessageGroupId=uuid.uuid4().hex,
+                    MessageDeduplicationId=uuid.uuid4().hex,
+                )
+                sqs.delete_message(QueueUrl=q, ReceiptHandle=m["ReceiptHandle"])
+                requests += 2
+                processed += 1
+    elapsed = time.monotonic() - started
+    return {
+        "messages_processed": processed,
+        "seconds": round(elapsed, 2),
+        "messages_per_second": round(processed / elapsed, 1),
+        "requests_per_message_cycle": round(requests / max(1, processed), 3),
+    }
+
+
+def raw_phase(url: str, queues: int, per_queue: int, seconds: float) -> dict[str, Any]:
+    names = [f"r{i}" for i in range(queues)]
+    urls = install(url, "raw-", names, cycle=1)
+    fifo = [urls[f"{n}-delay.fifo"] for n in names]
+    preload(url, fifo, per_queue)
+    processed = 0
+
+    async def loop(c: Any, q: str, deadline: float) -> None:
+        nonlocal processed
+        while time.monotonic() < deadline:
+            resp = await c.receive_message(QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+            msgs = resp.get("Messages", [])
+            if not msgs:
+                continue
+            await c.send_message_batch(
+                QueueUrl=q,
+                Entries=[
+                    {
+                        "Id": str(i),
+                        "MessageBody": m["Body"],
+                        "MessageGroupId": uuid.uuid4().hex,
+                        "MessageDeduplicationId": uuid.uuid4().hex,
+                    }
+                    for i, m in enumerate(msgs)
+                ],
+            )
+            await c.delete_message_batch(
+                QueueUrl=q,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)
+                ],
+            )
+            processed += len(msgs)
+
+    async def main() -> float:
+        async with aioboto3.Session().client(
+            "sqs",
+            endpoint_url=url,
+            region_name="us-east-1",
+            aws_access_key_id="bench",
+            aws_secret_access_key="bench",
+        ) as c:
+            started = time.monotonic()
+            deadline = started + seconds
+            await asyncio.gather(*(loop(c, q, deadline) for q in fifo for _ in range(4)))
+            return time.monotonic() - started
+
+    elapsed = asyncio.run(main())
+    return {
+        "messages_processed": processed,
+        "seconds": round(elapsed, 2),
+        "messages_per_second": round(processed / elapsed, 1),
+    }
+
+
+def lateness_phase(url: str, count: int, cycle: int) -> dict[str, Any]:
+    names = [f"l{i}" for i in range(4)]
+    urls = install(url, "late-", names, cycle=cycle)
+    s = Settings(
+        endpoint_url=url, region="us-east-1", queue_prefix="late-", max_native_delay_seconds=cycle
+    )
+    sender = Sender(s, client=client(url))
+    due: dict[str, float] = {}
+    delays = [cycle + 1 + (i * 7919 % (4 * cycle * 1000)) / 1000 for i in range(count)]
+    env = env_for(
+        url, "late-", max_native_delay_seconds=cycle, wait_time_seconds=1, stats_interval_seconds=5
+    )
+    results: list[float] = []
+    deliveries: dict[str, int] = {}
+    horizon = max(delays) + 15
+    worker = threading.Thread(target=run_worker, args=(env, names, horizon), daemon=True)
+    worker.start()
+    for i, d in enumerate(delays):
+        body = f"late {i}"
+        due[body] = time.time() + d
+        sender.send(names[i % 4], body, delay=d)
+    sqs = client(url)
+    deadline = time.monotonic() + horizon
+    while len(deliveries) < count and time.monotonic() < deadline:
+        for n in names:
+            resp = sqs.receive_message(QueueUrl=urls[n], MaxNumberOfMessages=10, WaitTimeSeconds=0)
+            now = time.time()
+            for m in resp.get("Messages", []):
+                deliveries[m["Body"]] = deliveries.get(m["Body"], 0) + 1
+                if deliveries[m["Body"]] == 1:
+                    results.append(now - due[m["Body"]])
+                sqs.delete_message(QueueUrl=urls[n], ReceiptHandle=m["ReceiptHandle"])
+        time.sleep(0.02)
+    worker.join()
+    return {
+        "messages": count,
+        "delivered": len(deliveries),
+        "cycle_seconds": cycle,
+        "delay_range_seconds": [round(min(delays), 1), round(max(delays), 1)],
+        "duplicates": sum(deliveries.values()) - len(deliveries),
+        "early": sum(1 for x in results if x < 0),
+        "lateness_p50_s": round(percentile(results, 0.5), 3),
+        "lateness_p99_s": round(percentile(results, 0.99), 3),
+        "lateness_max_s": round(max(results, default=float("nan")), 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queues", type=int, default=8)
+    parser.add_argument(
+        "--per-queue",
+        type=int,
+        default=0,
+        help="backlog per queue (default: 100 on moto, 400 on fauxqs)",
+    )
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--lateness-messages", type=int, default=200)
+    parser.add_argument(
+        "--emulator",
+        choices=["moto", "fauxqs", "both"],
+        default="both" if fauxqs_installed() else "moto",
+    )
+    args = parser.parse_args()
+    kinds = ["moto", "fauxqs"] if args.emulator == "both" else [args.emulator]
+    print(json.dumps({kind: bench(kind, args) for kind in kinds}, indent=2))
+
+
+def bench(kind: str, args: argparse.Namespace) -> dict[str, Any]:
+    emulator = EmulatorProcess(kind)
+    # moto's request cost grows with queue depth, so it gets a shallow backlog
+    per_queue = args.per_queue or (100 if kind == "moto" else 400)
+    try:
+        out: dict[str, Any] = {"emulator": f"{emulator.name} (separate process, 127.0.0.1)"}
+        out["worker"] = load_phase(emulator.url, args.queues, per_queue, args.seconds)
+        out["naive_loop"] = naive_phase(emulator.url, args.queues, per_queue, args.seconds)
+        out["raw_batch_capacity"] = raw_phase(emulator.url, args.queues, per_queue, args.seconds)
+        out["lateness"] = lateness_phase(emulator.url, args.lateness_messages, cycle=2)
+    finally:
+        emulator.stop()
+    w = out["worker"]["messages_per_second"]
+    out["requests_per_message_cycle"] = out["worker"]["requests_per_message_cycle"]
+    out["speedup_vs_naive"] = round(w / max(0.1, out["naive_loop"]["messages_per_second"]), 2)
+    out["fraction_of_raw_capacity"] = round(
+        w / max(0.1, out["raw_batch_capacity"]["messages_per_second"]), 2
+    )
+    return out
+
+
+if __name__ == "__main__":
+    main()

