@@ -26,7 +26,7 @@ from benchkit import EmulatorProcess, client, env_for, fauxqs_installed, percent
 
 from sqsdelay import limits
 from sqsdelay.installer import Installer
-from sqsdelay.sender import Message, Sender
+from sqsdelay.sender import Sender
 from sqsdelay.settings import Settings
 
 FAR = {limits.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000000"}}
