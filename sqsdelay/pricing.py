@@ -1,0 +1,229 @@
+"""The cost model: one set of formulas for `cost-estimate` (Python numbers) and the Spark job
+(Column expressions). Prices are data (`data/pricing.yaml`), validated with pydantic.
+
+The formulas are written once against a tiny `Ops` interface (ceil, max, if-then-else), so
+the same code evaluates a float or builds a Spark expression.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from sqsdelay.errors import ConfigError
+
+SECONDS_PER_MONTH = 30 * 24 * 3600  # the month used for idle polling: 30 days
+LONG_POLL_SECONDS = 20
+
+
+class Tier(BaseModel):
+    up_to_requests: int | None = Field(default=None, gt=0)
+    standard_per_million: float = Field(ge=0)
+    fifo_per_million: float = Field(ge=0)
+
+
+class Pricing(BaseModel):
+    currency: str = "USD"
+    sqs_tiers: list[Tier] = Field(min_length=1)
+    free_requests_per_month: int = Field(ge=0)
+    billing_chunk_bytes: int = Field(gt=0)
+    scheduler_per_million: float = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _tiers_ascend(self) -> Pricing:
+        limits = [t.up_to_requests for t in self.sqs_tiers]
+        if limits[-1] is not None or any(x is None for x in limits[:-1]):
+            raise ValueError("only the last of sqs_tiers may (and must) have up_to_requests: null")
+        bounded = [x for x in limits if x is not None]
+        if bounded != sorted(set(bounded)):
+            raise ValueError("sqs_tiers must be in ascending order of up_to_requests")
+        return self
+
+    @property
+    def fifo_price(self) -> float:
+        """First-tier price per FIFO request (what the reference formula's P is)."""
+        return self.sqs_tiers[0].fifo_per_million / 1e6
+
+    @property
+    def standard_price(self) -> float:
+        return self.sqs_tiers[0].standard_per_million / 1e6
+
+    @property
+    def scheduler_price(self) -> float:
+        return self.scheduler_per_million / 1e6
+
+
+def load_pricing(path: Path | None = None) -> Pricing:
+    """The shipped price file, or `path`. A bad file is a ConfigError naming the problem."""
+    try:
+        if path is None:
+            text = resources.files("sqsdelay").joinpath("data/pricing.yaml").read_text()
+        else:
+            text = path.read_text(encoding="utf-8")
+        data = yaml.safe_load(text)
+        return Pricing.model_validate(data)
+    except OSError as exc:
+        raise ConfigError(f"cannot read pricing file {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"pricing file {path} is not valid YAML: {exc}") from None
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'file'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(f"pricing file {path or 'built-in'} is invalid: {problems}") from None
+
+
+class Ops(Protocol):
+    def ceil(self, x: Any) -> Any: ...
+    def maximum(self, a: Any, b: Any) -> Any: ...
+    def where(self, cond: Any, a: Any, b: Any) -> Any: ...
+
+
+class PythonOps:
+    def ceil(self, x: Any) -> Any:
+        return math.ceil(x)
+
+    def maximum(self, a: Any, b: Any) -> Any:
+        return max(a, b)
+
+    def where(self, cond: Any, a: Any, b: Any) -> Any:
+        return a if cond else b
+
+
+@dataclass(frozen=True)
+class Requests:
+    """Requests for one delayed message under each model (FIFO and standard kept apart)."""
+
+    reference_ops: Any  # C = N/900, O = 2C (reference document)
+    cycles: Any  # worker passes k = ceil(N / cycle) - 1
+    exact_fifo: Any  # unbatched, with 64 KiB chunks
+    exact_standard: Any
+    batched_fifo: Any  # batched with the given fill
+    batched_standard: Any
+    scheduler_invocations: Any  # EventBridge Scheduler alternative: one schedule per message
+    scheduler_standard: Any  # ... which sends the message to the destination at due time
+
+
+def requests(
+    delay: Any,
+    size_bytes: Any,
+    *,
+    ops: Ops,
+    cycle_seconds: int = 900,
+    batch_fill: int = 10,
+    chunk_bytes: int = 65_536,
+) -> Requests:
+    """Billed requests for a message delayed `delay` seconds with `size_bytes` of payload.
+
+    Direct route (delay <= cycle): one standard send. Delay-queue route: the first send to the
+    FIFO queue, then k passes of receive + send + delete; the last pass's send (the hand-over)
+    goes to the standard destination. Sends and receives are billed per started 64 KiB;
+    batching divides each call by the batch fill, billed per started 64 KiB of the batch.
+    """
+    if not 1 <= batch_fill <= 10:
+        raise ConfigError(f"batch fill must be 1..10, not {batch_fill}")
+    routed = delay > cycle_seconds
+    chunks = ops.maximum(ops.ceil(size_bytes / chunk_bytes), 1)
+    batch_chunks = ops.maximum(ops.ceil(size_bytes * batch_fill / chunk_bytes), 1) / batch_fill
+    k = ops.where(routed, ops.maximum(ops.ceil(delay / cycle_seconds) - 1, 1), 0)
+    # per pass: receive (FIFO, payload), send (payload), delete (FIFO, no payload)
+    exact_fifo = ops.where(routed, chunks + k * (chunks + 1) + (k - 1) * chunks, 0)
+    batched_fifo = ops.where(
+        routed, chunks + k * (batch_chunks + 1 / batch_fill) + (k - 1) * batch_chunks, 0
+    )
+    return Requests(
+        reference_ops=ops.where(routed, 2 * delay / 900, 0),
+        cycles=k,
+        exact_fifo=exact_fifo,
+        exact_standard=chunks,  # direct send, or the hand-over send of the last pass
+        batched_fifo=batched_fifo,
+        batched_standard=ops.where(routed, batch_chunks, chunks),
+        scheduler_invocations=ops.where(routed, 1, 0),
+        scheduler_standard=chunks,
+    )
+
+
+def idle_polls_per_month(pollers: int = 1) -> int:
+    """One 20 s long poll at a time per delay queue: ~130,000 requests a month each."""
+    return pollers * SECONDS_PER_MONTH // LONG_POLL_SECONDS
+
+
+def tiered_cost(fifo_requests: float, standard_requests: float, pricing: Pricing) -> float:
+    """A month's bill. The free requests come first (taken from FIFO, the dearer); the tiers
+    count the month's whole volume, free requests included, as AWS's price list does."""
+    free = min(float(pricing.free_requests_per_month), fifo_requests + standard_requests)
+    billable = {
+        "fifo": max(0.0, fifo_requests - free),
+        "standard": standard_requests - max(0.0, free - fifo_requests),
+    }
+    cost, volume, lower = 0.0, free, 0.0
+    for tier in pricing.sqs_tiers:
+        upper = math.inf if tier.up_to_requests is None else float(tier.up_to_requests)
+        for kind, price in (
+            ("fifo", tier.fifo_per_million),
+            ("standard", tier.standard_per_million),
+        ):
+            take = min(max(0.0, upper - volume), billable[kind])
+            cost += take * price / 1e6
+            billable[kind] -= take
+            volume += take
+        lower = upper
+    assert lower == math.inf
+    return cost
+
+
+@dataclass(frozen=True)
+class Estimate:
+    delay_seconds: int
+    size_bytes: int
+    batch_fill: int
+    reference_cycles: float
+    reference_ops: float
+    reference_cost: float
+    cycles: int
+    exact_requests: float
+    exact_cost: float
+    batched_requests: float
+    batched_cost: float
+    scheduler_cost: float
+
+
+def estimate(
+    delay_seconds: int,
+    *,
+    size_bytes: int = 1024,
+    batch_fill: int = 10,
+    cycle_seconds: int = 900,
+    pricing: Pricing | None = None,
+) -> Estimate:
+    """Per-message figures at first-tier prices, as in the reference document."""
+    p = pricing or load_pricing()
+    r = requests(
+        delay_seconds,
+        size_bytes,
+        ops=PythonOps(),
+        cycle_seconds=cycle_seconds,
+        batch_fill=batch_fill,
+        chunk_bytes=p.billing_chunk_bytes,
+    )
+    return Estimate(
+        delay_seconds=delay_seconds,
+        size_bytes=size_bytes,
+        batch_fill=batch_fill,
+        reference_cycles=delay_seconds / 900,
+        reference_ops=r.reference_ops,
+        reference_cost=r.reference_ops * p.fifo_price,
+        cycles=r.cycles,
+        exact_requests=r.exact_fifo + r.exact_standard,
+        exact_cost=r.exact_fifo * p.fifo_price + r.exact_standard * p.standard_price,
+        batched_requests=r.batched_fifo + r.batched_standard,
+        batched_cost=r.batched_fifo * p.fifo_price + r.batched_standard * p.standard_price,
+        scheduler_cost=r.scheduler_invocations * p.scheduler_price
+        + r.scheduler_standard * p.standard_price,
+    )

@@ -1,0 +1,226 @@
+"""The Spark cost job with a real local SparkSession (session-scoped: one JVM start)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sqsdelay.cost_job import aggregate, generate, read_scheduled, run_report, spark_session
+from sqsdelay.errors import InvalidInput
+from sqsdelay.pricing import PythonOps, load_pricing, requests
+from sqsdelay.whatif import WhatIf
+
+pytestmark = pytest.mark.spark
+PRICING = load_pricing()
+
+RECORDS = [
+    {
+        "destination": "orders",
+        "delay_seconds": 1925,
+        "size_bytes": 100,
+        "timestamp": "2026-01-15T10:00:00.123456Z",
+    },
+    {
+        "destination": "orders",
+        "delay_seconds": 31_536_000,
+        "size_bytes": 70_000,
+        "timestamp": "2026-01-31T23:59:59Z",
+    },
+    {
+        "destination": "billing",
+        "delay_seconds": 600,
+        "size_bytes": 2048,
+        "timestamp": "2026-02-01T00:00:00Z",
+    },
+    {
+        "destination": "billing",
+        "delay_seconds": 86_400,
+        "size_bytes": 1,
+        "timestamp": "2026-02-10T12:00:00+00:00",
+    },
+]
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    session = spark_session(fast_start=True)
+    yield session
+    session.stop()
+
+
+def expected(field: str) -> float:
+    total = 0.0
+    for r in RECORDS:
+        req = requests(r["delay_seconds"], r["size_bytes"], ops=PythonOps())
+        total += getattr(req, field)
+    return total
+
+
+@pytest.fixture
+def event_log(tmp_path: Path) -> Path:
+    lines = [
+        json.dumps(
+            {"event": "delay.scheduled", "level": "info", "route": "x", "message_id": str(i), **r}
+        )
+        for i, r in enumerate(RECORDS)
+    ]
+    lines += [
+        json.dumps({"event": "worker.stats", "requests": {"ReceiveMessage": 3}}),
+        "this is not json",
+        "",
+        json.dumps({"event": "delay.scheduled", "delay_seconds": 5}),  # no destination
+    ]
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def totals(agg: Any) -> dict[str, float]:
+    sched = agg[agg["kind"] == "scheduled"]
+    return {
+        c: float(sched[c].sum())
+        for c in (
+            "messages",
+            "delayed_messages",
+            "exact_fifo",
+            "exact_standard",
+            "batched_fifo",
+            "reference_ops",
+            "cycles",
+        )
+    }
+
+
+def test_exact_totals_on_a_hand_built_event_log(spark: Any, event_log: Path) -> None:
+    agg = aggregate(read_scheduled(spark, [str(event_log)]), PRICING)
+    t = totals(agg)
+    assert t["messages"] == 4 and t["delayed_messages"] == 3
+    for field in ("exact_fifo", "exact_standard", "batched_fifo", "reference_ops", "cycles"):
+        assert t[field] == pytest.approx(expected(field)), field
+    counts = agg.groupby("kind")["messages"].sum().to_dict()
+    assert counts == {"scheduled": 4, "other": 1, "malformed": 3}  # bad line, no dest, blank
+    months = sorted(agg[agg["kind"] == "scheduled"]["month"].unique())
+    assert months == ["2026-01", "2026-02"]  # UTC month buckets, 23:59:59Z stays in January
+
+
+def test_csv_and_parquet_give_the_same_totals(spark: Any, event_log: Path, tmp_path: Path) -> None:
+    import pandas as pd
+
+    frame = pd.DataFrame(RECORDS)
+    frame.to_csv(tmp_path / "events.csv", index=False)
+    frame.to_parquet(tmp_path / "events.parquet")
+    json_totals = totals(aggregate(read_scheduled(spark, [str(event_log)]), PRICING))
+    for name in ("events.csv", "events.parquet"):
+        agg = aggregate(read_scheduled(spark, [str(tmp_path / name)]), PRICING)
+        assert totals(agg) == json_totals, name
+
+
+def test_what_if_generates_the_workload_inside_spark(spark: Any) -> None:
+    spec = WhatIf.model_validate(
+        {
+            "messages_per_day": 100,
+            "months": 2,
+            "start": "2026-03-01",
+            "destinations": 4,
+            "delay_seconds": {"kind": "fixed", "value": 1925},
+            "seed": 1,
+        }
+    )
+    agg = aggregate(generate(spark, spec), PRICING)
+    assert spec.days == 61 and agg["messages"].sum() == 6100
+    assert set(agg["month"]) == {"2026-03", "2026-04"}
+    assert agg["destination"].nunique() == 4
+    assert agg["exact_fifo"].sum() == 6100 * 6 and agg["delayed_messages"].sum() == 6100
+
+
+@pytest.mark.parametrize(
+    "dist",
+    [
+        {"kind": "uniform", "min": 0, "max": 1800},
+        {"kind": "lognormal", "mu": 7, "sigma": 1},
+        {"kind": "histogram", "buckets": [[900, 1], [3600, 1]]},
+    ],
+)
+def test_what_if_distributions(spark: Any, dist: dict[str, Any]) -> None:
+    spec = WhatIf.model_validate({"messages_per_day": 2000, "delay_seconds": dist})
+    agg = aggregate(generate(spark, spec), PRICING)
+    share = agg["delayed_messages"].sum() / agg["messages"].sum()
+    assert 0.2 < share < 0.95  # some direct, some through the delay queue
+
+
+def test_report_files_and_summary(spark: Any, event_log: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    report = run_report(inputs=[str(event_log)], output=str(out), pricing=PRICING, spark=spark)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["input"] == {"scheduled": 4, "other_events": 1, "malformed": 3}
+    exact = next(m for m in summary["models"] if m["model"] == "exact")
+    assert exact["requests"] == pytest.approx(expected("exact_fifo") + expected("exact_standard"))
+    assert summary == {**report.summary, "assumptions": report.assumptions}
+    for name in ("by_destination", "by_month", "by_band", "delay_histogram", "models"):
+        assert (out / f"{name}.csv").stat().st_size > 0
+    page = (out / "report.html").read_text()
+    assert page.count("<svg") == 3 and "Assumptions" in page
+    assert "<script" not in page and "<link" not in page and "src=" not in page  # offline
+
+
+def test_report_can_be_published_to_a_hadoop_uri(
+    spark: Any, event_log: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "published"
+    run_report(inputs=[str(event_log)], output=target.as_uri(), pricing=PRICING, spark=spark)
+    assert (target / "report.html").exists() and (target / "summary.json").exists()
+
+
+def test_empty_input_is_a_clear_message(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text(json.dumps({"event": "worker.stats"}) + "\nnot json\n")
+    with pytest.raises(InvalidInput, match=r"no delay\.scheduled records") as info:
+        run_report(inputs=[str(path)], output=str(tmp_path / "o"), pricing=PRICING, spark=spark)
+    assert "other events: 1, malformed lines: 1" in str(info.value)
+
+
+def test_missing_input_path(spark: Any, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="input not found"):
+        run_report(
+            inputs=[str(tmp_path / "nope.jsonl")],
+            output=str(tmp_path / "o"),
+            pricing=PRICING,
+            spark=spark,
+        )
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sqsdelay", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_cost_estimate_prints_the_reference_numbers() -> None:
+    result = cli("cost-estimate", "--delay", "31536000")
+    assert result.returncode == 0
+    for text in (
+        "35,040 cycles",
+        "70,080 operations",
+        "0.03504 USD",
+        "105,118 requests",
+        "why they differ",
+    ):
+        assert text in result.stdout
+
+
+@pytest.mark.slow
+def test_cost_report_cli(event_log: Path, tmp_path: Path) -> None:
+    result = cli("cost-report", "--input", str(event_log), "--output", str(tmp_path / "r"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Batched (this worker)" in result.stdout and "report.html" in result.stdout
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("{}\n")
+    bad = cli("cost-report", "--input", str(empty), "--output", str(tmp_path / "r2"))
+    assert bad.returncode == 2 and "no delay.scheduled records" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -1,0 +1,125 @@
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sqsdelay.errors import ConfigError
+from sqsdelay.pricing import (
+    PythonOps,
+    estimate,
+    idle_polls_per_month,
+    load_pricing,
+    requests,
+    tiered_cost,
+)
+
+OPS = PythonOps()
+
+
+def test_reference_example_one_year() -> None:
+    e = estimate(31_536_000)
+    assert e.reference_cycles == 35_040 and e.reference_ops == 70_080
+    assert e.reference_cost == pytest.approx(0.03504)
+
+
+def test_exact_counts_first_send_plus_three_requests_per_pass() -> None:
+    assert estimate(31_536_000).exact_requests == 1 + 3 * 35_039
+    assert estimate(1925).cycles == 2 and estimate(1925).exact_requests == 7
+    assert estimate(901).exact_requests == 4
+    direct = estimate(900)
+    assert direct.exact_requests == 1 and direct.reference_ops == 0 and direct.cycles == 0
+
+
+def test_exact_cost_prices_the_hand_over_as_standard() -> None:
+    e = estimate(1925)
+    assert e.exact_cost == pytest.approx(6 * 0.5e-6 + 1 * 0.4e-6)
+
+
+def test_every_started_64_kib_is_a_request() -> None:
+    one = requests(1925, 65_536, ops=OPS)
+    two = requests(1925, 65_537, ops=OPS)
+    assert (one.exact_fifo, one.exact_standard) == (6, 1)
+    # first send 2 + 2 passes x (receive 2 + delete 1) + 1 requeue send 2; hand-over 2
+    assert (two.exact_fifo, two.exact_standard) == (10, 2)
+
+
+def test_batched_with_full_batches() -> None:
+    r = requests(31_536_000, 1024, ops=OPS, batch_fill=10)
+    assert r.batched_fifo + r.batched_standard == pytest.approx(1 + 35_039 * 0.3)
+
+
+@given(st.integers(0, 10**8), st.integers(1, 1_048_576))
+def test_batch_fill_one_is_the_exact_count(delay: int, size: int) -> None:
+    r = requests(delay, size, ops=OPS, batch_fill=1)
+    assert r.batched_fifo == pytest.approx(r.exact_fifo)
+    assert r.batched_standard == pytest.approx(r.exact_standard)
+
+
+@given(st.integers(0, 10**8), st.integers(1, 1_048_576), st.integers(1, 10))
+def test_batching_never_costs_more(delay: int, size: int, fill: int) -> None:
+    r = requests(delay, size, ops=OPS, batch_fill=fill)
+    assert r.batched_fifo <= r.exact_fifo + 1e-9
+    assert r.batched_standard <= r.exact_standard + 1e-9
+
+
+def test_batch_fill_is_bounded() -> None:
+    with pytest.raises(ConfigError):
+        requests(1000, 1, ops=OPS, batch_fill=11)
+
+
+def test_idle_polling_is_about_130_thousand_a_month() -> None:
+    assert idle_polls_per_month() == 129_600
+    assert idle_polls_per_month(3) == 388_800
+
+
+def test_tiers_and_free_tier() -> None:
+    p = load_pricing()
+    assert tiered_cost(1_000_000, 0, p) == 0
+    assert tiered_cost(2_000_000, 0, p) == pytest.approx(0.5)
+    assert tiered_cost(500_000, 1_500_000, p) == pytest.approx(0.4)
+    big = tiered_cost(150e9, 0, p)  # 100 B at 0.50, the rest at 0.40, minus 1 M free
+    assert big == pytest.approx((100e9 - 1e6) * 0.5e-6 + 50e9 * 0.4e-6)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("sqs_tiers: []", "at least 1 item"),
+        (
+            "currency: USD\nsqs_tiers:\n - {up_to_requests: 5, standard_per_million: -1, "
+            "fifo_per_million: 1}\nfree_requests_per_month: 0\nbilling_chunk_bytes: 1\n"
+            "scheduler_per_million: 1",
+            "greater than or equal to 0",
+        ),
+        (
+            "currency: USD\nsqs_tiers:\n - {up_to_requests: 5, standard_per_million: 1, "
+            "fifo_per_million: 1}\nfree_requests_per_month: 0\nbilling_chunk_bytes: 1\n"
+            "scheduler_per_million: 1",
+            "must) have up_to_requests: null",
+        ),
+        ("[unclosed", "not valid YAML"),
+    ],
+)
+def test_bad_pricing_files_are_clear_errors(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="pricing file") as info:
+        load_pricing(path)
+    assert message in str(info.value)
+
+
+def test_missing_pricing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read pricing file"):
+        load_pricing(tmp_path / "nope.yaml")
+
+
+def test_a_changed_price_file_changes_the_figures(tmp_path: Path) -> None:
+    text = (
+        Path("sqsdelay/data/pricing.yaml")
+        .read_text()
+        .replace("fifo_per_million: 0.50", "fifo_per_million: 1.00")
+    )
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    assert estimate(31_536_000, pricing=load_pricing(path)).reference_cost == pytest.approx(0.07008)
