@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEPS := pyproject.toml constraints.txt
 
-.PHONY: test demo lint typecheck unit bench bench-deps clean
+.PHONY: test demo lint typecheck infra-lint unit bench bench-deps clean
 
 $(STAMP): $(DEPS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,16 +20,30 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict sqsdelay
 
+# CloudFormation and Dockerfile linters live in their own venv (checkov pins its own boto3).
+INFRA := .venv-infra
+INFRA_STAMP := $(INFRA)/.installed
+
+$(INFRA_STAMP): requirements-infra.txt
+	test -x $(INFRA)/bin/python || $(PYTHON) -m venv $(INFRA)
+	$(INFRA)/bin/python -m pip install --quiet -r requirements-infra.txt
+	touch $(INFRA_STAMP)
+
+infra-lint: $(INFRA_STAMP)
+	$(INFRA)/bin/cfn-lint infra/*.yaml
+	$(INFRA)/bin/checkov -d infra --framework cloudformation --compact --quiet --skip-download
+	$(INFRA)/bin/hadolint Dockerfile
+
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-test: lint typecheck unit
+test: lint typecheck infra-lint unit
 
 demo: $(STAMP)
 	$(BIN)/sqsdelay demo
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(INFRA) .pytest_cache .mypy_cache .ruff_cache
 
 # Benchmarks (not part of `make test`): the second emulator comes from npm.
 bench-deps:

@@ -29,15 +29,27 @@ def generate(rows: int, path: Path) -> None:
     from sqsdelay.cost_job import spark_session
     from sqsdelay.whatif import WhatIf
 
-    spec = WhatIf.model_validate({
-        "messages_per_day": -(-rows // 365), "months": 12, "start": "2026-01-01",
-        "destinations": 200, "delay_seconds": {"kind": "lognormal", "mu": 9, "sigma": 2.5},
-        "size_bytes": {"kind": "lognormal", "mu": 7.5, "sigma": 1.5}, "seed": 11,
-    })
+    spec = WhatIf.model_validate(
+        {
+            "messages_per_day": -(-rows // 365),
+            "months": 12,
+            "start": "2026-01-01",
+            "destinations": 200,
+            "delay_seconds": {"kind": "lognormal", "mu": 9, "sigma": 2.5},
+            "size_bytes": {"kind": "lognormal", "mu": 7.5, "sigma": 1.5},
+            "seed": 11,
+        }
+    )
     spark = spark_session(driver_memory="2g")
-    df = gen(spark, spec).limit(rows).select(
-        F.date_format("ts", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("timestamp"),
-        "destination", "delay_seconds", "size_bytes",
+    df = (
+        gen(spark, spec)
+        .limit(rows)
+        .select(
+            F.date_format("ts", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("timestamp"),
+            "destination",
+            "delay_seconds",
+            "size_bytes",
+        )
     )
     df.write.mode("overwrite").parquet(str(path))
     spark.stop()
@@ -69,8 +81,19 @@ def _tree_rss_kib(root: int) -> int:
 def timed_report(parquet: Path, out: Path) -> dict[str, Any]:
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sqsdelay", "cost-report", "--input", str(parquet),
-         "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "sqsdelay",
+            "cost-report",
+            "--input",
+            str(parquet),
+            "--output",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     peak = 0
     done = threading.Event()
@@ -90,10 +113,13 @@ def timed_report(parquet: Path, out: Path) -> dict[str, Any]:
     if proc.returncode != 0:
         raise SystemExit(f"cost-report failed:\n{err[-3000:]}")
     summary = json.loads((out / "summary.json").read_text())
-    return {"wall_seconds": round(wall, 1), "peak_rss_mib": round(peak / 1024),
-            "rows_per_second": round(summary["messages"] / wall),
-            "messages": summary["messages"],
-            "batched_cost": next(m["cost"] for m in summary["models"] if m["model"] == "batched")}
+    return {
+        "wall_seconds": round(wall, 1),
+        "peak_rss_mib": round(peak / 1024),
+        "rows_per_second": round(summary["messages"] / wall),
+        "messages": summary["messages"],
+        "batched_cost": next(m["cost"] for m in summary["models"] if m["model"] == "batched"),
+    }
 
 
 DUCKDB_SQL = """
@@ -138,8 +164,11 @@ def main() -> None:
                 generate(rows, parquet)
             gen_s = round(time.perf_counter() - started, 1)
             spark = timed_report(parquet, work / f"report-{rows}")
-            results[str(rows)] = {"generate_seconds": gen_s, "spark_cost_report": spark,
-                                  "duckdb_same_aggregation": timed_duckdb(parquet)}
+            results[str(rows)] = {
+                "generate_seconds": gen_s,
+                "spark_cost_report": spark,
+                "duckdb_same_aggregation": timed_duckdb(parquet),
+            }
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -168,6 +168,59 @@ def worker(
 
 
 @command
+def inspect(
+    ctx: typer.Context,
+    queues: Annotated[list[str], typer.Argument(help="destination queues")],
+) -> int:
+    """Configuration check plus visible / in-flight / delayed counts of every queue."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from sqsdelay.operations import inspect as inspect_queues
+
+    states = inspect_queues(settings_of(ctx), queues)
+    table = Table(title="sqsdelay queues")
+    for col in ("role", "queue", "visible", "in flight", "delayed", "check"):
+        table.add_column(
+            col, justify="right" if col in ("visible", "in flight", "delayed") else "left"
+        )
+    problems = 0
+    for st in states:
+        r = st.report
+        check = "ok" if not r.problems else "; ".join(f"{p.problem} -> {p.fix}" for p in r.problems)
+        problems += len(r.problems)
+        c = st.counts
+        table.add_row(
+            r.spec.role,
+            r.spec.name,
+            *(str(c.get(k, "-")) for k in ("visible", "in_flight", "delayed")),
+            check,
+        )
+    Console(width=160).print(table)
+    return 1 if problems else 0
+
+
+@command
+def replay_errors(
+    ctx: typer.Context,
+    queue: Annotated[str, typer.Argument(help="destination whose failed messages to replay")],
+    limit: Annotated[int, typer.Option(help="at most this many messages")] = 100,
+) -> int:
+    """Move failed messages of QUEUE from the error queue back to its delay queue."""
+    from sqsdelay.operations import replay_errors as replay
+
+    if limit < 1:
+        raise InvalidInput("--limit must be at least 1")
+    result = replay(settings_of(ctx), queue, limit=limit)
+    print(
+        json.dumps(
+            {"replayed": len(result.replayed), "skipped": result.skipped, "failed": result.failed}
+        )
+    )
+    return 1 if result.failed else 0
+
+
+@command
 def emulator(
     port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 4566,
 ) -> int:
@@ -287,10 +340,15 @@ def cost_report(
 
 
 @command
-def demo() -> int:
-    """The whole system end to end on the embedded emulator (placeholder until the demo lands)."""
-    print("sqsdelay demo: not implemented yet; see README for the manual walk-through")
-    return 0
+def demo(
+    output: Annotated[Path, typer.Option(help="where events and the cost report go")] = Path(
+        "demo-output"
+    ),
+) -> int:
+    """The whole system end to end on the embedded emulator with a compressed cycle."""
+    from sqsdelay.demo import run
+
+    return run(output)
 
 
 def main() -> None:

@@ -57,6 +57,7 @@ class SendResult:
     delay_seconds: int
     size_bytes: int
     index: int = 0
+    group_id: str | None = None  # delay-queue route: stable id of the message across hops
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +68,7 @@ class SendResult:
             "destination": self.destination,
             "delay_seconds": self.delay_seconds,
             "size_bytes": self.size_bytes,
+            "group_id": self.group_id,
         }
 
 
@@ -160,6 +162,7 @@ def _result(planned: PlannedSend, url: str, message_id: str, index: int = 0) -> 
         delay_seconds=planned.delay_seconds,
         size_bytes=planned.size_bytes,
         index=index,
+        group_id=planned.request.get("MessageGroupId"),
     )
     log.info(
         "delay.scheduled",
@@ -169,6 +172,7 @@ def _result(planned: PlannedSend, url: str, message_id: str, index: int = 0) -> 
         delay_seconds=planned.delay_seconds,
         size_bytes=planned.size_bytes,
         route=planned.route,
+        group_id=result.group_id,
     )
     return result
 

@@ -355,6 +355,46 @@ class Worker:
                 log.warning("delay.backoff_failed", queue=qs.delay_queue, code=error_code(exc))
 
 
+class WorkerThread:
+    """Runs a Worker on its own event loop in a background thread (demo, tests, embedding).
+
+    `with WorkerThread(settings, ["orders"]) as running: ...` stops it on exit and re-raises
+    anything the worker raised.
+    """
+
+    def __init__(self, settings: Settings, queues: Sequence[str], **kwargs: Any) -> None:
+        import threading
+
+        self.worker = Worker(settings, queues, **kwargs)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="sqsdelay-worker", daemon=True)
+        self.error: BaseException | None = None
+
+    def _run(self) -> None:
+        try:
+            self._loop.run_until_complete(self.worker.run(handle_signals=False))
+        except BaseException as exc:  # re-raised by stop()
+            self.error = exc
+
+    def start(self) -> WorkerThread:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30) -> None:
+        self._loop.call_soon_threadsafe(self.worker.stop)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise RuntimeError(f"worker did not stop within {timeout} s")
+        if self.error is not None:
+            raise self.error
+
+    def __enter__(self) -> WorkerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 def _snake(api: str) -> list[str]:
     words: list[str] = []
     for ch in api:

@@ -2,41 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqsdelay.settings import Settings
-from sqsdelay.worker import Worker
+from sqsdelay.worker import WorkerThread
 
 
-class RunningWorker:
-    """`with RunningWorker(settings, ["orders"]) as w:` runs the real worker in a thread."""
-
-    def __init__(self, settings: Settings, queues: list[str], **kwargs: Any) -> None:
-        self.worker = Worker(settings, queues, **kwargs)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.error: BaseException | None = None
-
-    def _run(self) -> None:
-        try:
-            self._loop.run_until_complete(self.worker.run(handle_signals=False))
-        except BaseException as exc:  # surfaced in __exit__
-            self.error = exc
-
-    def __enter__(self) -> RunningWorker:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._loop.call_soon_threadsafe(self.worker.stop)
-        self._thread.join(timeout=30)
-        assert not self._thread.is_alive(), "worker did not stop within 30 s"
-        if self.error is not None:
-            raise self.error
+# The worker in a background thread is part of the package (the demo uses it too).
+RunningWorker = WorkerThread
 
 
 @dataclass
