@@ -126,7 +126,8 @@ DUCKDB_SQL = """
 WITH rows AS (
   SELECT destination, strftime(CAST(timestamp AS TIMESTAMP), '%Y-%m') AS month,
          delay_seconds AS n, greatest(ceil(size_bytes / 65536), 1) AS chunks,
-         CASE WHEN delay_seconds > 900 THEN greatest(ceil(delay_seconds / 900) - 1, 1) ELSE 0 END AS k
+         CASE WHEN delay_seconds > 900
+              THEN greatest(ceil(delay_seconds / 900) - 1, 1) ELSE 0 END AS k
   FROM read_parquet('{path}/*.parquet'))
 SELECT destination, month,
   CASE WHEN n <= 900 THEN 1 WHEN n <= 3600 THEN 2 WHEN n <= 86400 THEN 3

@@ -16,6 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from sqsdelay import logs
+from sqsdelay.clients import sync_client
 from sqsdelay.emulator import Emulator
 from sqsdelay.installer import Installer
 from sqsdelay.sender import Sender
@@ -122,24 +123,16 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
         console.print(
             Panel.fit(
                 f"SQS emulator (moto) on {emu.url}\n"
-                f"Delay queues cycle every {CYCLE} s here, standing in for SQS's 900 s limit:\n"
-                f"a delay above {CYCLE} s goes through <queue>-delay.fifo and the worker moves it on\n"
-                f"each cycle; a shorter one goes straight to the queue with DelaySeconds.\n"
+                f"Delay queues cycle every {CYCLE} s here, standing in for SQS's 900 s:\n"
+                f"a delay above {CYCLE} s goes through <queue>-delay.fifo and the worker moves\n"
+                f"it on each cycle; a shorter one goes straight to the queue with DelaySeconds.\n"
                 f"Events are recorded in {events}",
                 title="sqsdelay demo",
             )
         )
         Installer(settings).run(DESTINATIONS)
         sender = Sender(settings)
-        import boto3
-
-        sqs = boto3.client(
-            "sqs",
-            endpoint_url=emu.url,
-            region_name="us-east-1",
-            aws_access_key_id="demo",
-            aws_secret_access_key="demo",
-        )
+        sqs = sync_client(settings)
         urls = {d: sqs.get_queue_url(QueueName=f"demo-{d}")["QueueUrl"] for d in DESTINATIONS}
         rows = [Row(f"demo-{i}", dest, delay) for i, (dest, delay) in enumerate(PLAN)]
         started = time.time()
@@ -154,7 +147,7 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
             deadline = time.monotonic() + max(d for _, d in PLAN) + timeout
             by_name = {r.name: r for r in rows}
             while time.monotonic() < deadline and any(r.delivered is None for r in rows):
-                for dest, url in urls.items():
+                for url in urls.values():
                     resp = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
                     now = time.time()
                     for m in resp.get("Messages", []):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Sequence
@@ -146,10 +147,9 @@ def replay_errors(
             log.info("delay.replayed", message_id=m.message_id, queue=delay_queue)
     # What stays was hidden for this run only: make it visible again at once.
     for handle in left:
-        try:
+        # if this fails, it becomes visible after the 30 s timeout anyway
+        with contextlib.suppress(ClientError, BotoCoreError):
             sqs.change_message_visibility(
                 QueueUrl=error_url, ReceiptHandle=handle, VisibilityTimeout=0
             )
-        except (ClientError, BotoCoreError):
-            pass  # it becomes visible after the 30 s timeout anyway
     return result

@@ -8,7 +8,6 @@ from typing import Any
 
 from sqsdelay.worker import WorkerThread
 
-
 # The worker in a background thread is part of the package (the demo uses it too).
 RunningWorker = WorkerThread
 
