@@ -15,9 +15,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sqsdelay import batching, names
 from sqsdelay.clients import sync_client, translate
-from sqsdelay.decision import ClockOffset, Limits, decide
+from sqsdelay.decision import ClockOffset, Limits
 from sqsdelay.logs import configure, get_logger
-from sqsdelay.processing import Outgoing, Target, event_fields, from_lambda, outgoing
+from sqsdelay.processing import Outgoing, Target, decide_batch, event_fields, from_lambda
 from sqsdelay.settings import Settings, load_settings
 
 log = get_logger("sqsdelay.lambda")
@@ -83,25 +83,13 @@ class Handler:
             "destination": destination,
             "error": error_queue,
         }
-        received = [from_lambda(r) for r in records]
-        for r in received:
-            first = r.system.get("ApproximateFirstReceiveTimestamp", "")
-            if r.receive_count == 1 and first.isdigit():
-                self.offset.observe(int(first), local_ms)
-        offset = self.offset.estimate()
-        outs = [
-            outgoing(
-                r,
-                decide(
-                    r,
-                    local_now_ms=local_ms,
-                    offset_ms=offset,
-                    lim=self._limits,
-                    source_queue=delay_queue,
-                ),
-            )
-            for r in received
-        ]
+        outs = decide_batch(
+            [from_lambda(r) for r in records],
+            local_ms=local_ms,
+            offset=self.offset,
+            lim=self._limits,
+            source_queue=delay_queue,
+        )
         failed: list[str] = []
         batches = batching.chunk(
             outs,

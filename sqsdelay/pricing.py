@@ -100,7 +100,7 @@ class PythonOps:
 class Requests:
     """Requests for one delayed message under each model (FIFO and standard kept apart)."""
 
-    reference_ops: Any  # C = N/900, O = 2C (reference document)
+    reference_ops: Any  # C = N/cycle, O = 2C (reference document, cycle 900)
     cycles: Any  # worker passes k = ceil(N / cycle) - 1
     exact_fifo: Any  # unbatched, with 64 KiB chunks
     exact_standard: Any
@@ -138,7 +138,7 @@ def requests(
         routed, chunks + k * (batch_chunks + 1 / batch_fill) + (k - 1) * batch_chunks, 0
     )
     return Requests(
-        reference_ops=ops.where(routed, 2 * delay / 900, 0),
+        reference_ops=ops.where(routed, 2 * delay / cycle_seconds, 0),
         cycles=k,
         exact_fifo=exact_fifo,
         exact_standard=chunks,  # direct send, or the hand-over send of the last pass
@@ -216,7 +216,7 @@ def estimate(
         delay_seconds=delay_seconds,
         size_bytes=size_bytes,
         batch_fill=batch_fill,
-        reference_cycles=delay_seconds / 900,
+        reference_cycles=delay_seconds / cycle_seconds,
         reference_ops=r.reference_ops,
         reference_cost=r.reference_ops * p.fifo_price,
         cycles=r.cycles,

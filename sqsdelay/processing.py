@@ -10,7 +10,16 @@ from typing import Any, Literal
 
 from sqsdelay import wire
 from sqsdelay._types import Attributes, AttributeValue
-from sqsdelay.decision import Decision, HandOver, Poison, Received, Requeue
+from sqsdelay.decision import (
+    ClockOffset,
+    Decision,
+    HandOver,
+    Limits,
+    Poison,
+    Received,
+    Requeue,
+    decide,
+)
 
 Target = Literal["delay", "destination", "error"]
 
@@ -89,6 +98,39 @@ def outgoing(received: Received, decision: Decision) -> Outgoing:
     if attributes:
         entry["MessageAttributes"] = attributes
     return Outgoing(received, decision, target, entry, wire.message_size(received.body, attributes))
+
+
+def decide_batch(
+    received: list[Received],
+    *,
+    local_ms: int,
+    offset: ClockOffset,
+    lim: Limits,
+    source_queue: str,
+    last_errors: Mapping[str, str] | None = None,
+) -> list[Outgoing]:
+    """Decide a received batch. First receives also feed the clock-offset estimate, which
+    the redeliveries in the same batch already use. `local_ms` is when the batch arrived."""
+    for r in received:
+        first = r.system.get("ApproximateFirstReceiveTimestamp", "")
+        if r.receive_count == 1 and first.isdigit():
+            offset.observe(int(first), local_ms)
+    estimate = offset.estimate()
+    errors = last_errors or {}
+    return [
+        outgoing(
+            r,
+            decide(
+                r,
+                local_now_ms=local_ms,
+                offset_ms=estimate,
+                lim=lim,
+                source_queue=source_queue,
+                last_error=errors.get(r.message_id),
+            ),
+        )
+        for r in received
+    ]
 
 
 def event_fields(out: Outgoing, destination: str) -> tuple[str, dict[str, Any]]:

@@ -23,15 +23,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sqsdelay import batching, names
 from sqsdelay.clients import client_kwargs, error_code, translate
-from sqsdelay.decision import CircuitBreaker, ClockOffset, Limits, decide, retry_backoff_seconds
+from sqsdelay.decision import CircuitBreaker, ClockOffset, Limits, retry_backoff_seconds
 from sqsdelay.logs import get_logger
 from sqsdelay.processing import (
     SYSTEM_ATTRIBUTES,
     Outgoing,
     Target,
+    decide_batch,
     event_fields,
     from_boto,
-    outgoing,
 )
 from sqsdelay.settings import Settings
 
@@ -47,6 +47,7 @@ class QueueSet:
     delay_queue: str
     urls: dict[Target, str] = field(default_factory=dict)
     loops: int = 0
+    peak_loops: int = 0
 
 
 @dataclass
@@ -143,6 +144,7 @@ class Worker:
 
     def _spawn(self, tg: asyncio.TaskGroup, qs: QueueSet) -> None:
         qs.loops += 1
+        qs.peak_loops = max(qs.peak_loops, qs.loops)
         tg.create_task(self._receive_loop(tg, qs, first=qs.loops == 1))
 
     async def _report_stats(self) -> None:
@@ -213,26 +215,14 @@ class Worker:
             qs.loops -= 1
 
     async def _process(self, qs: QueueSet, raw: list[dict[str, Any]], local_ms: int) -> None:
-        received = [from_boto(m) for m in raw]
-        for r in received:
-            first = r.system.get("ApproximateFirstReceiveTimestamp", "")
-            if r.receive_count == 1 and first.isdigit():
-                self.offset.observe(int(first), local_ms)
-        offset = self.offset.estimate()
-        outs = [
-            outgoing(
-                r,
-                decide(
-                    r,
-                    local_now_ms=local_ms,
-                    offset_ms=offset,
-                    lim=self._limits,
-                    source_queue=qs.delay_queue,
-                    last_error=self._last_error.get(r.message_id),
-                ),
-            )
-            for r in received
-        ]
+        outs = decide_batch(
+            [from_boto(m) for m in raw],
+            local_ms=local_ms,
+            offset=self.offset,
+            lim=self._limits,
+            source_queue=qs.delay_queue,
+            last_errors=self._last_error,
+        )
         now = self._clock()
         retry: list[tuple[Outgoing, int]] = []
         sendable: list[Outgoing] = []

@@ -280,5 +280,35 @@ def test_idle_worker_runs_one_long_poll_per_queue(
     assert 4 <= receives <= 10  # ~one 1 s poll per queue per second
 
 
+def test_a_backlog_gets_parallel_receive_loops_within_the_limit(
+    make_settings: Callable[..., Settings], sqs: Any
+) -> None:
+    s = make_settings(max_native_delay_seconds=1, wait_time_seconds=1, concurrency=3)
+    urls = setup_queues(s, sqs)
+    far = {limits.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000"}}
+    for start in range(0, 60, 10):
+        sqs.send_message_batch(
+            QueueUrl=urls["orders-delay.fifo"],
+            Entries=[
+                {
+                    "Id": str(i),
+                    "MessageBody": f"b{i}",
+                    "MessageAttributes": far,
+                    "MessageGroupId": f"g{start + i}",
+                    "MessageDeduplicationId": f"d{start + i}",
+                }
+                for i in range(10)
+            ],
+        )
+    with RunningWorker(s, ["orders"]) as running:
+        wait_for(lambda: running.worker.stats.events["delay.requeued"] >= 120, timeout=30)
+        peak = running.worker.queues[0].peak_loops
+    assert 2 <= peak <= 3
+    requests = running.worker.stats.requests
+    moved = running.worker.stats.events["delay.requeued"]
+    # a full batch costs a receive, a send and a delete for ten messages
+    assert requests["SendMessageBatch"] <= moved / 10 + 6
+
+
 def teardown_module() -> None:
     structlog.reset_defaults()
