@@ -24,7 +24,7 @@ from typing import Any
 import aioboto3
 from benchkit import EmulatorProcess, client, env_for, fauxqs_installed, percentile, run_worker
 
-from sqsdelay import limits
+from sqsdelay import limits, logs
 from sqsdelay.installer import Installer
 from sqsdelay.sender import Sender
 from sqsdelay.settings import Settings
@@ -244,6 +244,7 @@ def main() -> None:
         default="both" if fauxqs_installed() else "moto",
     )
     args = parser.parse_args()
+    logs.configure("json", "WARNING")  # stdout is for the JSON result only
     kinds = ["moto", "fauxqs"] if args.emulator == "both" else [args.emulator]
     print(json.dumps({kind: bench(kind, args) for kind in kinds}, indent=2))
 

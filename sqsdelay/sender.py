@@ -5,6 +5,7 @@ Both use the same pure planning (`plan`), so they behave the same way.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -346,8 +347,6 @@ class AsyncSender:
         self, queue: str, messages: Sequence[Message], *, raise_on_failure: bool = True
     ) -> BatchResult:
         """As `Sender.send_batch`; the batches go out concurrently."""
-        import asyncio
-
         now = self._clock()
         planned = [plan(queue, m, self.settings, now=now) for m in messages]
         result = BatchResult()
