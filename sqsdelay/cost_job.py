@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from sqsdelay.errors import InvalidInput
@@ -326,13 +327,9 @@ def run_report(
     )
     if "://" in output:
         with tempfile.TemporaryDirectory() as tmp:
-            from pathlib import Path
-
             cost_report.write(report, Path(tmp))
             publish(spark, tmp, output)
     else:
-        from pathlib import Path
-
         cost_report.write(report, Path(output))
     return report
 
@@ -340,7 +337,6 @@ def run_report(
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point for `spark-submit .../sqsdelay/cost_job.py --input ... --output ...`."""
     import argparse
-    from pathlib import Path
 
     from sqsdelay.pricing import load_pricing
     from sqsdelay.whatif import load_what_if

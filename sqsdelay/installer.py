@@ -277,34 +277,23 @@ class Installer:
         return reports
 
     def _fix(self, report: QueueReport, problems: list[Problem], force: bool) -> list[Problem]:
-        changes: dict[str, str] = {}
-        remaining = []
-        for p in problems:
-            if p.attributes and (force or not p.needs_force):
-                changes.update(p.attributes)
-                report.fixed.append(p.problem)
-            else:
-                remaining.append(p)
-        if changes:
-            assert report.url is not None
-            self._call(
-                "SetQueueAttributes",
-                report.spec.name,
-                self._client.set_queue_attributes,
-                QueueUrl=report.url,
-                Attributes=changes,
-            )
-            log.info("queue.fixed", queue=report.spec.name, attributes=sorted(changes))
-            attrs = self._attributes(report.spec, report.url, changes)
-            # Re-check: a change the service did not apply stays a problem.
-            after = check_queue(report.spec, attrs, self.settings)
-            unchanged = {k for p in after for k in p.attributes}
-            report.fixed = [
-                p.problem
-                for p in problems
-                if p.attributes
-                and (force or not p.needs_force)
-                and not unchanged & set(p.attributes)
-            ]
-            return after if force else [p for p in after if p.attributes or p in remaining]
-        return remaining
+        attempted = [p for p in problems if p.attributes and (force or not p.needs_force)]
+        if not attempted:
+            return problems
+        assert report.url is not None
+        changes = {k: v for p in attempted for k, v in p.attributes.items()}
+        self._call(
+            "SetQueueAttributes",
+            report.spec.name,
+            self._client.set_queue_attributes,
+            QueueUrl=report.url,
+            Attributes=changes,
+        )
+        log.info("queue.fixed", queue=report.spec.name, attributes=sorted(changes))
+        # Re-check: a change the service did not apply stays a problem.
+        after = check_queue(
+            report.spec, self._attributes(report.spec, report.url, changes), self.settings
+        )
+        still = {k for p in after for k in p.attributes}
+        report.fixed = [p.problem for p in attempted if not still & set(p.attributes)]
+        return after
