@@ -9,6 +9,7 @@ master and resources come from spark-submit.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -29,7 +30,6 @@ def spark_session(
     master: str | None = None, *, fast_start: bool = False, driver_memory: str = "1g"
 ) -> Any:
     """A SparkSession: local[2] by default, or whatever spark-submit configured."""
-    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -38,7 +38,10 @@ def spark_session(
     builder = SparkSession.builder.appName("sqsdelay-cost-report").config(
         "spark.sql.session.timeZone", "UTC"
     )
-    if SparkConf().get("spark.master") is None or master:  # embedded, not spark-submit
+    # spark-submit starts the JVM first and hands Python its gateway; only then does its
+    # --master apply. (SparkConf() cannot see it before the gateway is attached.)
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    if master or not submitted:
         log4j = resources.files("sqsdelay").joinpath("data/log4j2.properties")
         java = f"-Duser.timezone=UTC -Dlog4j2.configurationFile=file:{log4j}"
         if fast_start:  # halves start-up; fine for tests, 3x slower on big jobs
@@ -350,6 +353,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--what-if", type=Path)
     parser.add_argument("--format", default="auto", choices=["auto", "json", "csv", "parquet"])
     args = parser.parse_args(argv)
+    spark = spark_session()  # under spark-submit, its master and resources apply
     report = run_report(
         inputs=args.input,
         output=args.output,
@@ -358,8 +362,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         cycle_seconds=args.cycle_seconds,
         what_if=load_what_if(args.what_if) if args.what_if else None,
         input_format=args.format,
+        spark=spark,
     )
-    print(report.summary["average_monthly_cost"])
+    s = report.summary
+    print(
+        json.dumps(
+            {
+                "master": spark.sparkContext.master,
+                "output": args.output,
+                "messages": s["messages"],
+                "average_monthly_cost": s["average_monthly_cost"],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -224,3 +224,37 @@ def test_cost_report_cli(event_log: Path, tmp_path: Path) -> None:
     bad = cli("cost-report", "--input", str(empty), "--output", str(tmp_path / "r2"))
     assert bad.returncode == 2 and "no delay.scheduled records" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.slow
+def test_the_job_runs_unchanged_under_spark_submit(event_log: Path, tmp_path: Path) -> None:
+    """The cluster path: spark-submit supplies the master, the job does not override it."""
+    import os
+
+    import sqsdelay.cost_job
+
+    submit = Path(sys.executable).parent / "spark-submit"
+    out = tmp_path / "submitted"
+    done = subprocess.run(
+        [
+            str(submit),
+            "--master",
+            "local[1]",
+            "--conf",
+            "spark.ui.enabled=false",
+            sqsdelay.cost_job.__file__,
+            "--input",
+            str(event_log),
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["master"] == "local[1]"  # the master came from spark-submit
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["input"] == {"scheduled": 4, "other_events": 1, "malformed": 3}
