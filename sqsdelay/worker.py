@@ -208,7 +208,18 @@ class Worker:
                 if len(messages) == 10 and qs.loops < self.concurrency:
                     self._spawn(tg, qs)  # there is a backlog: poll in parallel
                 if messages:
-                    await self._process(qs, messages, int(self._clock() * 1000))
+                    started = self._clock()
+                    await self._process(qs, messages, int(started * 1000))
+                    took = self._clock() - started
+                    if took > self.settings.visibility_timeout_seconds / 2:
+                        # Near the visibility timeout a message can reappear while its batch
+                        # is still in hand, and a hand-over would then be delivered twice.
+                        log.warning(
+                            "worker.slow_batch",
+                            queue=qs.delay_queue,
+                            seconds=round(took, 2),
+                            visibility_timeout_seconds=self.settings.visibility_timeout_seconds,
+                        )
                 elif not first:
                     return  # idle: back to a single long poll per queue
         finally:

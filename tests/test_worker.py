@@ -310,5 +310,20 @@ def test_a_backlog_gets_parallel_receive_loops_within_the_limit(
     assert requests["SendMessageBatch"] <= moved / 10 + 6
 
 
+def test_a_batch_near_the_visibility_timeout_is_warned_about(
+    make_settings: Callable[..., Settings], sqs: Any
+) -> None:
+    s = make_settings(max_native_delay_seconds=1, wait_time_seconds=1, visibility_timeout_seconds=2)
+    setup_queues(s, sqs)
+    out = capture_logs()
+    ticks = iter(range(10**9))
+    clock = lambda: time.time() + 2 * next(ticks)  # noqa: E731 - each reading 2 s later
+    Sender(s, client=sqs).send("orders", "slow", delay=2)
+    with RunningWorker(s, ["orders"], clock=clock):
+        (slow, *_) = wait_for(lambda: events(out, "worker.slow_batch"), timeout=20)
+    assert slow["level"] == "warning" and slow["visibility_timeout_seconds"] == 2
+    assert slow["seconds"] >= 1
+
+
 def teardown_module() -> None:
     structlog.reset_defaults()

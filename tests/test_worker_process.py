@@ -97,8 +97,12 @@ def test_sigterm_exits_0_quickly_and_leaves_nothing_half_done(
         "orders", [Message(f"m{i}", delay=3 + i % 5) for i in range(total)]
     )
     dest = Collector(sqs, urls["destination"])
-    # a 20 s long poll must not delay the stop
-    wenv = worker_env(env, SQSDELAY_WAIT_TIME_SECONDS="20")
+    # A 20 s long poll must not delay the stop. The visibility timeout is long enough that a
+    # slow batch on a busy moto cannot reappear mid-processing (that would be an
+    # at-least-once duplicate from the timeout, not from the stop).
+    wenv = worker_env(
+        env, SQSDELAY_WAIT_TIME_SECONDS="20", SQSDELAY_VISIBILITY_TIMEOUT_SECONDS="10"
+    )
     proc = start(wenv)
     try:
         dest.until(5, timeout=30)
