@@ -207,22 +207,6 @@ def generate(spark: Any, spec: WhatIf) -> Any:
     )
 
 
-AGGREGATE_COLUMNS = [
-    "messages",
-    "delayed_messages",
-    "delay_seconds",
-    "size_bytes",
-    "cycles",
-    "reference_ops",
-    "exact_fifo",
-    "exact_standard",
-    "batched_fifo",
-    "batched_standard",
-    "scheduler_invocations",
-    "scheduler_standard",
-]
-
-
 def aggregate(df: Any, pricing: Pricing, *, cycle_seconds: int = 900, batch_fill: int = 10) -> Any:
     """The small aggregate as a pandas DataFrame: one row per (kind, destination, month,
     band, bucket) with the summed requests of every model."""

@@ -37,11 +37,6 @@ class Problem:
     fix: str
     attributes: dict[str, str] = field(default_factory=dict)  # what --fix would set
     needs_force: bool = False
-    missing: bool = False
-
-    @property
-    def fixable(self) -> bool:
-        return self.missing or bool(self.attributes)
 
 
 def specs(queues: Sequence[str], settings: Settings) -> list[QueueSpec]:
@@ -252,7 +247,6 @@ class Installer:
                             spec.name,
                             "queue does not exist",
                             f"sqsdelay install {spec.requested}",
-                            missing=True,
                         )
                     )
                     reports.append(report)
