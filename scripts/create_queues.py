@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
                 "FifoQueue": "true",
                 "DelaySeconds": str(args.delay_seconds),
                 "MessageRetentionPeriod": str(args.retention_seconds),
+                # high-throughput mode: every message is its own group
+                "DeduplicationScope": "messageGroup",
+                "FifoThroughputLimit": "perMessageGroupId",
                 **sse,
             },
         )

@@ -11,3 +11,4 @@ class AttributeValue(TypedDict):
 
 Attributes = dict[str, AttributeValue]
 Route = Literal["direct", "delay-queue"]
+Target = Literal["delay", "destination", "error"]  # the role of a queue in a trio

@@ -1,8 +1,9 @@
 """Lambda mode: `sqsdelay.aws_lambda.handler` consumes SQS events from a delay queue.
 
 Configure the event source mapping with batch size 10 and `ReportBatchItemFailures`. The
-handler applies the same decision as the ECS worker, sends in batches, and returns
-`batchItemFailures` for exactly the records it could not send; Lambda deletes the rest.
+handler applies the same decision and dispatch step as the ECS worker, keeps the records it
+could not send out of sight for a backoff (ChangeMessageVisibilityBatch, as the worker does)
+and returns them as `batchItemFailures`; Lambda deletes the rest.
 """
 
 from __future__ import annotations
@@ -13,18 +14,24 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sqsdelay import batching, names
-from sqsdelay.clients import sync_client, translate
-from sqsdelay.decision import ClockOffset, Limits
+from sqsdelay.backoff import BackoffTimer
+from sqsdelay.clients import error_code, sync_client
+from sqsdelay.clock import ClockOffset
+from sqsdelay.decision import Limits
+from sqsdelay.dispatch import Dispatch, Stats
+from sqsdelay.errors import InvalidQueueName, SqsOperationError
+from sqsdelay.failures import FailureLog
 from sqsdelay.logs import configure, get_logger
-from sqsdelay.processing import Outgoing, Target, decide_batch, event_fields, from_lambda
+from sqsdelay.processing import decide_batch, from_lambda
+from sqsdelay.queues import QueueResolver, QueueTrio
 from sqsdelay.settings import Settings, load_settings
 
 log = get_logger("sqsdelay.lambda")
 
 
 class Handler:
-    """Holds what survives between warm invocations: client, queue URLs, clock offset."""
+    """Holds what survives between warm invocations: client, queue URLs, clock offset,
+    backoff and failure records."""
 
     def __init__(
         self,
@@ -36,26 +43,25 @@ class Handler:
         self.settings = settings or load_settings()
         self._client = client
         self._clock = clock
-        self._urls: dict[tuple[str, str], str] = {}
+        self.resolver = QueueResolver(self.settings)
         self.offset = ClockOffset()
+        self.breaker = BackoffTimer()
+        self.failures = FailureLog()
+        self.stats = Stats()
         self._limits = Limits(
             self.settings.max_native_delay_seconds,
             self.settings.max_attempts,
             self.settings.max_message_bytes,
         )
+        if client is not None:
+            self.stats.attach(client)
 
     @property
     def client(self) -> Any:
         if self._client is None:
             self._client = sync_client(self.settings)
+            self.stats.attach(self._client)
         return self._client
-
-    def _url(self, name: str, account: str) -> str:
-        if (name, account) not in self._urls:
-            kwargs = {"QueueOwnerAWSAccountId": account} if account else {}
-            resp = self.client.get_queue_url(QueueName=name, **kwargs)
-            self._urls[(name, account)] = resp["QueueUrl"]
-        return self._urls[(name, account)]
 
     def __call__(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         local_ms = int(self._clock() * 1000)
@@ -68,66 +74,57 @@ class Handler:
         return {"batchItemFailures": [{"itemIdentifier": i} for i in failures]}
 
     def _handle(self, arn: str, records: list[dict[str, Any]], local_ms: int) -> list[str]:
-        ids = [r["messageId"] for r in records]
         parts = arn.split(":")
         try:
-            delay_queue, account = parts[5], parts[4]
-            destination = names.destination_of_delay_queue(delay_queue)
-        except (IndexError, ValueError) as exc:
+            account, delay_queue = parts[4], parts[5]
+            trio = self.resolver.trio_of_delay_queue(delay_queue)
+        except (IndexError, InvalidQueueName) as exc:
             # Not one of ours: fail the records so they stay in the queue and are noticed.
             log.error("lambda.bad_event_source", event_source_arn=arn, detail=str(exc))
-            return ids
-        error_queue = names.error_queue_name(self.settings.error_queue, self.settings.queue_prefix)
-        queues: dict[Target, str] = {
-            "delay": delay_queue,
-            "destination": destination,
-            "error": error_queue,
-        }
+            return [r["messageId"] for r in records]
         outs = decide_batch(
             [from_lambda(r) for r in records],
             local_ms=local_ms,
             offset=self.offset,
             lim=self._limits,
-            source_queue=delay_queue,
+            source_queue=trio.delay,
+            failures=self.failures,
         )
-        failed: list[str] = []
-        batches = batching.chunk(
+        d = Dispatch(
             outs,
-            key=lambda o: o.target,
-            size=lambda o: o.size,
+            trio=trio,
+            breaker=self.breaker,
+            failures=self.failures,
+            stats=self.stats,
+            now=self._clock(),
             max_bytes=self.settings.max_message_bytes,
         )
-        for batch in batches:
-            failed += self._send(queues, account, destination, [outs[i] for i in batch])
-        return failed
-
-    def _send(
-        self, queues: dict[Target, str], account: str, destination: str, outs: list[Outgoing]
-    ) -> list[str]:
-        name = queues[outs[0].target]
-        entries = [{"Id": str(i), **o.entry} for i, o in enumerate(outs)]
-        try:
-            resp = self.client.send_message_batch(
-                QueueUrl=self._url(name, account), Entries=entries
-            )
-        except (ClientError, BotoCoreError) as exc:
-            err = translate(exc, "SendMessageBatch", name)
-            log.error("destination.unavailable", queue=name, code=err.code, detail=err.detail)
-            return [o.source.message_id for o in outs]
-        ok, failed = batching.read_batch_response(resp, (str(i) for i in range(len(outs))))
-        for i, o in enumerate(outs):
-            if str(i) in ok:
-                event, fields = event_fields(o, destination)
-                (log.error if event == "delay.dead_lettered" else log.info)(event, **fields)
-            else:
-                log.warning(
-                    "delay.send_failed",
-                    message_id=o.source.message_id,
-                    queue=name,
-                    code=failed[str(i)].code,
-                    detail=failed[str(i)].message,
+        for batch in d.batches:
+            try:
+                url = self.resolver.url(self.client, batch.queue, account)
+                resp = self.client.send_message_batch(QueueUrl=url, Entries=batch.entries())
+            except SqsOperationError as exc:
+                d.failed(batch, exc, self._clock())
+                continue
+            except (ClientError, BotoCoreError) as exc:
+                d.failed(
+                    batch, self.resolver.error(exc, "SendMessageBatch", batch.queue), self._clock()
                 )
-        return [o.source.message_id for i, o in enumerate(outs) if str(i) not in ok]
+                continue
+            d.settled(batch, resp)
+        self._hold(trio, account, d)
+        return [h.out.source.message_id for h in d.held]
+
+    def _hold(self, trio: QueueTrio, account: str, d: Dispatch) -> None:
+        """Keep failed records out of sight for their backoff; Lambda would otherwise retry
+        them after the queue's visibility timeout, whatever the cause."""
+        for entries in d.hold_entries():
+            try:
+                url = self.resolver.url(self.client, trio.delay, account)
+                self.client.change_message_visibility_batch(QueueUrl=url, Entries=entries)
+            except (SqsOperationError, ClientError, BotoCoreError) as exc:
+                code = exc.code if isinstance(exc, SqsOperationError) else error_code(exc)
+                log.warning("delay.backoff_failed", queue=trio.delay, code=code, count=len(entries))
 
 
 _handler: Handler | None = None

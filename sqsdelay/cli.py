@@ -12,15 +12,16 @@ import functools
 import json
 import sys
 from collections.abc import Callable
+from inspect import Parameter, Signature
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from sqsdelay import logs
+from sqsdelay import limits, logs
 from sqsdelay.delays import parse_delay
 from sqsdelay.errors import InvalidInput, InvalidMessage, SqsDelayError
-from sqsdelay.settings import Settings, load_settings
+from sqsdelay.settings import Settings, env_name, load_settings
 
 app = typer.Typer(
     name="sqsdelay",
@@ -54,26 +55,38 @@ def command(fn: Callable[..., int]) -> Callable[..., None]:
     return run
 
 
-@app.callback()
-def settings_flags(
-    ctx: typer.Context,
-    endpoint_url: Annotated[str | None, _opt("SQS endpoint (unset = AWS)")] = None,
-    region: Annotated[str | None, _opt("AWS region")] = None,
-    queue_prefix: Annotated[str | None, _opt("prefix for every queue name")] = None,
-    max_native_delay_seconds: Annotated[int | None, _opt("FIFO cycle, 1..900")] = None,
-    unrestricted: Annotated[bool | None, _opt("allow delays above 900 s")] = None,
-    error_queue: Annotated[str | None, _opt("error queue name")] = None,
-    max_attempts: Annotated[int | None, _opt("receives before a message is dead-lettered")] = None,
-    visibility_timeout_seconds: Annotated[int | None, _opt("worker visibility timeout")] = None,
-    delay_queue_retention_seconds: Annotated[int | None, _opt("delay queue retention")] = None,
-    max_message_bytes: Annotated[int | None, _opt("body + attributes size limit")] = None,
-    kms_key_id: Annotated[str | None, _opt("KMS key for queue encryption")] = None,
-    log_format: Annotated[str | None, _opt("json or console")] = None,
-    log_level: Annotated[str | None, _opt("DEBUG, INFO, WARNING or ERROR")] = None,
-    log_file: Annotated[Path | None, _opt("also append JSON events to this file")] = None,
-) -> None:
-    overrides = {k: v for k, v in locals().items() if k != "ctx" and v is not None}
-    ctx.obj = overrides
+def _settings_flags(ctx: typer.Context, **flags: str | bool | None) -> None:
+    ctx.obj = {k: v for k, v in flags.items() if v is not None}
+
+
+def _generated_callback() -> Callable[..., None]:
+    """A callback with one `--name` flag per Settings field, so the two never drift apart.
+
+    Values are taken as text and validated by Settings, exactly like the environment.
+    """
+    params = [Parameter("ctx", Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {"ctx": typer.Context, "return": None}
+    for name, info in Settings.model_fields.items():
+        flag = "--" + name.replace("_", "-")
+        switch = info.annotation is bool  # --name / --no-name, like any other CLI switch
+        option = typer.Option(
+            None,
+            f"{flag}/--no-{flag[2:]}" if switch else flag,
+            help=f"{info.description} [env: {env_name(name)}]",
+            show_default=False,
+        )
+        params.append(Parameter(name, Parameter.KEYWORD_ONLY, default=option))
+        annotations[name] = bool | None if switch else str | None
+
+    def callback(ctx: typer.Context, **flags: str | bool | None) -> None:
+        _settings_flags(ctx, **flags)
+
+    callback.__signature__ = Signature(params)  # type: ignore[attr-defined]
+    callback.__annotations__ = annotations
+    return callback
+
+
+app.callback()(_generated_callback())
 
 
 def settings_of(ctx: typer.Context, **more: Any) -> Settings:
@@ -143,8 +156,9 @@ def install(
         for fixed in r.fixed:
             print(f"  fixed: {fixed}")
         for p in r.problems:
-            problems += 1
-            print(f"  problem: {p.problem}\n    fix: {p.fix}")
+            problems += not p.warning
+            kind = "warning" if p.warning else "problem"
+            print(f"  {kind}: {p.problem}\n    fix: {p.fix}")
     print("ok" if not problems else f"{problems} problem(s)")
     return 1 if problems else 0
 
@@ -153,8 +167,9 @@ def install(
 def worker(
     ctx: typer.Context,
     queues: Annotated[
-        list[str], typer.Argument(help="destination queues whose delay queues to drain")
-    ],
+        list[str] | None,
+        typer.Argument(help="destination queues to drain (default: SQSDELAY_QUEUES)"),
+    ] = None,
     concurrency: Annotated[int | None, _opt("receive loops per queue under load")] = None,
 ) -> int:
     """Run the delay worker until SIGTERM/SIGINT (the ECS service)."""
@@ -163,7 +178,13 @@ def worker(
     from sqsdelay.worker import Worker
 
     settings = settings_of(ctx, concurrency=concurrency)
-    asyncio.run(Worker(settings, queues).run())
+    names = queues or settings.queues
+    if not names:
+        raise InvalidInput(
+            "no queues: give them as arguments (sqsdelay worker orders billing) "
+            "or set SQSDELAY_QUEUES=orders,billing"
+        )
+    asyncio.run(Worker(settings, names).run())
     return 0
 
 
@@ -185,18 +206,22 @@ def inspect(
             col, justify="right" if col in ("visible", "in flight", "delayed") else "left"
         )
     problems = 0
+    fixes: list[str] = []
     for st in states:
         r = st.report
-        check = "ok" if not r.problems else "; ".join(f"{p.problem} -> {p.fix}" for p in r.problems)
-        problems += len(r.problems)
+        check = "; ".join(f"{'warning: ' if p.warning else ''}{p.problem}" for p in r.problems)
+        problems += sum(not p.warning for p in r.problems)
+        fixes.extend(p.fix for p in r.problems if p.fix not in fixes)
         c = st.counts
         table.add_row(
             r.spec.role,
             r.spec.name,
             *(str(c.get(k, "-")) for k in ("visible", "in_flight", "delayed")),
-            check,
+            check or "ok",
         )
     Console(width=160).print(table)
+    for fix in fixes:  # plain lines, so that they can be copied whole
+        print(f"fix: {fix}")
     return 1 if problems else 0
 
 
@@ -241,7 +266,9 @@ def emulator(
 def cost_estimate(
     delay: Annotated[str, typer.Option(help="delay in seconds")],
     size_bytes: Annotated[int, typer.Option(help="body + attributes")] = 1024,
-    batch_fill: Annotated[int, typer.Option(help="messages per batch call, 1..10")] = 10,
+    batch_fill: Annotated[
+        int, typer.Option(help="messages per batch call, 1..10")
+    ] = limits.MAX_BATCH_ENTRIES,
     pricing: Annotated[Path | None, typer.Option(help="price file (YAML)")] = None,
 ) -> int:
     """Cost of one delayed message: the reference formula next to our exact and batched counts."""
@@ -285,8 +312,12 @@ def cost_report(
     ] = None,
     what_if: Annotated[Path | None, typer.Option(help="generate a workload from a spec")] = None,
     pricing: Annotated[Path | None, typer.Option(help="price file (YAML)")] = None,
-    batch_fill: Annotated[int, typer.Option(help="messages per batch call, 1..10")] = 10,
-    cycle_seconds: Annotated[int, typer.Option(help="delay queue cycle")] = 900,
+    batch_fill: Annotated[
+        int, typer.Option(help="messages per batch call, 1..10")
+    ] = limits.MAX_BATCH_ENTRIES,
+    cycle_seconds: Annotated[
+        int, typer.Option(help="delay queue cycle")
+    ] = limits.MAX_NATIVE_DELAY_SECONDS,
     input_format: Annotated[
         str, typer.Option("--format", help="auto, json, csv, parquet")
     ] = "auto",

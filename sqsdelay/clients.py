@@ -8,13 +8,15 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from sqsdelay import limits
 from sqsdelay.errors import ConfigError, QueueMissing, SqsOperationError
 from sqsdelay.settings import Settings
 
 # Standard retry mode backs off on throttling; our own code handles per-entry failures.
 _BOTO_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5)
-# Long polls hold the connection for up to 20 s, so the read timeout must be longer.
-_READ_TIMEOUT = 30
+# Long polls hold the connection for up to 20 s, so a polling client's read timeout must be
+# longer; clients that never long-poll use the call timeout instead.
+LONG_POLL_READ_TIMEOUT = limits.LONG_POLL_SECONDS + 10
 MISSING_QUEUE_CODES = frozenset({"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"})
 
 
@@ -28,12 +30,13 @@ def _is_loopback(url: str) -> bool:
         return False
 
 
-def client_kwargs(settings: Settings, *, max_pool: int = 10) -> dict[str, Any]:
+def client_kwargs(
+    settings: Settings, *, max_pool: int = 10, read_timeout: float | None = None
+) -> dict[str, Any]:
     """Keyword arguments for `client("sqs", ...)`, shared by boto3 and aioboto3."""
+    timeout = read_timeout or settings.call_timeout_seconds
     kwargs: dict[str, Any] = {
-        "config": _BOTO_CONFIG.merge(
-            Config(read_timeout=_READ_TIMEOUT, max_pool_connections=max_pool)
-        )
+        "config": _BOTO_CONFIG.merge(Config(read_timeout=timeout, max_pool_connections=max_pool))
     }
     session = boto3.session.Session()
     region = settings.region or session.region_name
@@ -65,9 +68,8 @@ def translate(exc: Exception, operation: str, queue: str) -> SqsOperationError:
     """Turn a botocore failure into a typed error naming the operation and the queue."""
     code = error_code(exc)
     if code in MISSING_QUEUE_CODES:
-        return QueueMissing(
-            operation, queue, f"queue does not exist; create it with: sqsdelay install {queue}"
-        )
+        # Only QueueResolver knows which `sqsdelay install` command would create it.
+        return QueueMissing(operation, queue, "queue does not exist")
     if isinstance(exc, ClientError):
         detail = str(exc.response.get("Error", {}).get("Message", "")) or str(exc)
     elif isinstance(exc, BotoCoreError):

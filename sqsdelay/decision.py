@@ -9,13 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import statistics
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from sqsdelay import limits, wire
-from sqsdelay._types import Attributes
+from sqsdelay._types import Attributes, Target
 from sqsdelay.errors import InvalidMessage
 
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -43,28 +42,58 @@ class Received:
 class Requeue:
     """Send back to the delay queue; the attribute carries the delay left after this hop."""
 
+    target: ClassVar[Target] = "delay"
+    event: ClassVar[str] = "delay.requeued"
+    level: ClassVar[str] = "info"
+
     remaining_seconds: int
     due_ms: int
     attributes: Attributes
     group_id: str
     dedup_id: str
 
+    def request(self) -> dict[str, Any]:
+        return {"MessageGroupId": self.group_id, "MessageDeduplicationId": self.dedup_id}
+
+    def log_fields(self) -> dict[str, Any]:
+        return {"remaining_seconds": self.remaining_seconds, "due_at_ms": self.due_ms}
+
 
 @dataclass(frozen=True)
 class HandOver:
     """Send to the destination with DelaySeconds = the remaining delay."""
 
+    target: ClassVar[Target] = "destination"
+    event: ClassVar[str] = "delay.handed_over"
+    level: ClassVar[str] = "info"
+
     remaining_seconds: int
     due_ms: int
     attributes: Attributes
+
+    def request(self) -> dict[str, Any]:
+        return {"DelaySeconds": self.remaining_seconds} if self.remaining_seconds else {}
+
+    def log_fields(self) -> dict[str, Any]:
+        return {"remaining_seconds": self.remaining_seconds, "due_at_ms": self.due_ms}
 
 
 @dataclass(frozen=True)
 class Poison:
     """Move to the error queue with the reason."""
 
+    target: ClassVar[Target] = "error"
+    event: ClassVar[str] = "delay.dead_lettered"
+    level: ClassVar[str] = "error"
+
     reason: str
     attributes: Attributes
+
+    def request(self) -> dict[str, Any]:
+        return {}
+
+    def log_fields(self) -> dict[str, Any]:
+        return {"reason": self.reason}
 
 
 Decision = Requeue | HandOver | Poison
@@ -73,7 +102,7 @@ Decision = Requeue | HandOver | Poison
 @dataclass(frozen=True)
 class Limits:
     max_native_delay_seconds: int = limits.MAX_NATIVE_DELAY_SECONDS
-    max_attempts: int = 5
+    max_attempts: int = limits.DEFAULT_MAX_ATTEMPTS
     max_message_bytes: int = limits.MAX_MESSAGE_BYTES
 
 
@@ -153,16 +182,21 @@ def decide(
     offset_ms: int | None,
     lim: Limits,
     source_queue: str = "",
+    own_failures: int = 0,
     last_error: str | None = None,
 ) -> Decision:
     """Requeue, hand over or poison.
 
     Broker "now" is `ApproximateFirstReceiveTimestamp` on a first receive; on a redelivery it
     is the local clock corrected by the estimated broker-minus-local offset.
+
+    `own_failures` counts the sends of this message that failed for reasons of its own (see
+    `failures.is_message_fault`). Redeliveries after outages, throttling or crashes raise
+    `ApproximateReceiveCount` but never this count, so they never dead-letter a good message.
     """
     count = received.receive_count
-    if count > lim.max_attempts:
-        reason = f"received {count} times (SQSDELAY_MAX_ATTEMPTS={lim.max_attempts})"
+    if own_failures >= lim.max_attempts:
+        reason = f"failed {own_failures} times (SQSDELAY_MAX_ATTEMPTS={lim.max_attempts})"
         return _poison(
             received,
             reason + (f"; last error: {last_error}" if last_error else ""),
@@ -209,51 +243,3 @@ def decide(
 
 def _ceil_seconds(ms: int) -> int:
     return -(-max(0, ms) // 1000)  # round up: never early
-
-
-class ClockOffset:
-    """Running estimate of broker clock minus local clock, in ms.
-
-    Each first receive gives a sample (broker first-receive time minus local time when the
-    response arrived). Samples are biased low by the network latency, which errs on the
-    side of late rather than early. The median of recent samples ignores outliers.
-    """
-
-    def __init__(self, window: int = 101) -> None:
-        self._samples: deque[int] = deque(maxlen=window)
-
-    def observe(self, broker_ms: int, local_ms: int) -> None:
-        self._samples.append(broker_ms - local_ms)
-
-    def estimate(self) -> int | None:
-        return int(statistics.median_low(self._samples)) if self._samples else None
-
-
-class CircuitBreaker:
-    """Per-target capped exponential backoff after whole-call failures. Pure: the caller
-    passes the time."""
-
-    def __init__(self, base_seconds: float = 1.0, cap_seconds: float = 300.0) -> None:
-        self.base = base_seconds
-        self.cap = cap_seconds
-        self._failures: dict[str, int] = {}
-        self._open_until: dict[str, float] = {}
-
-    def retry_in(self, target: str, now: float) -> float:
-        return max(0.0, float(self._open_until.get(target, 0.0)) - now)
-
-    def failure(self, target: str, now: float) -> float:
-        n = self._failures.get(target, 0) + 1
-        self._failures[target] = n
-        wait = min(self.cap, self.base * 2.0 ** min(n - 1, 30))
-        self._open_until[target] = now + wait
-        return wait
-
-    def success(self, target: str) -> None:
-        self._failures.pop(target, None)
-        self._open_until.pop(target, None)
-
-
-def retry_backoff_seconds(receive_count: int, cap: int = 900) -> int:
-    """Visibility timeout for a message whose send failed: 2, 4, 8 ... s, capped."""
-    return int(min(cap, 2 ** min(receive_count, 20)))

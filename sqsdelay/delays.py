@@ -61,7 +61,7 @@ def route(delay: int, *, max_native_delay: int, unrestricted: bool) -> Route:
             raise MessageDelayTooLong(
                 f"a delay of {delay} s is above SQS's {limits.MAX_NATIVE_DELAY_SECONDS} s limit "
                 "and unrestricted delays are disabled; set SQSDELAY_UNRESTRICTED=true on the "
-                "sender and install the receiver's delay queue (sqsdelay install QUEUE)"
+                "sender and give the receiver a delay queue"
             )
         return "direct"
     return "direct" if delay <= max_native_delay else "delay-queue"

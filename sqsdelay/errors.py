@@ -56,13 +56,12 @@ class QueueMissing(SqsOperationError):
 class DelayQueueMissing(QueueMissing):
     """The receiver has no delay queue, so it cannot accept delays above the native limit."""
 
-    def __init__(self, operation: str, queue: str, destination: str) -> None:
+    def __init__(self, operation: str, queue: str, destination: str, command: str) -> None:
         super().__init__(
             operation,
             queue,
             f"the destination {destination!r} has no delay queue, so it does not accept delays "
-            "above the native limit; "
-            f"create its delay queue with: sqsdelay install {destination}",
+            f"above the native limit; create its delay queue with: {command}",
         )
         self.destination = destination
 
@@ -73,3 +72,8 @@ class BatchSendError(SqsDelayError):
     def __init__(self, result: object, failed: int, total: int) -> None:
         self.result = result
         super().__init__(f"{failed} of {total} messages were not sent; see .result.failed")
+
+
+class ReceiveUnavailable(SqsDelayError):
+    """Receives kept failing for longer than SQSDELAY_MAX_RECEIVE_FAILURE_SECONDS: the worker
+    exits (code 1) so that its supervisor (ECS) replaces it."""

@@ -13,9 +13,10 @@ from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sqsdelay import limits, names
-from sqsdelay.clients import MISSING_QUEUE_CODES, error_code, sync_client, translate
+from sqsdelay import limits
+from sqsdelay.clients import sync_client, translate
 from sqsdelay.logs import get_logger
+from sqsdelay.queues import QueueResolver, install_command, trio
 from sqsdelay.settings import Settings
 
 log = get_logger("sqsdelay.installer")
@@ -37,17 +38,18 @@ class Problem:
     fix: str
     attributes: dict[str, str] = field(default_factory=dict)  # what --fix would set
     needs_force: bool = False
+    warning: bool = False  # advice only: `--check` still passes
 
 
 def specs(queues: Sequence[str], settings: Settings) -> list[QueueSpec]:
     """Every queue the named destinations need, error queue once, in creation order."""
     out: list[QueueSpec] = []
     for queue in queues:
-        dest = names.destination_name(queue, settings.queue_prefix)
-        out.append(QueueSpec("destination", dest, queue))
-        out.append(QueueSpec("delay", names.delay_queue_name(dest), queue))
-    error = names.error_queue_name(settings.error_queue, settings.queue_prefix)
-    out.append(QueueSpec("error", error, queues[0] if queues else ""))
+        t = trio(queue, settings)
+        out.append(QueueSpec("destination", t.destination, queue))
+        out.append(QueueSpec("delay", t.delay, queue))
+    if queues:
+        out.append(QueueSpec("error", trio(queues[0], settings).error, queues[0]))
     return out
 
 
@@ -64,6 +66,8 @@ def expected_attributes(role: Role, settings: Settings) -> dict[str, str]:
             "FifoQueue": "true",
             "DelaySeconds": str(settings.max_native_delay_seconds),
             "MessageRetentionPeriod": str(settings.delay_queue_retention_seconds),
+            "VisibilityTimeout": str(limits.DELAY_QUEUE_VISIBILITY_TIMEOUT_SECONDS),
+            **limits.HIGH_THROUGHPUT_ATTRIBUTES,
             **_sse(settings),
         }
     if role == "error":
@@ -92,23 +96,14 @@ def held_messages(attrs: dict[str, str]) -> int:
 def check_queue(spec: QueueSpec, attrs: dict[str, str], settings: Settings) -> list[Problem]:
     """Every problem with a queue's attributes, each with its fix. Pure."""
     q = spec.name
-    fix = f"sqsdelay install {spec.requested} --fix"
+    fix = install_command(settings, spec.requested, options="--fix")
     fifo = attrs.get("FifoQueue", "false").lower() == "true"
     problems: list[Problem] = []
+    # A queue's type follows from its name (only `.fifo` names are FIFO, and our names are
+    # validated), so only attributes can be wrong.
     if spec.role == "destination":
-        if fifo:
-            problems.append(
-                Problem(
-                    q,
-                    "destination is a FIFO queue; delayed hand-over needs a standard "
-                    "queue (FIFO queues reject per-message DelaySeconds)",
-                    "recreate it as a standard queue",
-                )
-            )
         return problems
     if spec.role == "error":
-        if fifo:
-            problems.append(Problem(q, "error queue is FIFO", "recreate it as a standard queue"))
         if _int(attrs, "MessageRetentionPeriod") < ERROR_QUEUE_RETENTION_SECONDS:
             problems.append(
                 Problem(
@@ -120,27 +115,19 @@ def check_queue(spec: QueueSpec, attrs: dict[str, str], settings: Settings) -> l
                 )
             )
         return problems
-    if not fifo:
-        problems.append(
-            Problem(
-                q,
-                "delay queue is not a FIFO queue",
-                f"delete it and run: sqsdelay install {spec.requested}",
-            )
-        )
     want_delay = settings.max_native_delay_seconds
     if _int(attrs, "DelaySeconds") != want_delay:
         held = held_messages(attrs)
         problems.append(
             Problem(
                 q,
-                f"DelaySeconds is {attrs.get('DelaySeconds')}, expected {want_delay}",
-                fix
+                f"DelaySeconds is {attrs.get('DelaySeconds')}, expected {want_delay}"
                 + (
-                    f" --force (the queue holds {held} messages and the change applies to them too)"
+                    f"; the queue holds {held} messages and the change applies to them too"
                     if held
                     else ""
                 ),
+                fix + (" --force" if held else ""),
                 {"DelaySeconds": str(want_delay)},
                 needs_force=held > 0,
             )
@@ -170,6 +157,18 @@ def check_queue(spec: QueueSpec, attrs: dict[str, str], settings: Settings) -> l
         "KmsMasterKeyId"
     ):
         problems.append(Problem(q, "server-side encryption is off", fix, _sse(settings)))
+    slow = {k: v for k, v in limits.HIGH_THROUGHPUT_ATTRIBUTES.items() if attrs.get(k) != v}
+    if fifo and slow:
+        problems.append(
+            Problem(
+                q,
+                "high-throughput mode is off (NServiceBus creates delay queues without it): "
+                "sends are limited to 300 calls/s per API action",
+                fix,
+                slow,
+                warning=True,
+            )
+        )
     return problems
 
 
@@ -193,6 +192,7 @@ class Installer:
     ) -> None:
         self.settings = settings
         self._client = client or sync_client(settings)
+        self.resolver = QueueResolver(settings)
         self._sleep = sleep
         self._read_back_seconds = read_back_seconds
 
@@ -201,16 +201,6 @@ class Installer:
             return fn(**kwargs)
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc, operation, queue) from None
-
-    def _url(self, name: str) -> str | None:
-        try:
-            return str(self._client.get_queue_url(QueueName=name)["QueueUrl"])
-        except ClientError as exc:
-            if error_code(exc) in MISSING_QUEUE_CODES:
-                return None
-            raise translate(exc, "GetQueueUrl", name) from None
-        except BotoCoreError as exc:
-            raise translate(exc, "GetQueueUrl", name) from None
 
     def _attributes(self, spec: QueueSpec, url: str, expect: dict[str, str]) -> dict[str, str]:
         """Read attributes back; a new queue may briefly report old values (DelaySeconds 0),
@@ -238,7 +228,7 @@ class Installer:
     ) -> list[QueueReport]:
         reports = []
         for spec in specs(queues, self.settings):
-            report = QueueReport(spec, url=self._url(spec.name))
+            report = QueueReport(spec, url=self.resolver.find(self._client, spec.name))
             expected = expected_attributes(spec.role, self.settings)
             if report.url is None:
                 if not (create or fix):
@@ -246,7 +236,7 @@ class Installer:
                         Problem(
                             spec.name,
                             "queue does not exist",
-                            f"sqsdelay install {spec.requested}",
+                            install_command(self.settings, spec.requested),
                         )
                     )
                     reports.append(report)

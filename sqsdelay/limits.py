@@ -19,6 +19,9 @@ MAX_RETENTION_SECONDS: Final = 1_209_600
 MIN_DELAY_QUEUE_RETENTION_SECONDS: Final = 345_600
 MAX_VISIBILITY_TIMEOUT_SECONDS: Final = 43_200
 LONG_POLL_SECONDS: Final = 20
+# The largest visibility change the worker asks for: just under the 12 h quota, which SQS
+# counts from the receive, not from the change.
+MAX_BACKOFF_VISIBILITY_SECONDS: Final = 43_000
 BILLING_CHUNK_BYTES: Final = 65_536
 
 DELAY_QUEUE_SUFFIX: Final = "-delay.fifo"
@@ -31,3 +34,25 @@ DELAY_ATTRIBUTE: Final = "NServiceBus.AmazonSQS.DelaySeconds"
 DUE_AT_ATTRIBUTE: Final = "sqsdelay.DueAt"
 FAILURE_ATTRIBUTE: Final = "sqsdelay.Failure"
 OWN_ATTRIBUTES: Final = frozenset({DELAY_ATTRIBUTE, DUE_AT_ATTRIBUTE, FAILURE_ATTRIBUTE})
+
+# Defaults of settings that are not SQS quotas, named once (settings.py, the CLI and docs).
+DEFAULT_MAX_ATTEMPTS: Final = 5
+DEFAULT_VISIBILITY_TIMEOUT_SECONDS: Final = 60
+# Every non-receive SQS call (send, delete, visibility change) is abandoned after this long,
+# so a stop never waits on a hung connection longer than the stop budget allows.
+DEFAULT_CALL_TIMEOUT_SECONDS: Final = 10
+# SIGTERM: polls in progress may return (up to one long poll), then the batch in hand is
+# finished: at most three sends, a delete and a visibility change, each within the call
+# timeout. ECS's stopTimeout in infra/worker-ecs.yaml must cover this.
+STOP_CALLS: Final = 5
+# Fast path for FIFO delay queues: every message is its own group, so high-throughput mode
+# (per-group limits) applies. NServiceBus creates queues without it, so it is only advised.
+HIGH_THROUGHPUT_ATTRIBUTES: Final = {
+    "DeduplicationScope": "messageGroup",
+    "FifoThroughputLimit": "perMessageGroupId",
+}
+# Lambda: AWS advises a queue visibility timeout of at least 6x the function timeout.
+LAMBDA_VISIBILITY_FACTOR: Final = 6
+# Visibility timeout the installer gives a delay queue: 6x a 30 s Lambda timeout. The ECS
+# worker passes its own VisibilityTimeout on every receive, so this only matters for Lambda.
+DELAY_QUEUE_VISIBILITY_TIMEOUT_SECONDS: Final = 180

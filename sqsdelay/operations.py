@@ -11,12 +11,13 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sqsdelay import limits, names, wire
+from sqsdelay import limits, wire
 from sqsdelay._types import Attributes
 from sqsdelay.clients import sync_client, translate
-from sqsdelay.installer import Installer, QueueReport, specs
+from sqsdelay.installer import Installer, QueueReport
 from sqsdelay.logs import get_logger
 from sqsdelay.processing import from_boto
+from sqsdelay.queues import QueueResolver
 from sqsdelay.settings import Settings
 
 log = get_logger("sqsdelay.operations")
@@ -98,21 +99,18 @@ def replay_errors(
     minutes does not duplicate anything. Messages of other queues are left where they are.
     """
     sqs = client or sync_client(settings)
-    error_spec = specs([queue], settings)[-1]
-    destination = names.destination_name(queue, settings.queue_prefix)
-    delay_queue = names.delay_queue_name(destination)
-    try:
-        error_url = sqs.get_queue_url(QueueName=error_spec.name)["QueueUrl"]
-        delay_url = sqs.get_queue_url(QueueName=delay_queue)["QueueUrl"]
-    except (ClientError, BotoCoreError) as exc:
-        raise translate(exc, "GetQueueUrl", f"{error_spec.name} / {delay_queue}") from None
+    resolver = QueueResolver(settings)
+    queues = resolver.trio(queue)
+    delay_queue = queues.delay
+    error_url = resolver.url(sqs, queues.error)
+    delay_url = resolver.url(sqs, delay_queue)
     result = ReplayResult()
     seen: set[str] = set()
     left: list[str] = []  # receipt handles of messages that stay in the error queue
     while len(result.replayed) + len(result.failed) < limit:
         resp = sqs.receive_message(
             QueueUrl=error_url,
-            MaxNumberOfMessages=min(10, limit),
+            MaxNumberOfMessages=min(limits.MAX_BATCH_ENTRIES, limit),
             WaitTimeSeconds=1,
             VisibilityTimeout=30,
             MessageAttributeNames=["All"],

@@ -6,22 +6,13 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from sqsdelay import wire
-from sqsdelay._types import Attributes, AttributeValue
-from sqsdelay.decision import (
-    ClockOffset,
-    Decision,
-    HandOver,
-    Limits,
-    Poison,
-    Received,
-    Requeue,
-    decide,
-)
-
-Target = Literal["delay", "destination", "error"]
+from sqsdelay._types import AttributeValue, Target
+from sqsdelay.clock import ClockOffset
+from sqsdelay.decision import Decision, Limits, Received, decide
+from sqsdelay.failures import FailureLog
 
 # System attributes the decision needs (DESIGN.md, "The worker").
 SYSTEM_ATTRIBUTES = (
@@ -79,25 +70,11 @@ def from_lambda(record: Mapping[str, Any]) -> Received:
 
 
 def outgoing(received: Received, decision: Decision) -> Outgoing:
-    attributes: Attributes
-    entry: dict[str, Any] = {"MessageBody": received.body}
-    if isinstance(decision, Requeue):
-        target: Target = "delay"
-        attributes = decision.attributes
-        entry["MessageGroupId"] = decision.group_id
-        entry["MessageDeduplicationId"] = decision.dedup_id
-    elif isinstance(decision, HandOver):
-        target = "destination"
-        attributes = decision.attributes
-        if decision.remaining_seconds:
-            entry["DelaySeconds"] = decision.remaining_seconds
-    else:
-        assert isinstance(decision, Poison)
-        target = "error"
-        attributes = decision.attributes
-    if attributes:
-        entry["MessageAttributes"] = attributes
-    return Outgoing(received, decision, target, entry, wire.message_size(received.body, attributes))
+    entry: dict[str, Any] = {"MessageBody": received.body, **decision.request()}
+    if decision.attributes:
+        entry["MessageAttributes"] = decision.attributes
+    size = wire.message_size(received.body, decision.attributes)
+    return Outgoing(received, decision, decision.target, entry, size)
 
 
 def decide_batch(
@@ -107,7 +84,7 @@ def decide_batch(
     offset: ClockOffset,
     lim: Limits,
     source_queue: str,
-    last_errors: Mapping[str, str] | None = None,
+    failures: FailureLog | None = None,
 ) -> list[Outgoing]:
     """Decide a received batch. First receives also feed the clock-offset estimate, which
     the redeliveries in the same batch already use. `local_ms` is when the batch arrived."""
@@ -116,34 +93,18 @@ def decide_batch(
         if r.receive_count == 1 and first.isdigit():
             offset.observe(int(first), local_ms)
     estimate = offset.estimate()
-    errors = last_errors or {}
-    return [
-        outgoing(
+    log = failures or FailureLog()
+    outs = []
+    for r in received:
+        record = log.get(r.message_id)
+        decision = decide(
             r,
-            decide(
-                r,
-                local_now_ms=local_ms,
-                offset_ms=estimate,
-                lim=lim,
-                source_queue=source_queue,
-                last_error=errors.get(r.message_id),
-            ),
+            local_now_ms=local_ms,
+            offset_ms=estimate,
+            lim=lim,
+            source_queue=source_queue,
+            own_failures=record.own_failures,
+            last_error=record.last_error,
         )
-        for r in received
-    ]
-
-
-def event_fields(out: Outgoing, destination: str) -> tuple[str, dict[str, Any]]:
-    """The log event for an outgoing message once it was sent."""
-    d = out.decision
-    fields: dict[str, Any] = {
-        "message_id": out.source.message_id,
-        "group_id": out.source.system.get("MessageGroupId"),
-        "destination": destination,
-        "receive_count": out.source.receive_count,
-        "size_bytes": out.size,
-    }
-    if isinstance(d, Poison):
-        return "delay.dead_lettered", {**fields, "reason": d.reason}
-    fields.update(remaining_seconds=d.remaining_seconds, due_at_ms=d.due_ms)
-    return ("delay.requeued" if isinstance(d, Requeue) else "delay.handed_over"), fields
+        outs.append(outgoing(r, decision))
+    return outs

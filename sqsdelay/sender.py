@@ -18,10 +18,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sqsdelay import batching, limits, names, wire
 from sqsdelay._types import Attributes, Route
-from sqsdelay.clients import client_kwargs, sync_client, translate
+from sqsdelay.clients import client_kwargs, sync_client
 from sqsdelay.delays import DelayLike, delay_seconds, route
-from sqsdelay.errors import BatchSendError, DelayQueueMissing, QueueMissing, SqsOperationError
+from sqsdelay.errors import BatchSendError, MessageDelayTooLong, SqsOperationError
 from sqsdelay.logs import get_logger
+from sqsdelay.queues import QueueResolver, install_command
 from sqsdelay.settings import Settings, load_settings
 
 log = get_logger("sqsdelay.sender")
@@ -104,11 +105,14 @@ def plan(
     """Validate a message and decide where and how it is sent. No I/O."""
     destination = names.destination_name(queue, settings.queue_prefix)
     seconds = delay_seconds(message.delay, deliver_at=message.deliver_at, now=now)
-    where = route(
-        seconds,
-        max_native_delay=settings.max_native_delay_seconds,
-        unrestricted=settings.unrestricted,
-    )
+    try:
+        where = route(
+            seconds,
+            max_native_delay=settings.max_native_delay_seconds,
+            unrestricted=settings.unrestricted,
+        )
+    except MessageDelayTooLong as exc:
+        raise MessageDelayTooLong(f"{exc} ({install_command(settings, queue)})") from None
     wire.check_body(message.body)
     attributes: Attributes = dict(message.attributes)
     wire.check_user_attributes(attributes)
@@ -134,23 +138,6 @@ def plan(
         size_bytes=wire.message_size(message.body, attributes),
         request=request,
     )
-
-
-def _missing(planned: PlannedSend, operation: str) -> SqsOperationError:
-    if planned.route == "delay-queue":
-        return DelayQueueMissing(operation, planned.queue, planned.requested)
-    return QueueMissing(
-        operation,
-        planned.queue,
-        f"queue does not exist; create it with: sqsdelay install {planned.requested}",
-    )
-
-
-def _failure(exc: Exception, planned: PlannedSend, operation: str) -> SqsOperationError:
-    err = exc if isinstance(exc, SqsOperationError) else translate(exc, operation, planned.queue)
-    if isinstance(err, QueueMissing) and not isinstance(err, DelayQueueMissing):
-        return _missing(planned, err.operation)
-    return err
 
 
 def _result(planned: PlannedSend, url: str, message_id: str, index: int = 0) -> SendResult:
@@ -205,9 +192,8 @@ def _collect(
 
 
 def _fail_batch(
-    result: BatchResult, planned: Sequence[PlannedSend], batch: list[int], exc: Exception
+    result: BatchResult, planned: Sequence[PlannedSend], batch: list[int], err: SqsOperationError
 ) -> None:
-    err = _failure(exc, planned[batch[0]], "SendMessageBatch")
     for index in batch:
         result.failed.append(SendFailure(index, planned[index].queue, err.code, err.detail))
 
@@ -239,16 +225,11 @@ class Sender:
         self.settings = settings or load_settings()
         self._client = client or sync_client(self.settings)
         self._clock = clock
-        self._urls: dict[str, str] = {}
+        self.resolver = QueueResolver(self.settings)
 
     def _url(self, planned: PlannedSend) -> str:
-        if planned.queue not in self._urls:
-            try:
-                resp = self._client.get_queue_url(QueueName=planned.queue)
-            except (ClientError, BotoCoreError) as exc:
-                raise _failure(exc, planned, "GetQueueUrl") from None
-            self._urls[planned.queue] = resp["QueueUrl"]
-        return self._urls[planned.queue]
+        self.resolver.trio(planned.requested)
+        return self.resolver.url(self._client, planned.queue)
 
     def send(
         self,
@@ -265,7 +246,7 @@ class Sender:
         try:
             resp = self._client.send_message(QueueUrl=url, **planned.request)
         except (ClientError, BotoCoreError) as exc:
-            raise _failure(exc, planned, "SendMessage") from None
+            raise self.resolver.error(exc, "SendMessage", planned.queue) from None
         return _result(planned, url, resp["MessageId"])
 
     def send_batch(
@@ -285,8 +266,12 @@ class Sender:
                 resp = self._client.send_message_batch(
                     QueueUrl=url, Entries=_entries(planned, batch)
                 )
-            except (SqsOperationError, ClientError, BotoCoreError) as exc:
+            except SqsOperationError as exc:
                 _fail_batch(result, planned, batch, exc)
+                continue
+            except (ClientError, BotoCoreError) as exc:
+                err = self.resolver.error(exc, "SendMessageBatch", planned[batch[0]].queue)
+                _fail_batch(result, planned, batch, err)
                 continue
             _collect(result, planned, batch, url, resp)
         return _finish(result, len(planned), raise_on_failure)
@@ -303,7 +288,7 @@ class AsyncSender:
     ) -> None:
         self.settings = settings or load_settings()
         self._clock = clock
-        self._urls: dict[str, str] = {}
+        self.resolver = QueueResolver(self.settings)
         self._session = aioboto3.Session()
         self._context: Any = None
         self._client: Any = None
@@ -317,13 +302,8 @@ class AsyncSender:
         await self._context.__aexit__(*exc_info)
 
     async def _url(self, planned: PlannedSend) -> str:
-        if planned.queue not in self._urls:
-            try:
-                resp = await self._client.get_queue_url(QueueName=planned.queue)
-            except (ClientError, BotoCoreError) as exc:
-                raise _failure(exc, planned, "GetQueueUrl") from None
-            self._urls[planned.queue] = resp["QueueUrl"]
-        return self._urls[planned.queue]
+        self.resolver.trio(planned.requested)
+        return await self.resolver.aurl(self._client, planned.queue)
 
     async def send(
         self,
@@ -340,7 +320,7 @@ class AsyncSender:
         try:
             resp = await self._client.send_message(QueueUrl=url, **planned.request)
         except (ClientError, BotoCoreError) as exc:
-            raise _failure(exc, planned, "SendMessage") from None
+            raise self.resolver.error(exc, "SendMessage", planned.queue) from None
         return _result(planned, url, resp["MessageId"])
 
     async def send_batch(
@@ -357,8 +337,12 @@ class AsyncSender:
                 resp = await self._client.send_message_batch(
                     QueueUrl=url, Entries=_entries(planned, batch)
                 )
-            except (SqsOperationError, ClientError, BotoCoreError) as exc:
+            except SqsOperationError as exc:
                 _fail_batch(result, planned, batch, exc)
+                return
+            except (ClientError, BotoCoreError) as exc:
+                err = self.resolver.error(exc, "SendMessageBatch", planned[batch[0]].queue)
+                _fail_batch(result, planned, batch, err)
                 return
             _collect(result, planned, batch, url, resp)
 

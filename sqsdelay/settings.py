@@ -1,46 +1,112 @@
-"""Configuration from the environment (prefix SQSDELAY_), overridable by CLI flags."""
+"""Configuration from the environment (prefix SQSDELAY_), overridable by CLI flags.
+
+`Settings` is the only list of settings: the CLI's global flags are generated from its
+fields, and a test checks that README.md documents each one.
+"""
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sqsdelay import limits
 from sqsdelay.errors import ConfigError
 
+ENV_PREFIX = "SQSDELAY_"
+
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SQSDELAY_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
 
-    endpoint_url: str | None = None
-    region: str | None = None
-    queue_prefix: str = ""
-    max_native_delay_seconds: int = Field(default=limits.MAX_NATIVE_DELAY_SECONDS, ge=1, le=900)
-    unrestricted: bool = True
-    error_queue: str = "error"
-    max_attempts: int = Field(default=5, ge=1, le=1000)
+    endpoint_url: str | None = Field(default=None, description="SQS endpoint (unset = AWS)")
+    region: str | None = Field(default=None, description="AWS region")
+    queue_prefix: str = Field(default="", description="prefix for every queue name")
+    queues: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="worker: comma-separated destination queues when none are given",
+    )
+    max_native_delay_seconds: int = Field(
+        default=limits.MAX_NATIVE_DELAY_SECONDS,
+        ge=1,
+        le=limits.MAX_NATIVE_DELAY_SECONDS,
+        description="the FIFO cycle, 1..900; lower only for tests and demos",
+    )
+    unrestricted: bool = Field(default=True, description="sender: allow delays above 900 s")
+    error_queue: str = Field(default="error", description="where poison messages go")
+    max_attempts: int = Field(
+        default=limits.DEFAULT_MAX_ATTEMPTS,
+        ge=1,
+        le=1000,
+        description="failures caused by the message itself before it is dead-lettered",
+    )
     visibility_timeout_seconds: int = Field(
-        default=60, ge=1, le=limits.MAX_VISIBILITY_TIMEOUT_SECONDS
+        default=limits.DEFAULT_VISIBILITY_TIMEOUT_SECONDS,
+        ge=1,
+        le=limits.MAX_VISIBILITY_TIMEOUT_SECONDS,
+        description="worker: visibility timeout on receive",
     )
     delay_queue_retention_seconds: int = Field(
         default=limits.MIN_DELAY_QUEUE_RETENTION_SECONDS,
         ge=limits.MIN_DELAY_QUEUE_RETENTION_SECONDS,
         le=limits.MAX_RETENTION_SECONDS,
+        description="delay queue retention",
     )
-    max_message_bytes: int = Field(default=limits.MAX_MESSAGE_BYTES, ge=1024, le=1_048_576)
-    kms_key_id: str | None = None
-    concurrency: int = Field(default=4, ge=1, le=64)
-    wait_time_seconds: int = Field(default=limits.LONG_POLL_SECONDS, ge=0, le=20)
-    stats_interval_seconds: float = Field(default=60.0, gt=0)
-    log_format: Literal["json", "console"] = "json"
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    log_file: Path | None = None
+    max_message_bytes: int = Field(
+        default=limits.MAX_MESSAGE_BYTES,
+        ge=1024,
+        le=limits.MAX_MESSAGE_BYTES,
+        description="body + attributes size limit, checked before sending",
+    )
+    kms_key_id: str | None = Field(default=None, description="KMS key for queue encryption")
+    concurrency: int = Field(default=4, ge=1, le=64, description="worker: receive loops per queue")
+    wait_time_seconds: int = Field(
+        default=limits.LONG_POLL_SECONDS,
+        ge=0,
+        le=limits.LONG_POLL_SECONDS,
+        description="worker: long-poll wait",
+    )
+    call_timeout_seconds: float = Field(
+        default=limits.DEFAULT_CALL_TIMEOUT_SECONDS,
+        gt=0,
+        le=60,
+        description="worker: time limit of each send, delete or visibility change",
+    )
+    max_receive_failure_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="worker: exit 1 after receives have failed this long without a success",
+    )
+    stats_interval_seconds: float = Field(
+        default=60.0, gt=0, description="worker: period of the worker.stats event"
+    )
+    log_format: Literal["json", "console"] = Field(default="json", description="json or console")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", description="DEBUG, INFO, WARNING or ERROR"
+    )
+    log_file: Path | None = Field(
+        default=None, description="also append the JSON events to this file"
+    )
 
     @field_validator("log_level", mode="before")
     @classmethod
     def _upper(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
+
+    @field_validator("queues", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [q.strip() for q in value.split(",") if q.strip()]
+        return value
+
+    def stop_budget_seconds(self) -> float:
+        """The longest a graceful stop can take (what ECS's stopTimeout must cover)."""
+        return self.wait_time_seconds + limits.STOP_CALLS * self.call_timeout_seconds
+
+
+def env_name(field: str) -> str:
+    return ENV_PREFIX + field.upper()
 
 
 def load_settings(**overrides: Any) -> Settings:
@@ -51,6 +117,6 @@ def load_settings(**overrides: Any) -> Settings:
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            name = "_".join(str(p) for p in err["loc"]).upper()
-            problems.append(f"SQSDELAY_{name}={err.get('input')!r}: {err['msg']}")
+            name = env_name("_".join(str(p) for p in err["loc"]))
+            problems.append(f"{name}={err.get('input')!r}: {err['msg']}")
         raise ConfigError("invalid setting " + "; ".join(problems)) from None

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 from sqsdelay import limits, wire
 from sqsdelay._types import Attributes
-from sqsdelay.decision import ClockOffset, HandOver, Limits, Poison, Received, Requeue, decide
+from sqsdelay.clock import ClockOffset
+from sqsdelay.decision import HandOver, Limits, Poison, Received, Requeue, decide
 
 START_MS = 1_700_000_000_000
 

@@ -1,38 +1,38 @@
 """The delay worker: drains `<queue>-delay.fifo` queues with asyncio (aioboto3).
 
-Each received batch goes through the pure decision (`decision.decide`), is sent out in
-SendMessageBatch calls grouped by target queue, and only the originals whose send succeeded
-are deleted. Everything else stays in the delay queue (with a visibility backoff) until it
-succeeds or is dead-lettered after SQSDELAY_MAX_ATTEMPTS receives.
+Each received batch goes through the pure decision (`decision.decide`) and the shared
+dispatch step (`dispatch.Dispatch`); only the originals whose send succeeded are deleted.
+Everything else stays in the delay queue, out of sight for a backoff, until it succeeds.
+
+On SIGTERM/SIGINT no new poll starts; the polls in progress return (the broker has already
+handed them their messages, which would otherwise stay invisible for the whole visibility
+timeout) and what they bring is handled like any other batch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import signal
 import time
-from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aioboto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sqsdelay import batching, names
-from sqsdelay.clients import client_kwargs, error_code, translate
-from sqsdelay.decision import CircuitBreaker, ClockOffset, Limits, retry_backoff_seconds
+from sqsdelay import limits
+from sqsdelay.backoff import BackoffTimer
+from sqsdelay.clients import LONG_POLL_READ_TIMEOUT, client_kwargs, error_code
+from sqsdelay.clock import ClockOffset
+from sqsdelay.decision import Limits
+from sqsdelay.dispatch import Dispatch, Stats
+from sqsdelay.errors import ReceiveUnavailable, SqsDelayError, SqsOperationError
+from sqsdelay.failures import FailureLog
 from sqsdelay.logs import get_logger
-from sqsdelay.processing import (
-    SYSTEM_ATTRIBUTES,
-    Outgoing,
-    Target,
-    decide_batch,
-    event_fields,
-    from_boto,
-)
+from sqsdelay.processing import SYSTEM_ATTRIBUTES, Outgoing, decide_batch, from_boto
+from sqsdelay.queues import QueueResolver, QueueTrio
 from sqsdelay.settings import Settings
 
 log = get_logger("sqsdelay.worker")
@@ -40,27 +40,12 @@ _AWS_ERRORS = (ClientError, BotoCoreError, OSError, asyncio.TimeoutError)
 
 
 @dataclass
-class QueueSet:
-    """One destination and the queues the worker uses for it."""
+class QueueLoops:
+    """One destination's queues and the receive loops draining its delay queue."""
 
-    destination: str
-    delay_queue: str
-    urls: dict[Target, str] = field(default_factory=dict)
+    trio: QueueTrio
     loops: int = 0
     peak_loops: int = 0
-
-
-@dataclass
-class Stats:
-    requests: Counter[str] = field(default_factory=Counter)
-    events: Counter[str] = field(default_factory=Counter)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "requests": dict(self.requests),
-            "messages": dict(self.events),
-            "requests_total": sum(self.requests.values()),
-        }
 
 
 class Worker:
@@ -78,43 +63,30 @@ class Worker:
         self._limits = Limits(
             settings.max_native_delay_seconds, settings.max_attempts, settings.max_message_bytes
         )
-        self._error_queue = names.error_queue_name(settings.error_queue, settings.queue_prefix)
-        self.queues = []
-        for q in queues:
-            dest = names.destination_name(q, settings.queue_prefix)
-            self.queues.append(QueueSet(dest, names.delay_queue_name(dest)))
+        self.resolver = QueueResolver(settings)
+        self.queues = [QueueLoops(self.resolver.trio(q)) for q in queues]
         self.offset = ClockOffset()
-        self.breaker = CircuitBreaker()
+        self.breaker = BackoffTimer()
+        self.failures = FailureLog()
         self.stats = Stats()
-        self._last_error: OrderedDict[str, str] = OrderedDict()
         self._stop = asyncio.Event()
+        self._fatal: SqsDelayError | None = None
+        self._last_receive_ok = clock()
         self._client: Any = None
 
     def stop(self) -> None:
-        """Stop receiving; work in hand is finished."""
+        """Stop receiving; polls in progress and work in hand are finished."""
         self._stop.set()
 
-    async def _call(self, api: str, queue: str, **kwargs: Any) -> Any:
-        self.stats.requests[api] += 1
+    async def _call(self, api: str, **kwargs: Any) -> Any:
         method = getattr(self._client, "_".join(_snake(api)))
-        return await method(**kwargs)
-
-    async def _resolve(self, qs: QueueSet) -> None:
-        try:
-            resp = await self._call("GetQueueUrl", qs.delay_queue, QueueName=qs.delay_queue)
-        except _AWS_ERRORS as exc:
-            raise translate(exc, "GetQueueUrl", qs.delay_queue) from None
-        url: str = resp["QueueUrl"]
-        base = url.rsplit("/", 1)[0]
-        # Same account and endpoint: derive the others, so a missing destination is a send
-        # failure (circuit breaker), not a start-up failure.
-        qs.urls = {
-            "delay": url,
-            "destination": f"{base}/{qs.destination}",
-            "error": f"{base}/{self._error_queue}",
-        }
+        if api == "ReceiveMessage":  # bounded by WaitTimeSeconds and the read timeout
+            return await method(**kwargs)
+        return await asyncio.wait_for(method(**kwargs), self.settings.call_timeout_seconds)
 
     async def run(self, *, handle_signals: bool = True) -> Stats:
+        """Run until stopped. Raises ReceiveUnavailable when receives keep failing for longer
+        than SQSDELAY_MAX_RECEIVE_FAILURE_SECONDS (so that ECS replaces the task)."""
         loop = asyncio.get_running_loop()
         if handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -122,30 +94,35 @@ class Worker:
                     loop.add_signal_handler(sig, self.stop)
         session = aioboto3.Session()
         pool = max(10, len(self.queues) * self.concurrency * 2)
-        async with session.client("sqs", **client_kwargs(self.settings, max_pool=pool)) as client:
+        kwargs = client_kwargs(self.settings, max_pool=pool, read_timeout=LONG_POLL_READ_TIMEOUT)
+        async with session.client("sqs", **kwargs) as client:
             self._client = client
-            for qs in self.queues:
-                await self._resolve(qs)
+            self.stats.attach(client)
+            for q in self.queues:  # a missing delay queue stops the start with its fix
+                await self.resolver.aurl(client, q.trio.delay)
             log.info(
                 "worker.started",
-                queues=[q.delay_queue for q in self.queues],
+                queues=[q.trio.delay for q in self.queues],
                 concurrency=self.concurrency,
                 max_native_delay_seconds=self.settings.max_native_delay_seconds,
             )
+            self._last_receive_ok = self._clock()
             stats_task = asyncio.create_task(self._report_stats())
             async with asyncio.TaskGroup() as tg:
-                for qs in self.queues:
-                    self._spawn(tg, qs)
+                for q in self.queues:
+                    self._spawn(tg, q)
             stats_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await stats_task
         log.info("worker.stopped", **self.stats.as_dict())
+        if self._fatal is not None:
+            raise self._fatal
         return self.stats
 
-    def _spawn(self, tg: asyncio.TaskGroup, qs: QueueSet) -> None:
-        qs.loops += 1
-        qs.peak_loops = max(qs.peak_loops, qs.loops)
-        tg.create_task(self._receive_loop(tg, qs, first=qs.loops == 1))
+    def _spawn(self, tg: asyncio.TaskGroup, q: QueueLoops) -> None:
+        q.loops += 1
+        q.peak_loops = max(q.peak_loops, q.loops)
+        tg.create_task(self._receive_loop(tg, q, first=q.loops == 1))
 
     async def _report_stats(self) -> None:
         while True:
@@ -153,7 +130,7 @@ class Worker:
             log.info(
                 "worker.stats",
                 offset_ms=self.offset.estimate(),
-                loops={q.destination: q.loops for q in self.queues},
+                loops={q.trio.destination: q.loops for q in self.queues},
                 **self.stats.as_dict(),
             )
 
@@ -161,199 +138,135 @@ class Worker:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._stop.wait(), timeout=seconds)
 
-    async def _receive(self, qs: QueueSet) -> list[dict[str, Any]] | None:
-        """One long poll; None when stopped. Cancelling a poll loses nothing: anything the
-        broker handed out reappears after the visibility timeout."""
-        receive = asyncio.ensure_future(
-            self._call(
-                "ReceiveMessage",
-                qs.delay_queue,
-                QueueUrl=qs.urls["delay"],
-                MaxNumberOfMessages=10,
-                WaitTimeSeconds=self.settings.wait_time_seconds,
-                VisibilityTimeout=self.settings.visibility_timeout_seconds,
-                MessageAttributeNames=["All"],
-                MessageSystemAttributeNames=list(SYSTEM_ATTRIBUTES),
-            )
+    async def _receive(self, q: QueueLoops) -> list[dict[str, Any]]:
+        resp = await self._call(
+            "ReceiveMessage",
+            QueueUrl=await self.resolver.aurl(self._client, q.trio.delay),
+            MaxNumberOfMessages=limits.MAX_BATCH_ENTRIES,
+            WaitTimeSeconds=self.settings.wait_time_seconds,
+            VisibilityTimeout=self.settings.visibility_timeout_seconds,
+            MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=list(SYSTEM_ATTRIBUTES),
         )
-        stopped = asyncio.ensure_future(self._stop.wait())
-        done, _ = await asyncio.wait({receive, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        stopped.cancel()
-        if receive not in done:
-            receive.cancel()
-            with contextlib.suppress(asyncio.CancelledError, *_AWS_ERRORS):
-                await receive
-            return None
-        messages: list[dict[str, Any]] = receive.result().get("Messages", [])
+        messages: list[dict[str, Any]] = resp.get("Messages", [])
         return messages
 
-    async def _receive_loop(self, tg: asyncio.TaskGroup, qs: QueueSet, *, first: bool) -> None:
+    def _receive_failed(self, q: QueueLoops, exc: Exception) -> float:
+        """Back off after a failed receive; give up when receives fail for too long."""
+        now = self._clock()
+        failing_for = now - self._last_receive_ok
+        code = exc.code if isinstance(exc, SqsOperationError) else error_code(exc)
+        if failing_for > self.settings.max_receive_failure_seconds:
+            self._fatal = ReceiveUnavailable(
+                f"receives from {q.trio.delay!r} have failed for {failing_for:.0f} s "
+                f"(last error {code}); exiting so that the service replaces this worker "
+                "(SQSDELAY_MAX_RECEIVE_FAILURE_SECONDS)"
+            )
+            log.error("worker.unhealthy", queue=q.trio.delay, code=code, seconds=failing_for)
+            self.stop()
+            return 0.0
+        wait = self.breaker.failure(q.trio.delay, now)
+        log.error("queue.receive_failed", queue=q.trio.delay, code=code, retry_in_seconds=wait)
+        return wait
+
+    async def _receive_loop(self, tg: asyncio.TaskGroup, q: QueueLoops, *, first: bool) -> None:
         try:
             while not self._stop.is_set():
                 try:
-                    messages = await self._receive(qs)
-                except _AWS_ERRORS as exc:
-                    wait = self.breaker.failure(qs.urls["delay"], self._clock())
-                    log.error(
-                        "queue.receive_failed",
-                        queue=qs.delay_queue,
-                        code=error_code(exc),
-                        retry_in_seconds=wait,
-                    )
-                    await self._wait_or_stop(wait)
+                    messages = await self._receive(q)
+                except (*_AWS_ERRORS, SqsOperationError) as exc:
+                    await self._wait_or_stop(self._receive_failed(q, exc))
                     continue
-                if messages is None:
-                    return
-                self.breaker.success(qs.urls["delay"])
-                if len(messages) == 10 and qs.loops < self.concurrency:
-                    self._spawn(tg, qs)  # there is a backlog: poll in parallel
+                self._last_receive_ok = self._clock()
+                self.breaker.success(q.trio.delay)
+                full = len(messages) == limits.MAX_BATCH_ENTRIES
+                if full and q.loops < self.concurrency and not self._stop.is_set():
+                    self._spawn(tg, q)  # there is a backlog: poll in parallel
                 if messages:
                     started = self._clock()
-                    await self._process(qs, messages, int(started * 1000))
+                    await self._process(q.trio, messages, int(started * 1000))
                     took = self._clock() - started
                     if took > self.settings.visibility_timeout_seconds / 2:
                         # Near the visibility timeout a message can reappear while its batch
                         # is still in hand, and a hand-over would then be delivered twice.
                         log.warning(
                             "worker.slow_batch",
-                            queue=qs.delay_queue,
+                            queue=q.trio.delay,
                             seconds=round(took, 2),
                             visibility_timeout_seconds=self.settings.visibility_timeout_seconds,
                         )
                 elif not first:
                     return  # idle: back to a single long poll per queue
         finally:
-            qs.loops -= 1
+            q.loops -= 1
 
-    async def _process(self, qs: QueueSet, raw: list[dict[str, Any]], local_ms: int) -> None:
+    async def _process(self, trio: QueueTrio, raw: list[dict[str, Any]], local_ms: int) -> None:
         outs = decide_batch(
             [from_boto(m) for m in raw],
             local_ms=local_ms,
             offset=self.offset,
             lim=self._limits,
-            source_queue=qs.delay_queue,
-            last_errors=self._last_error,
+            source_queue=trio.delay,
+            failures=self.failures,
         )
-        now = self._clock()
-        retry: list[tuple[Outgoing, int]] = []
-        sendable: list[Outgoing] = []
-        for out in outs:
-            wait = self.breaker.retry_in(qs.urls[out.target], now)
-            if wait > 0:
-                retry.append((out, math.ceil(wait)))
-            else:
-                sendable.append(out)
-        sent = await self._send(qs, sendable, retry)
-        await self._delete(qs, sent)
-        await self._hold(qs, retry)
-
-    async def _send(
-        self, qs: QueueSet, outs: list[Outgoing], retry: list[tuple[Outgoing, int]]
-    ) -> list[Outgoing]:
-        sent: list[Outgoing] = []
-        batches = batching.chunk(
+        d = Dispatch(
             outs,
-            key=lambda o: o.target,
-            size=lambda o: o.size,
+            trio=trio,
+            breaker=self.breaker,
+            failures=self.failures,
+            stats=self.stats,
+            now=self._clock(),
             max_bytes=self.settings.max_message_bytes,
         )
-        for batch in batches:
-            target = outs[batch[0]].target
-            url = qs.urls[target]
-            entries = [{"Id": str(i), **outs[i].entry} for i in batch]
+        for batch in d.batches:
             try:
-                resp = await self._call("SendMessageBatch", url, QueueUrl=url, Entries=entries)
-            except _AWS_ERRORS as exc:
-                wait = self.breaker.failure(url, self._clock())
-                err = translate(exc, "SendMessageBatch", url.rsplit("/", 1)[-1])
-                log.error(
-                    "destination.unavailable",
-                    queue=err.queue,
-                    target=target,
-                    code=err.code,
-                    detail=err.detail,
-                    retry_in_seconds=wait,
-                )
-                for i in batch:
-                    self._remember(outs[i], f"{err.code}: {err.detail}")
-                    retry.append((outs[i], math.ceil(wait)))
+                url = await self.resolver.aurl(self._client, batch.queue)
+                resp = await self._call("SendMessageBatch", QueueUrl=url, Entries=batch.entries())
+            except SqsOperationError as exc:
+                d.failed(batch, exc, self._clock())
                 continue
-            self.breaker.success(url)
-            ok, failed = batching.read_batch_response(resp, (str(i) for i in batch))
-            for i in batch:
-                out = outs[i]
-                if str(i) in ok:
-                    sent.append(out)
-                    event, fields = event_fields(out, qs.destination)
-                    self.stats.events[event] += 1
-                    (log.error if event == "delay.dead_lettered" else log.info)(event, **fields)
-                else:
-                    f = failed[str(i)]
-                    self._remember(out, f"{f.code}: {f.message}")
-                    log.warning(
-                        "delay.send_failed",
-                        message_id=out.source.message_id,
-                        queue=url.rsplit("/", 1)[-1],
-                        code=f.code,
-                        detail=f.message,
-                    )
-                    retry.append((out, retry_backoff_seconds(out.source.receive_count)))
-        return sent
+            except _AWS_ERRORS as exc:
+                d.failed(
+                    batch, self.resolver.error(exc, "SendMessageBatch", batch.queue), self._clock()
+                )
+                continue
+            d.settled(batch, resp)
+        await self._delete(trio, d.sent)
+        for entries in d.hold_entries():
+            await self._batch_call(
+                "ChangeMessageVisibilityBatch", trio, entries, "delay.backoff_failed"
+            )
 
-    def _remember(self, out: Outgoing, error: str) -> None:
-        self._last_error[out.source.message_id] = error
-        while len(self._last_error) > 10_000:
-            self._last_error.popitem(last=False)
-
-    async def _delete(self, qs: QueueSet, sent: list[Outgoing]) -> None:
-        for start in range(0, len(sent), 10):
-            chunk = sent[start : start + 10]
+    async def _delete(self, trio: QueueTrio, sent: list[Outgoing]) -> None:
+        step = limits.MAX_BATCH_ENTRIES
+        for start in range(0, len(sent), step):
+            chunk = sent[start : start + step]
             entries = [
                 {"Id": str(i), "ReceiptHandle": o.source.receipt_handle}
                 for i, o in enumerate(chunk)
             ]
-            try:
-                resp = await self._call(
-                    "DeleteMessageBatch", qs.delay_queue, QueueUrl=qs.urls["delay"], Entries=entries
-                )
-            except _AWS_ERRORS as exc:
-                # The message comes back after the visibility timeout; a requeue retry is
-                # dropped by FIFO deduplication, a hand-over may be delivered twice.
-                log.warning(
-                    "delay.delete_failed",
-                    queue=qs.delay_queue,
-                    code=error_code(exc),
-                    count=len(chunk),
-                )
-                self.stats.events["delete_failed"] += len(chunk)
-                continue
-            for failure in resp.get("Failed", []):
-                log.warning("delay.delete_failed", queue=qs.delay_queue, code=failure.get("Code"))
-                self.stats.events["delete_failed"] += 1
-            for o in chunk:
-                self._last_error.pop(o.source.message_id, None)
+            # A message whose delete fails comes back after the visibility timeout: a requeue
+            # retry is dropped by FIFO deduplication, a hand-over may be delivered twice.
+            resp = await self._batch_call(
+                "DeleteMessageBatch", trio, entries, "delay.delete_failed"
+            )
+            failed = len(chunk) if resp is None else len(resp.get("Failed", []))
+            self.stats.events["delete_failed"] += failed
 
-    async def _hold(self, qs: QueueSet, retry: list[tuple[Outgoing, int]]) -> None:
-        """Keep failed messages out of sight for their backoff instead of retrying hot."""
-        for start in range(0, len(retry), 10):
-            chunk = retry[start : start + 10]
-            entries = [
-                {
-                    "Id": str(i),
-                    "ReceiptHandle": o.source.receipt_handle,
-                    "VisibilityTimeout": max(1, min(wait, 43_000)),
-                }
-                for i, (o, wait) in enumerate(chunk)
-            ]
-            try:
-                await self._call(
-                    "ChangeMessageVisibilityBatch",
-                    qs.delay_queue,
-                    QueueUrl=qs.urls["delay"],
-                    Entries=entries,
-                )
-            except _AWS_ERRORS as exc:
-                log.warning("delay.backoff_failed", queue=qs.delay_queue, code=error_code(exc))
+    async def _batch_call(
+        self, api: str, trio: QueueTrio, entries: list[dict[str, Any]], event: str
+    ) -> dict[str, Any] | None:
+        """A batch call on the delay queue whose failure is logged, not raised."""
+        try:
+            url = await self.resolver.aurl(self._client, trio.delay)
+            resp: dict[str, Any] = await self._call(api, QueueUrl=url, Entries=entries)
+        except (*_AWS_ERRORS, SqsOperationError) as exc:
+            code = exc.code if isinstance(exc, SqsOperationError) else error_code(exc)
+            log.warning(event, queue=trio.delay, code=code, count=len(entries))
+            return None
+        for failure in resp.get("Failed", []):
+            log.warning(event, queue=trio.delay, code=failure.get("Code"), count=1)
+        return resp
 
 
 class WorkerThread:

@@ -98,7 +98,7 @@ def test_runtime_failure_exits_1_naming_operation_and_queue(env: dict[str, str])
     result = run(env, "send", "ghost", "--delay", "5000", "--body", "x")
     assert result.returncode == 1
     assert "GetQueueUrl" in result.stderr and "ghost-delay.fifo" in result.stderr
-    assert "sqsdelay install ghost" in result.stderr and "Traceback" not in result.stderr
+    assert "install ghost" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_check_exits_1_listing_problems_and_fix_repairs(env: dict[str, str], sqs: Any) -> None:
@@ -111,7 +111,7 @@ def test_check_exits_1_listing_problems_and_fix_repairs(env: dict[str, str], sqs
     check = run(env, "install", "orders", "--check")
     assert check.returncode == 1
     assert "DelaySeconds is 10, expected 900" in check.stdout
-    assert "fix: sqsdelay install orders --fix" in check.stdout
+    assert f"fix: sqsdelay --queue-prefix {prefix} install orders --fix" in check.stdout
     assert "queue does not exist" in check.stdout  # the error queue
     fixed = run(env, "install", "orders", "--fix")
     assert fixed.returncode == 0, fixed.stdout

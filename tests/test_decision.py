@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sqsdelay import limits, wire
+from sqsdelay.backoff import BackoffTimer, retry_backoff_seconds
+from sqsdelay.clock import ClockOffset
 from sqsdelay.decision import (
-    CircuitBreaker,
-    ClockOffset,
     HandOver,
     Limits,
     Poison,
@@ -19,7 +19,6 @@ from sqsdelay.decision import (
     Requeue,
     decide,
     requeue_dedup_id,
-    retry_backoff_seconds,
 )
 from sqsdelay.simulation import simulate
 
@@ -129,7 +128,6 @@ def test_overdue_messages_are_handed_over_without_delay() -> None:
             ),
             "ApproximateFirstReceiveTimestamp is missing",
         ),
-        (msg(count=6), "received 6 times (SQSDELAY_MAX_ATTEMPTS=5)"),
         (
             msg(extra={f"a{i}": wire.string_attribute("v") for i in range(10)}),
             "cannot requeue: message has 11 attributes",
@@ -158,8 +156,26 @@ def test_poison_record_folds_our_attributes_into_the_failure_attribute() -> None
 
 
 def test_last_error_is_part_of_the_max_attempts_reason() -> None:
-    d = decide(msg(count=9), local_now_ms=T, offset_ms=None, lim=LIM, last_error="AccessDenied")
-    assert isinstance(d, Poison) and d.reason.endswith("last error: AccessDenied")
+    d = decide(
+        msg(count=9),
+        local_now_ms=T,
+        offset_ms=None,
+        lim=LIM,
+        own_failures=5,
+        last_error="InvalidParameterValue: bad",
+    )
+    assert isinstance(d, Poison) and d.reason.endswith("last error: InvalidParameterValue: bad")
+
+
+@given(st.integers(1, 10_000), st.integers(0, 4))
+def test_redeliveries_never_dead_letter_a_good_message(count: int, own: int) -> None:
+    """Outages, throttling and crashes raise the receive count, never the own-failure count:
+    only failures of the message itself (SQSDELAY_MAX_ATTEMPTS of them) dead-letter it."""
+    d = decide(msg(count=count), local_now_ms=T, offset_ms=0, lim=LIM, own_failures=own)
+    assert isinstance(d, Requeue | HandOver)
+    assert isinstance(
+        decide(msg(count=count), local_now_ms=T, offset_ms=0, lim=LIM, own_failures=5), Poison
+    )
 
 
 def test_due_at_is_dropped_when_there_is_no_room_but_delay_still_works() -> None:
@@ -222,8 +238,8 @@ def test_clock_offset_is_a_robust_median() -> None:
     assert 995 <= (off.estimate() or 0) <= 1005
 
 
-def test_circuit_breaker_backs_off_exponentially_and_caps() -> None:
-    b = CircuitBreaker(base_seconds=1, cap_seconds=10)
+def test_backoff_timer_backs_off_exponentially_and_caps() -> None:
+    b = BackoffTimer(base_seconds=1, cap_seconds=10)
     assert b.retry_in("q", 0) == 0
     assert [b.failure("q", 0) for _ in range(6)] == [1, 2, 4, 8, 10, 10]
     assert b.retry_in("q", 3) == 7 and b.retry_in("other", 3) == 0

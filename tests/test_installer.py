@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from sqsdelay import limits
 from sqsdelay.installer import Installer, QueueSpec, check_queue, held_messages
 from sqsdelay.settings import Settings
 
@@ -71,13 +72,14 @@ def test_check_lists_every_problem_with_its_fix_and_fix_corrects_them(
     assert "retention is 3600 s" in text
     assert "redrive policy" in text
     assert "encryption is off" in text
-    assert all(x.fix == "sqsdelay install orders --fix" for x in delay_report.problems)
+    fix = f"sqsdelay --queue-prefix {p} install orders"
+    assert all(x.fix == fix + " --fix" for x in delay_report.problems)
     assert reports[2].problems[0].problem == "queue does not exist"  # error queue
-    assert reports[2].problems[0].fix == "sqsdelay install orders"
+    assert reports[2].problems[0].fix == fix
 
     fixed = Installer(settings, client=sqs).run(["orders"], fix=True)
     assert all(not r.problems for r in fixed), [r.problems for r in fixed]
-    assert len(fixed[1].fixed) == 4
+    assert len(fixed[1].fixed) == 5  # with the high-throughput warning
     after = attributes(sqs, p + "orders-delay.fifo")
     assert after["DelaySeconds"] == "900" and "RedrivePolicy" not in after
 
@@ -92,7 +94,8 @@ def test_fix_never_changes_delay_of_a_non_empty_fifo_queue_without_force(
     changed = settings.model_copy(update={"max_native_delay_seconds": 60})
     reports = Installer(changed, client=sqs).run(["orders"], fix=True)
     (problem,) = reports[1].problems
-    assert problem.needs_force and "--force" in problem.fix and "holds 1 messages" in problem.fix
+    assert problem.needs_force and problem.fix.endswith("--fix --force")
+    assert "holds 1 messages" in problem.problem
     assert attributes(sqs, name)["DelaySeconds"] == "900"
     forced = Installer(changed, client=sqs).run(["orders"], fix=True, force=True)
     assert not forced[1].problems
@@ -122,6 +125,7 @@ def test_read_back_waits_for_a_new_queue_to_report_its_attributes(settings: Sett
                     "DelaySeconds": delay,
                     "MessageRetentionPeriod": "1209600",
                     "SqsManagedSseEnabled": "true",
+                    **limits.HIGH_THROUGHPUT_ATTRIBUTES,
                 }
             }
 
@@ -133,23 +137,17 @@ def test_read_back_waits_for_a_new_queue_to_report_its_attributes(settings: Sett
 @pytest.mark.parametrize(
     ("role", "attrs", "expected"),
     [
-        ("destination", {"FifoQueue": "true"}, "destination is a FIFO queue"),
+        ("error", {"MessageRetentionPeriod": "60"}, "retention is 60 s"),
         (
             "delay",
             {
-                "FifoQueue": "false",
+                "FifoQueue": "true",
                 "DelaySeconds": "900",
                 "MessageRetentionPeriod": "345600",
                 "SqsManagedSseEnabled": "true",
             },
-            "delay queue is not a FIFO queue",
+            "high-throughput mode is off",
         ),
-        (
-            "error",
-            {"FifoQueue": "true", "MessageRetentionPeriod": "1209600"},
-            "error queue is FIFO",
-        ),
-        ("error", {"MessageRetentionPeriod": "60"}, "retention is 60 s"),
     ],
 )
 def test_pure_checks(settings: Settings, role: Any, attrs: dict[str, str], expected: str) -> None:
@@ -163,8 +161,21 @@ def test_kms_key_counts_as_encryption(settings: Settings) -> None:
         "DelaySeconds": "900",
         "MessageRetentionPeriod": "345600",
         "KmsMasterKeyId": "alias/x",
+        **limits.HIGH_THROUGHPUT_ATTRIBUTES,
     }
     assert check_queue(QueueSpec("delay", "q-delay.fifo", "q"), attrs, settings) == []
+
+
+def test_high_throughput_mode_is_only_a_warning(settings: Settings) -> None:
+    attrs = {
+        "FifoQueue": "true",
+        "DelaySeconds": "900",
+        "MessageRetentionPeriod": "345600",
+        "SqsManagedSseEnabled": "true",
+        "DeduplicationScope": "queue",
+    }
+    (p,) = check_queue(QueueSpec("delay", "q-delay.fifo", "q"), attrs, settings)
+    assert p.warning and p.attributes == limits.HIGH_THROUGHPUT_ATTRIBUTES
 
 
 def test_held_messages_counts_visible_inflight_and_delayed() -> None:

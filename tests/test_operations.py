@@ -104,8 +104,12 @@ def test_replay_after_the_destination_is_fixed_delivers_and_loses_nothing(
         r.spec.name.removeprefix(s.queue_prefix): str(r.url)
         for r in Installer(s, client=sqs).run(["orders"])
     }
-    sqs.delete_queue(QueueUrl=urls["orders"])  # the destination is missing for a while
-    Sender(s, client=sqs).send("orders", "stranded", delay=2)
+    # The destination refuses messages over 1 KiB for a while: a fault of the message
+    # (an outage would be waited out, never dead-lettered).
+    small = {"MaximumMessageSize": "1024"}
+    sqs.set_queue_attributes(QueueUrl=urls["orders"], Attributes=small)
+    stranded = "stranded " * 200
+    Sender(s, client=sqs).send("orders", stranded, delay=2)
     errors = Collector(sqs, urls["error"])
 
     def error_count() -> int:
@@ -122,7 +126,8 @@ def test_replay_after_the_destination_is_fixed_delivers_and_loses_nothing(
         MessageBody="foreign",
         MessageAttributes=failure(s.queue_prefix + "other-delay.fifo", delay_seconds="5"),
     )
-    url = sqs.create_queue(QueueName=s.queue_prefix + "orders")["QueueUrl"]  # fixed
+    url = urls["orders"]
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"MaximumMessageSize": "262144"})  # fixed
     result = replay_errors(s, "orders", client=sqs)
     assert len(result.replayed) == 1 and list(result.skipped.values()) == [
         f"belongs to '{s.queue_prefix}other-delay.fifo'"
@@ -130,7 +135,7 @@ def test_replay_after_the_destination_is_fixed_delivers_and_loses_nothing(
     assert error_count() == 1  # the foreign one, visible again at once
     with RunningWorker(s.model_copy(update={"max_attempts": 5}), ["orders"]):
         (got,) = Collector(sqs, url).until(1, timeout=20)
-    assert got.body == "stranded"
+    assert got.body == stranded
     assert [g.body for g in errors.until(1, timeout=5)] == ["foreign"]
 
 

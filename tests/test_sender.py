@@ -122,7 +122,7 @@ def test_missing_delay_queue_is_a_typed_error_naming_the_fix(
     sqs.create_queue(QueueName=settings.queue_prefix + "plain")  # receiver without delay queue
     with pytest.raises(DelayQueueMissing) as info:
         make_sender(settings).send("plain", "x", delay=901)
-    assert "sqsdelay install plain" in str(info.value)
+    assert f"sqsdelay --queue-prefix {settings.queue_prefix} install plain" in str(info.value)
     assert info.value.queue == settings.queue_prefix + "plain-delay.fifo"
     # a short delay still works: receiver disabled, sender enabled, <= 900 s is supported
     assert make_sender(settings).send("plain", "x", delay=900).route == "direct"
@@ -131,7 +131,7 @@ def test_missing_delay_queue_is_a_typed_error_naming_the_fix(
 def test_missing_destination_is_a_typed_error(
     settings: Settings, make_sender: Callable[[Settings], Any]
 ) -> None:
-    with pytest.raises(QueueMissing, match="sqsdelay install nowhere"):
+    with pytest.raises(QueueMissing, match="install nowhere"):
         make_sender(settings).send("nowhere", "x", delay=1)
 
 

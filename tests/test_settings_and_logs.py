@@ -74,3 +74,34 @@ def test_log_file_gets_json_lines(tmp_path: object) -> None:
     logs.configure("console", "INFO", stream=io.StringIO(), file=path)
     structlog.get_logger("t").info("delay.scheduled", delay_seconds=5)
     assert json.loads(path.read_text())["delay_seconds"] == 5
+
+
+def test_settings_are_the_one_list_of_settings() -> None:
+    """Every SQSDELAY_ name users see is a setting; every setting has a flag and a README row."""
+    import re
+    from pathlib import Path
+
+    import typer.main
+
+    from sqsdelay.cli import app
+    from sqsdelay.settings import Settings, env_name
+
+    root = Path(__file__).resolve().parent.parent
+    shown = [root / "README.md", root / "Dockerfile"]
+    shown += sorted((root / "docs").glob("*.md")) + sorted((root / "infra").glob("*.yaml"))
+    fields = {env_name(f) for f in Settings.model_fields}
+    for path in shown:
+        unknown = set(re.findall(r"SQSDELAY_[A-Z0-9_]*[A-Z0-9]", path.read_text())) - fields
+        assert not unknown, f"{path.name} names settings that do not exist: {sorted(unknown)}"
+    group = typer.main.get_command(app)
+    flags = {opt for p in group.params for opt in p.opts}
+    readme = (root / "README.md").read_text()
+    for field in Settings.model_fields:
+        assert "--" + field.replace("_", "-") in flags, f"no CLI flag for {field}"
+        assert f"| `{env_name(field)}` |" in readme, f"no README row for {env_name(field)}"
+
+
+def test_queues_setting_is_comma_separated(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SQSDELAY_QUEUES", "orders, billing,,")
+    assert load_settings().queues == ["orders", "billing"]
+    assert load_settings(queues="a,b").queues == ["a", "b"]

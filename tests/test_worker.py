@@ -170,7 +170,7 @@ def test_missing_destination_trips_the_breaker_then_recovers(
     assert unavailable[0]["code"] == "QueueDoesNotExist"
 
 
-def test_after_max_attempts_the_message_goes_to_the_error_queue_with_the_last_error(
+def test_a_message_the_destination_refuses_goes_to_the_error_queue_after_max_attempts(
     make_settings: Callable[..., Settings], sqs: Any
 ) -> None:
     s = make_settings(
@@ -180,15 +180,21 @@ def test_after_max_attempts_the_message_goes_to_the_error_queue_with_the_last_er
         max_attempts=2,
     )
     urls = setup_queues(s, sqs)
-    sqs.delete_queue(QueueUrl=urls["orders"])
-    Sender(s, client=sqs).send("orders", "doomed", delay=2)
+    # The destination takes at most 1 KiB: SQS refuses the big message (InvalidParameterValue
+    # for the whole batch); the worker retries entry by entry and blames only that one.
+    sqs.set_queue_attributes(QueueUrl=urls["orders"], Attributes={"MaximumMessageSize": "1024"})
+    Sender(s, client=sqs).send_batch(
+        "orders", [Message("x" * 2000, delay=2), Message("small", delay=2)]
+    )
     errors = Collector(sqs, urls["error"])
+    dest = Collector(sqs, urls["orders"])
     with RunningWorker(s, ["orders"]):
         (got,) = errors.until(1, timeout=40)
+        (fine,) = dest.until(1, timeout=10)
     record = json.loads(got.attributes[limits.FAILURE_ATTRIBUTE]["StringValue"])
-    assert got.body == "doomed"
-    assert "received 3 times (SQSDELAY_MAX_ATTEMPTS=2)" in record["reason"]
-    assert "last error: QueueDoesNotExist" in record["reason"]
+    assert got.body == "x" * 2000 and fine.body == "small"
+    assert "failed 2 times (SQSDELAY_MAX_ATTEMPTS=2)" in record["reason"]
+    assert "last error: InvalidParameterValue" in record["reason"]
     assert record["queue"] == s.queue_prefix + "orders-delay.fifo"
 
 

@@ -1,0 +1,149 @@
+"""Queue trios (destination, delay queue, error queue), their URLs, and fix hints.
+
+`QueueResolver` is the one place that looks up queue URLs (with a cache) and turns a missing
+queue into an error whose hint is a command that creates it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sqsdelay import names
+from sqsdelay._types import Target
+from sqsdelay.clients import MISSING_QUEUE_CODES, error_code, translate
+from sqsdelay.errors import DelayQueueMissing, QueueMissing, SqsOperationError
+from sqsdelay.settings import Settings
+
+# Settings that decide what `install` creates; a hint repeats those that are not default.
+_INSTALL_SETTINGS = (
+    "queue_prefix",
+    "error_queue",
+    "max_native_delay_seconds",
+    "delay_queue_retention_seconds",
+    "kms_key_id",
+)
+
+
+def install_command(settings: Settings, *queues: str, options: str = "") -> str:
+    """A `sqsdelay install` command line that creates (or fixes) exactly these queues."""
+    flags = []
+    for name in _INSTALL_SETTINGS:
+        value = getattr(settings, name)
+        if value != Settings.model_fields[name].default:
+            flags.append(f"--{name.replace('_', '-')} {shlex.quote(str(value))}")
+    words = ["sqsdelay", *flags, "install", *(shlex.quote(q) for q in queues)]
+    return " ".join(words) + (f" {options}" if options else "")
+
+
+@dataclass(frozen=True)
+class QueueTrio:
+    """A destination as the user names it, and the three queues that serve it."""
+
+    requested: str
+    destination: str
+    delay: str
+    error: str
+
+    def name(self, role: Target) -> str:
+        return {"destination": self.destination, "delay": self.delay, "error": self.error}[role]
+
+
+def trio(queue: str, settings: Settings) -> QueueTrio:
+    destination = names.destination_name(queue, settings.queue_prefix)
+    return QueueTrio(
+        requested=queue,
+        destination=destination,
+        delay=names.delay_queue_name(destination),
+        error=names.error_queue_name(settings.error_queue, settings.queue_prefix),
+    )
+
+
+def trio_of_delay_queue(delay_queue: str, settings: Settings) -> QueueTrio:
+    """The trio a delay queue belongs to (Lambda knows only its event source)."""
+    destination = names.destination_of_delay_queue(delay_queue)
+    return QueueTrio(
+        requested=destination.removeprefix(settings.queue_prefix),
+        destination=destination,
+        delay=delay_queue,
+        error=names.error_queue_name(settings.error_queue, settings.queue_prefix),
+    )
+
+
+class QueueResolver:
+    """Queue URLs by name (and account), cached for the life of the process."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._urls: dict[tuple[str, str], str] = {}
+        self._owners: dict[str, QueueTrio] = {}
+        self._trios: dict[str, QueueTrio] = {}
+
+    def trio(self, queue: str) -> QueueTrio:
+        if queue not in self._trios:
+            self._trios[queue] = self.remember(trio(queue, self.settings))
+        return self._trios[queue]
+
+    def trio_of_delay_queue(self, delay_queue: str) -> QueueTrio:
+        return self.remember(trio_of_delay_queue(delay_queue, self.settings))
+
+    def remember(self, t: QueueTrio) -> QueueTrio:
+        for name in (t.destination, t.delay, t.error):
+            self._owners.setdefault(name, t)
+        return t
+
+    def missing(self, operation: str, name: str) -> QueueMissing:
+        """The error for a queue that does not exist, with the command that creates it."""
+        owner = self._owners.get(name)
+        if owner is None:
+            return QueueMissing(operation, name, "queue does not exist")
+        command = install_command(self.settings, owner.requested)
+        if name == owner.delay:
+            return DelayQueueMissing(operation, name, owner.requested, command)
+        return QueueMissing(operation, name, f"queue does not exist; create it with: {command}")
+
+    def error(self, exc: Exception, operation: str, name: str) -> SqsOperationError:
+        """A typed error for a failed call on a queue; a missing queue is forgotten."""
+        if error_code(exc) in MISSING_QUEUE_CODES:
+            self.forget(name)
+            return self.missing(operation, name)
+        return translate(exc, operation, name)
+
+    def forget(self, name: str) -> None:
+        for key in [k for k in self._urls if k[0] == name]:
+            del self._urls[key]
+
+    @staticmethod
+    def _request(name: str, account: str) -> Mapping[str, Any]:
+        return {"QueueName": name, **({"QueueOwnerAWSAccountId": account} if account else {})}
+
+    def url(self, client: Any, name: str, account: str = "") -> str:
+        """The URL of a queue (boto3 client); raises a typed error if it cannot be had."""
+        if (name, account) not in self._urls:
+            try:
+                resp = client.get_queue_url(**self._request(name, account))
+            except (ClientError, BotoCoreError) as exc:
+                raise self.error(exc, "GetQueueUrl", name) from None
+            self._urls[(name, account)] = resp["QueueUrl"]
+        return self._urls[(name, account)]
+
+    async def aurl(self, client: Any, name: str, account: str = "") -> str:
+        """As `url`, for an aioboto3 client."""
+        if (name, account) not in self._urls:
+            try:
+                resp = await client.get_queue_url(**self._request(name, account))
+            except (ClientError, BotoCoreError) as exc:
+                raise self.error(exc, "GetQueueUrl", name) from None
+            self._urls[(name, account)] = resp["QueueUrl"]
+        return self._urls[(name, account)]
+
+    def find(self, client: Any, name: str) -> str | None:
+        """The URL, or None when the queue does not exist (the installer's question)."""
+        try:
+            return self.url(client, name)
+        except QueueMissing:
+            return None
