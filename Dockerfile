@@ -20,7 +20,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     SQSDELAY_LOG_FORMAT=json
 USER 10001
-# ECS sends SIGTERM and waits stopTimeout (30 s); the worker finishes what is in hand.
+# ECS sends SIGTERM and waits stopTimeout (75 s in infra/worker-ecs.yaml): polls in progress
+# return and the batch in hand is finished.
 STOPSIGNAL SIGTERM
 # Queues as arguments (`docker run IMAGE orders billing`) or SQSDELAY_QUEUES=orders,billing.
 ENTRYPOINT ["sqsdelay", "worker"]
