@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -42,6 +43,29 @@ def lambda_record(message: dict[str, Any], arn: str) -> dict[str, Any]:
         "eventSourceARN": arn,
         "awsRegion": "us-east-1",
     }
+
+
+def invoke_as_lambda(
+    sqs: Any, url: str, handler: Callable[[dict[str, Any], Any], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One round of Lambda's SQS poller: receive, invoke, delete what did not fail."""
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+    resp = sqs.receive_message(
+        QueueUrl=url,
+        MaxNumberOfMessages=10,
+        WaitTimeSeconds=1,
+        MessageAttributeNames=["All"],
+        MessageSystemAttributeNames=["All"],
+    )
+    records = [lambda_record(m, arn["Attributes"]["QueueArn"]) for m in resp.get("Messages", [])]
+    if records:
+        failed = {
+            f["itemIdentifier"] for f in handler({"Records": records}, None)["batchItemFailures"]
+        }
+        for r in records:
+            if r["messageId"] not in failed:
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=r["receiptHandle"])
+    return records
 
 
 @pytest.fixture

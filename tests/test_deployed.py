@@ -24,7 +24,7 @@ from sqsdelay.sender import Message, Sender
 from sqsdelay.settings import Settings
 from tests import cfn
 from tests.conftest import wait_for
-from tests.test_aws_lambda import lambda_record
+from tests.test_aws_lambda import invoke_as_lambda, lambda_record
 from tests.test_container import one, stages
 from tests.workerkit import Collector
 
@@ -400,30 +400,12 @@ def test_lambda_role_grants_exactly_what_the_handler_and_its_poller_call(
 
     s = make_settings(max_native_delay_seconds=1)
     urls = every_path(s, sqs)
-    arn = sqs.get_queue_attributes(QueueUrl=urls["delay"], AttributeNames=["QueueArn"])
     own = boto3.client("sqs", endpoint_url=moto_url, region_name=cfn.REGION)
     handler = Handler(s, client=own)
     seen: set[str] = set()
 
     def poll_once() -> bool:
-        resp = sqs.receive_message(
-            QueueUrl=urls["delay"],
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=1,
-            MessageAttributeNames=["All"],
-            MessageSystemAttributeNames=["All"],
-        )
-        records = [
-            lambda_record(m, arn["Attributes"]["QueueArn"]) for m in resp.get("Messages", [])
-        ]
-        if records:
-            failed = {
-                f["itemIdentifier"] for f in handler({"Records": records})["batchItemFailures"]
-            }
-            for r in records:
-                seen.add(r["body"][:6])
-                if r["messageId"] not in failed:  # what Lambda does
-                    sqs.delete_message(QueueUrl=urls["delay"], ReceiptHandle=r["receiptHandle"])
+        seen.update(r["body"][:6] for r in invoke_as_lambda(sqs, urls["delay"], handler))
         return {"later", "soon", "poison", "xxxxxx"} <= seen and bool(
             handler.stats.requests["ChangeMessageVisibilityBatch"]
         )

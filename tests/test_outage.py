@@ -19,7 +19,7 @@ from sqsdelay.sender import Message, Sender
 from sqsdelay.settings import Settings
 from sqsdelay.worker import WorkerThread
 from tests.conftest import wait_for
-from tests.test_aws_lambda import lambda_record
+from tests.test_aws_lambda import invoke_as_lambda
 from tests.workerkit import Collector
 
 pytestmark = pytest.mark.slow
@@ -64,33 +64,14 @@ def test_worker_waits_out_an_outage(make_settings: Callable[..., Settings], sqs:
     assert error_count(sqs, urls["error"]) == 0
 
 
-def test_lambda_waits_out_an_outage(
-    make_settings: Callable[..., Settings], sqs: Any, moto_url: str
-) -> None:
+def test_lambda_waits_out_an_outage(make_settings: Callable[..., Settings], sqs: Any) -> None:
     s = make_settings(max_native_delay_seconds=1, max_attempts=1)
     urls = start_outage(s, sqs)
-    arn = sqs.get_queue_attributes(QueueUrl=urls["delay"], AttributeNames=["QueueArn"])
     handler = Handler(s, client=sqs)
     handler.breaker = BackoffTimer(base_seconds=0.5, cap_seconds=2)
 
     def invoke() -> None:
-        """One round of Lambda's poller: receive, invoke, delete what did not fail."""
-        resp = sqs.receive_message(
-            QueueUrl=urls["delay"],
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=1,
-            MessageAttributeNames=["All"],
-            MessageSystemAttributeNames=["All"],
-        )
-        records = [
-            lambda_record(m, arn["Attributes"]["QueueArn"]) for m in resp.get("Messages", [])
-        ]
-        if not records:
-            return
-        failed = {f["itemIdentifier"] for f in handler({"Records": records})["batchItemFailures"]}
-        for r in records:
-            if r["messageId"] not in failed:
-                sqs.delete_message(QueueUrl=urls["delay"], ReceiptHandle=r["receiptHandle"])
+        invoke_as_lambda(sqs, urls["delay"], handler)
 
     holds = lambda: handler.stats.requests["ChangeMessageVisibilityBatch"]  # noqa: E731
     wait_for(lambda: invoke() or holds() >= REDELIVERIES, timeout=60)
