@@ -437,3 +437,13 @@ def test_kms_grants_only_with_a_key_and_only_through_sqs(
                 st["Condition"]["StringEquals"]["kms:ViaService"]
                 == f"sqs.{cfn.REGION}.amazonaws.com"
             )
+
+
+def test_readme_deployment_section_names_every_template_parameter() -> None:
+    readme = (cfn.INFRA.parent / "README.md").read_text()
+    section = readme[readme.index("## Deploying to AWS") : readme.index("## Configuration")]
+    for path in sorted(cfn.INFRA.glob("*.yaml")):
+        template = cfn.load(path.name)
+        assert f"`{path.name}`" in section, path.name
+        missing = [p for p in template["Parameters"] if f"`{p}`" not in section]
+        assert not missing, f"README does not describe {path.name}'s {missing}"
