@@ -12,3 +12,5 @@ class AttributeValue(TypedDict):
 Attributes = dict[str, AttributeValue]
 Route = Literal["direct", "delay-queue"]
 Target = Literal["delay", "destination", "error"]  # the role of a queue in a trio
+WireFormat = Literal["raw", "nservicebus"]
+InvalidDelayAction = Literal["error", "deliver"]  # what the worker does with a bad delay

@@ -17,12 +17,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sqsdelay.backoff import BackoffTimer
 from sqsdelay.clients import error_code, sync_client
 from sqsdelay.clock import ClockOffset
-from sqsdelay.decision import Limits
 from sqsdelay.dispatch import Dispatch, Stats
 from sqsdelay.errors import InvalidQueueName, SqsOperationError
 from sqsdelay.failures import FailureLog
 from sqsdelay.logs import configure, get_logger
-from sqsdelay.processing import decide_batch, from_lambda
+from sqsdelay.processing import decide_batch, from_lambda, limits_of
 from sqsdelay.queues import QueueResolver, QueueTrio
 from sqsdelay.settings import Settings, load_settings
 
@@ -48,11 +47,7 @@ class Handler:
         self.breaker = BackoffTimer()
         self.failures = FailureLog()
         self.stats = Stats()
-        self._limits = Limits(
-            self.settings.max_native_delay_seconds,
-            self.settings.max_attempts,
-            self.settings.max_message_bytes,
-        )
+        self._limits = limits_of(self.settings)
         if client is not None:
             self.stats.attach(client)
 

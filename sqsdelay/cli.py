@@ -112,6 +112,10 @@ def send(
     body: Annotated[str | None, typer.Option(help="message body")] = None,
     body_file: Annotated[Path | None, typer.Option(help="read the body from a file")] = None,
     attribute: Annotated[list[str] | None, typer.Option(help="NAME=VALUE, repeatable")] = None,
+    message_type: Annotated[
+        str | None,
+        typer.Option(help="NServiceBus message type; required with --wire-format nservicebus"),
+    ] = None,
 ) -> int:
     """Send one delayed message; prints one JSON line with message_id, route and queue_url."""
     from sqsdelay.sender import Sender
@@ -127,7 +131,9 @@ def send(
             raise InvalidMessage(f"cannot read --body-file {body_file}: {exc}") from None
     assert body is not None
     attributes = dict(_attribute(a) for a in attribute or [])
-    result = Sender(settings).send(queue, body, delay=seconds, attributes=attributes)
+    result = Sender(settings).send(
+        queue, body, delay=seconds, attributes=attributes, message_type=message_type
+    )
     print(json.dumps(result.as_dict()))
     return 0
 
@@ -139,7 +145,11 @@ def install(
     check: Annotated[bool, typer.Option("--check", help="only validate")] = False,
     fix: Annotated[bool, typer.Option("--fix", help="correct what can be corrected")] = False,
     force: Annotated[
-        bool, typer.Option("--force", help="with --fix: change DelaySeconds of a non-empty queue")
+        bool,
+        typer.Option(
+            "--force",
+            help="with --fix: change DelaySeconds of a non-empty queue, or lower it below 900",
+        ),
     ] = False,
 ) -> int:
     """Create (idempotently), check or fix each destination, its delay queue and the error queue."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from sqsdelay import limits, wire
-from sqsdelay._types import Attributes, Target
+from sqsdelay._types import Attributes, InvalidDelayAction, Target
 from sqsdelay.errors import InvalidMessage
 
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -104,6 +104,9 @@ class Limits:
     max_native_delay_seconds: int = limits.MAX_NATIVE_DELAY_SECONDS
     max_attempts: int = limits.DEFAULT_MAX_ATTEMPTS
     max_message_bytes: int = limits.MAX_MESSAGE_BYTES
+    # "error": a missing or bad delay attribute is poison; "deliver": hand it over at once,
+    # as NServiceBus's pump does (it reads such a delay as 0).
+    invalid_delay: InvalidDelayAction = "error"
 
 
 def requeue_dedup_id(received: Received) -> str:
@@ -204,11 +207,16 @@ def decide(
             lim,
         )
     try:
-        delay = _delay(received.attributes)
         sent = _timestamp(received.system, "SentTimestamp")
         first = _timestamp(received.system, "ApproximateFirstReceiveTimestamp")
     except InvalidMessage as exc:
         return _poison(received, str(exc), source_queue, lim)
+    try:
+        delay = _delay(received.attributes)
+    except InvalidMessage as exc:
+        if lim.invalid_delay != "deliver":
+            return _poison(received, str(exc), source_queue, lim)
+        return _hand_over(received, 0, max(first, sent), source_queue, lim)
     due = _due_at(received.attributes)
     if due is None:
         due = sent + delay * 1000
@@ -220,25 +228,49 @@ def decide(
     # timestamps): if that attempt's requeue reached the queue before its delete failed, the
     # repeated requeue has the same dedup id and FIFO drops it. Handing over instead would
     # deliver the message twice.
-    requeue = _ceil_seconds(due - first_now) > lim.max_native_delay_seconds
+    if _ceil_seconds(due - first_now) <= lim.max_native_delay_seconds:
+        return _hand_over(received, remaining, due, source_queue, lim)
+    with_id = _with_message_id(received)
+    attrs = {**with_id, limits.DELAY_ATTRIBUTE: wire.string_attribute(str(remaining))}
+    candidates = [{**attrs, limits.DUE_AT_ATTRIBUTE: wire.number_attribute(due)}, attrs]
+    if len(with_id) > len(_without_own(received.attributes)):
+        # No room for NServiceBus.MessageId (a foreign message with 9 attributes of its own):
+        # requeue it as it came rather than lose it.
+        as_came = _without_own(received.attributes)
+        candidates.append({**as_came, limits.DELAY_ATTRIBUTE: attrs[limits.DELAY_ATTRIBUTE]})
+    for candidate in candidates:
+        try:
+            wire.check_fits(received.body, candidate, lim.max_message_bytes)
+        except InvalidMessage as exc:
+            problem = str(exc)
+            continue
+        group = received.system.get("MessageGroupId") or received.message_id
+        return Requeue(remaining, due, candidate, group, requeue_dedup_id(received))
+    return _poison(received, f"cannot requeue: {problem}", source_queue, lim)
+
+
+def _with_message_id(received: Received) -> Attributes:
+    """The attributes to pass on, with NServiceBus.MessageId as NServiceBus's pump sets it:
+    kept when present, else the received SQS MessageId (DelayedMessagesPump.PrepareMessages).
+    With the attribute always there, a pump overwrites it instead of adding an 11th."""
     base = _without_own(received.attributes)
-    if requeue:
-        attrs = {**base, limits.DELAY_ATTRIBUTE: wire.string_attribute(str(remaining))}
-        with_due = {**attrs, limits.DUE_AT_ATTRIBUTE: wire.number_attribute(due)}
-        for candidate in (with_due, attrs):  # DueAt only when there is room for it
-            try:
-                wire.check_fits(received.body, candidate, lim.max_message_bytes)
-            except InvalidMessage as exc:
-                problem = str(exc)
-                continue
-            group = received.system.get("MessageGroupId") or received.message_id
-            return Requeue(remaining, due, candidate, group, requeue_dedup_id(received))
-        return _poison(received, f"cannot requeue: {problem}", source_queue, lim)
-    try:
-        wire.check_fits(received.body, base, lim.max_message_bytes)
-    except InvalidMessage as exc:
-        return _poison(received, f"cannot hand over: {exc}", source_queue, lim)
-    return HandOver(remaining, due, base)
+    if limits.MESSAGE_ID_ATTRIBUTE not in base:
+        base[limits.MESSAGE_ID_ATTRIBUTE] = wire.string_attribute(received.message_id)
+    return base
+
+
+def _hand_over(
+    received: Received, remaining: int, due: int, source_queue: str, lim: Limits
+) -> Decision:
+    problem = ""
+    for candidate in (_with_message_id(received), _without_own(received.attributes)):
+        try:
+            wire.check_fits(received.body, candidate, lim.max_message_bytes)
+        except InvalidMessage as exc:
+            problem = str(exc)
+            continue
+        return HandOver(remaining, due, candidate)
+    return _poison(received, f"cannot hand over: {problem}", source_queue, lim)
 
 
 def _ceil_seconds(ms: int) -> int:

@@ -109,29 +109,19 @@ def check_queue(spec: QueueSpec, attrs: dict[str, str], settings: Settings) -> l
                 Problem(
                     q,
                     f"retention is {attrs.get('MessageRetentionPeriod')} s; failed "
-                    f"messages should be kept {ERROR_QUEUE_RETENTION_SECONDS} s (14 days)",
+                    f"messages are best kept {ERROR_QUEUE_RETENTION_SECONDS} s (14 days). "
+                    "An NServiceBus endpoint sets it to its MaxTimeToLive at every start, "
+                    "so agree on one value; --fix only ever raises it",
                     fix,
                     {"MessageRetentionPeriod": str(ERROR_QUEUE_RETENTION_SECONDS)},
+                    warning=True,
                 )
             )
         return problems
     want_delay = settings.max_native_delay_seconds
-    if _int(attrs, "DelaySeconds") != want_delay:
-        held = held_messages(attrs)
-        problems.append(
-            Problem(
-                q,
-                f"DelaySeconds is {attrs.get('DelaySeconds')}, expected {want_delay}"
-                + (
-                    f"; the queue holds {held} messages and the change applies to them too"
-                    if held
-                    else ""
-                ),
-                fix + (" --force" if held else ""),
-                {"DelaySeconds": str(want_delay)},
-                needs_force=held > 0,
-            )
-        )
+    have_delay = _int(attrs, "DelaySeconds")
+    if have_delay != want_delay:
+        problems.append(_delay_problem(q, fix, have_delay, want_delay, held_messages(attrs)))
     want_retention = settings.delay_queue_retention_seconds
     if _int(attrs, "MessageRetentionPeriod") < want_retention:
         problems.append(
@@ -170,6 +160,27 @@ def check_queue(spec: QueueSpec, attrs: dict[str, str], settings: Settings) -> l
             )
         )
     return problems
+
+
+def _delay_problem(queue: str, fix: str, have: int, want: int, held: int) -> Problem:
+    """DelaySeconds differs. Changing it needs --force when the queue holds messages (the
+    change applies to them too) or when it would go below 900: an NServiceBus endpoint that
+    shares the queue then refuses to start (DelayedMessagesPump.Initialize)."""
+    reasons = []
+    if held:
+        reasons.append(f"the queue holds {held} messages and the change applies to them too")
+    if want < limits.NSERVICEBUS_QUEUE_DELAY_SECONDS <= have:
+        reasons.append(
+            f"below {limits.NSERVICEBUS_QUEUE_DELAY_SECONDS} s an NServiceBus endpoint that "
+            "uses this queue refuses to start; lower it only for tests and demos"
+        )
+    return Problem(
+        queue,
+        f"DelaySeconds is {have}, expected {want}" + "".join(f"; {r}" for r in reasons),
+        fix + (" --force" if reasons else ""),
+        {"DelaySeconds": str(want)},
+        needs_force=bool(reasons),
+    )
 
 
 @dataclass

@@ -13,6 +13,7 @@ from sqsdelay._types import AttributeValue, Target
 from sqsdelay.clock import ClockOffset
 from sqsdelay.decision import Decision, Limits, Received, decide
 from sqsdelay.failures import FailureLog
+from sqsdelay.settings import Settings
 
 # System attributes the decision needs (DESIGN.md, "The worker").
 SYSTEM_ATTRIBUTES = (
@@ -31,6 +32,16 @@ class Outgoing:
     target: Target
     entry: dict[str, Any]  # a SendMessageBatch entry without its Id
     size: int
+
+
+def limits_of(settings: Settings) -> Limits:
+    """The decision's limits, as the worker and the Lambda handler are configured."""
+    return Limits(
+        max_native_delay_seconds=settings.max_native_delay_seconds,
+        max_attempts=settings.max_attempts,
+        max_message_bytes=settings.max_message_bytes,
+        invalid_delay=settings.invalid_delay,
+    )
 
 
 def _attribute(value: Mapping[str, Any]) -> AttributeValue:

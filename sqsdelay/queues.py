@@ -6,6 +6,7 @@ queue into an error whose hint is a command that creates it.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,11 +14,14 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sqsdelay import names
+from sqsdelay import limits, names
 from sqsdelay._types import Target
 from sqsdelay.clients import MISSING_QUEUE_CODES, error_code, translate
-from sqsdelay.errors import DelayQueueMissing, QueueMissing, SqsOperationError
+from sqsdelay.errors import DelayQueueMissing, InvalidQueueName, QueueMissing, SqsOperationError
+from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
+
+log = get_logger("sqsdelay.queues")
 
 # Settings that decide what `install` creates; a hint repeats those that are not default.
 _INSTALL_SETTINGS = (
@@ -46,19 +50,21 @@ class QueueTrio:
 
     requested: str
     destination: str
-    delay: str
     error: str
+
+    @property
+    def delay(self) -> str:
+        """Raises InvalidQueueName for a destination too long to have a delay queue."""
+        return names.delay_queue_name(self.destination)
 
     def name(self, role: Target) -> str:
         return {"destination": self.destination, "delay": self.delay, "error": self.error}[role]
 
 
 def trio(queue: str, settings: Settings) -> QueueTrio:
-    destination = names.destination_name(queue, settings.queue_prefix)
     return QueueTrio(
         requested=queue,
-        destination=destination,
-        delay=names.delay_queue_name(destination),
+        destination=names.destination_name(queue, settings.queue_prefix),
         error=names.error_queue_name(settings.error_queue, settings.queue_prefix),
     )
 
@@ -69,7 +75,6 @@ def trio_of_delay_queue(delay_queue: str, settings: Settings) -> QueueTrio:
     return QueueTrio(
         requested=destination.removeprefix(settings.queue_prefix),
         destination=destination,
-        delay=delay_queue,
         error=names.error_queue_name(settings.error_queue, settings.queue_prefix),
     )
 
@@ -85,15 +90,20 @@ class QueueResolver:
 
     def trio(self, queue: str) -> QueueTrio:
         if queue not in self._trios:
-            self._trios[queue] = self.remember(trio(queue, self.settings))
+            t = self._trios[queue] = self.remember(trio(queue, self.settings))
+            if t.destination != names.prefixed(queue, self.settings.queue_prefix):
+                # NServiceBus's naming changed it: said once, never silently.
+                log.warning("queue.name_rewritten", queue=queue, destination=t.destination)
         return self._trios[queue]
 
     def trio_of_delay_queue(self, delay_queue: str) -> QueueTrio:
         return self.remember(trio_of_delay_queue(delay_queue, self.settings))
 
     def remember(self, t: QueueTrio) -> QueueTrio:
-        for name in (t.destination, t.delay, t.error):
+        for name in (t.destination, t.error):
             self._owners.setdefault(name, t)
+        with contextlib.suppress(InvalidQueueName):  # a long name is for direct sends only
+            self._owners.setdefault(t.delay, t)
         return t
 
     def missing(self, operation: str, name: str) -> QueueMissing:
@@ -102,7 +112,7 @@ class QueueResolver:
         if owner is None:
             return QueueMissing(operation, name, "queue does not exist")
         command = install_command(self.settings, owner.requested)
-        if name == owner.delay:
+        if name == owner.destination + limits.DELAY_QUEUE_SUFFIX:
             return DelayQueueMissing(operation, name, owner.requested, command)
         return QueueMissing(operation, name, f"queue does not exist; create it with: {command}")
 

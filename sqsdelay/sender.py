@@ -10,13 +10,13 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import aioboto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sqsdelay import batching, limits, names, wire
+from sqsdelay import batching, limits, names, nservicebus, wire
 from sqsdelay._types import Attributes, Route
 from sqsdelay.clients import client_kwargs, sync_client
 from sqsdelay.delays import DelayLike, delay_seconds, route
@@ -30,12 +30,17 @@ log = get_logger("sqsdelay.sender")
 
 @dataclass(frozen=True)
 class Message:
-    """A message to send. Give either `delay` (seconds or timedelta) or `deliver_at`."""
+    """A message to send. Give either `delay` (seconds or timedelta) or `deliver_at`.
+
+    `message_type` is the receiving NServiceBus endpoint's message type (the .NET type's full
+    name): required when SQSDELAY_WIRE_FORMAT=nservicebus; in raw mode it is sent as the
+    `MessageTypeFullName` attribute that NServiceBus.AmazonSQS 6+ reads."""
 
     body: str
     delay: DelayLike | None = None
     deliver_at: datetime | None = None
     attributes: Mapping[str, Any] = field(default_factory=dict)
+    message_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,7 @@ class PlannedSend:
     delay_seconds: int
     size_bytes: int
     request: dict[str, Any]
+    nservicebus_message_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,7 @@ class SendResult:
     size_bytes: int
     index: int = 0
     group_id: str | None = None  # delay-queue route: stable id of the message across hops
+    nservicebus_message_id: str | None = None  # the NServiceBus.MessageId it carries
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -71,6 +78,7 @@ class SendResult:
             "delay_seconds": self.delay_seconds,
             "size_bytes": self.size_bytes,
             "group_id": self.group_id,
+            "nservicebus_message_id": self.nservicebus_message_id,
         }
 
 
@@ -116,7 +124,23 @@ def plan(
     wire.check_body(message.body)
     attributes: Attributes = dict(message.attributes)
     wire.check_user_attributes(attributes)
-    request: dict[str, Any] = {"MessageBody": message.body}
+    # One id names the message everywhere: envelope, NServiceBus.MessageId, group, dedup.
+    ident = new_id()
+    body = message.body
+    nsb_id: str | None = None
+    if settings.wire_format == "nservicebus":
+        body = nservicebus.envelope(
+            message.body,
+            message_id=ident,
+            message_type=nservicebus.check_message_type(message.message_type),
+            time_sent=datetime.fromtimestamp(now, UTC),
+        )
+        nsb_id = ident  # NServiceBus sets the attribute on every send (SqsPreparedMessage)
+    elif message.message_type is not None:
+        attributes[limits.MESSAGE_TYPE_ATTRIBUTE] = wire.string_attribute(
+            nservicebus.check_message_type(message.message_type)
+        )
+    request: dict[str, Any] = {"MessageBody": body}
     if where == "direct":
         target = destination
         if seconds:
@@ -125,8 +149,10 @@ def plan(
         target = names.delay_queue_name(destination)
         attributes[limits.DELAY_ATTRIBUTE] = wire.string_attribute(str(seconds))
         # One group per message, so no message ever blocks another.
-        request["MessageGroupId"] = request["MessageDeduplicationId"] = new_id()
-    wire.check_fits(message.body, attributes, settings.max_message_bytes)
+        request["MessageGroupId"] = request["MessageDeduplicationId"] = nsb_id = ident
+    if nsb_id is not None:
+        attributes[limits.MESSAGE_ID_ATTRIBUTE] = wire.string_attribute(nsb_id)
+    wire.check_fits(body, attributes, settings.max_message_bytes)
     if attributes:
         request["MessageAttributes"] = attributes
     return PlannedSend(
@@ -135,8 +161,9 @@ def plan(
         queue=target,
         route=where,
         delay_seconds=seconds,
-        size_bytes=wire.message_size(message.body, attributes),
+        size_bytes=wire.message_size(body, attributes),
         request=request,
+        nservicebus_message_id=nsb_id,
     )
 
 
@@ -151,6 +178,7 @@ def _result(planned: PlannedSend, url: str, message_id: str, index: int = 0) -> 
         size_bytes=planned.size_bytes,
         index=index,
         group_id=planned.request.get("MessageGroupId"),
+        nservicebus_message_id=planned.nservicebus_message_id,
     )
     log.info(
         "delay.scheduled",
@@ -239,8 +267,9 @@ class Sender:
         delay: DelayLike | None = None,
         deliver_at: datetime | None = None,
         attributes: Mapping[str, Any] | None = None,
+        message_type: str | None = None,
     ) -> SendResult:
-        message = Message(body, delay, deliver_at, attributes or {})
+        message = Message(body, delay, deliver_at, attributes or {}, message_type)
         planned = plan(queue, message, self.settings, now=self._clock())
         url = self._url(planned)
         try:
@@ -313,8 +342,9 @@ class AsyncSender:
         delay: DelayLike | None = None,
         deliver_at: datetime | None = None,
         attributes: Mapping[str, Any] | None = None,
+        message_type: str | None = None,
     ) -> SendResult:
-        message = Message(body, delay, deliver_at, attributes or {})
+        message = Message(body, delay, deliver_at, attributes or {}, message_type)
         planned = plan(queue, message, self.settings, now=self._clock())
         url = await self._url(planned)
         try:

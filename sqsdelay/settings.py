@@ -11,6 +11,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sqsdelay import limits
+from sqsdelay._types import InvalidDelayAction, WireFormat
 from sqsdelay.errors import ConfigError
 
 ENV_PREFIX = "SQSDELAY_"
@@ -34,6 +35,15 @@ class Settings(BaseSettings):
     )
     unrestricted: bool = Field(default=True, description="sender: allow delays above 900 s")
     error_queue: str = Field(default="error", description="where poison messages go")
+    wire_format: WireFormat = Field(
+        default="raw",
+        description="sender: raw body, or nservicebus (TransportMessage envelope; needs a type)",
+    )
+    invalid_delay: InvalidDelayAction = Field(
+        default="error",
+        description="worker: a missing or bad delay attribute goes to the error queue, or is "
+        "delivered at once (as NServiceBus does)",
+    )
     max_attempts: int = Field(
         default=limits.DEFAULT_MAX_ATTEMPTS,
         ge=1,

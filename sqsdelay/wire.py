@@ -79,8 +79,11 @@ def check_fits(body: str, attributes: Attributes, max_bytes: int) -> None:
 def check_user_attributes(attributes: Attributes) -> None:
     for name, value in attributes.items():
         check_attribute_name(name)
-        if name in limits.OWN_ATTRIBUTES:
-            raise InvalidMessage(f"attribute {name!r} is reserved for sqsdelay")
+        if name in limits.SENDER_ATTRIBUTES:
+            raise InvalidMessage(
+                f"attribute {name!r} is set by sqsdelay; leave it out (a message type goes "
+                "in --message-type / message_type)"
+            )
         check_attribute_value(name, value)
 
 

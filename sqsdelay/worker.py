@@ -26,12 +26,11 @@ from sqsdelay import limits
 from sqsdelay.backoff import BackoffTimer
 from sqsdelay.clients import LONG_POLL_READ_TIMEOUT, client_kwargs, error_code
 from sqsdelay.clock import ClockOffset
-from sqsdelay.decision import Limits
 from sqsdelay.dispatch import Dispatch, Stats
 from sqsdelay.errors import ReceiveUnavailable, SqsDelayError, SqsOperationError
 from sqsdelay.failures import FailureLog
 from sqsdelay.logs import get_logger
-from sqsdelay.processing import SYSTEM_ATTRIBUTES, Outgoing, decide_batch, from_boto
+from sqsdelay.processing import SYSTEM_ATTRIBUTES, Outgoing, decide_batch, from_boto, limits_of
 from sqsdelay.queues import QueueResolver, QueueTrio
 from sqsdelay.settings import Settings
 
@@ -60,9 +59,7 @@ class Worker:
         self.settings = settings
         self.concurrency = concurrency or settings.concurrency
         self._clock = clock
-        self._limits = Limits(
-            settings.max_native_delay_seconds, settings.max_attempts, settings.max_message_bytes
-        )
+        self._limits = limits_of(settings)
         self.resolver = QueueResolver(settings)
         self.queues = [QueueLoops(self.resolver.trio(q)) for q in queues]
         self.offset = ClockOffset()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -10,7 +11,9 @@ from typing import Any
 
 import boto3
 import pytest
+import structlog
 
+from sqsdelay import logs
 from sqsdelay.emulator import Emulator
 from sqsdelay.settings import Settings
 
@@ -92,3 +95,12 @@ def count_requests(client: Any) -> list[str]:
 
     client.meta.events.register("before-send.sqs", record)
     return sent
+
+
+@pytest.fixture(autouse=True)
+def _logs_to_the_real_stderr() -> Iterator[None]:
+    """A test that configures logging under capsys leaves structlog writing to a captured
+    stream that is closed afterwards; point it back at stderr after every test."""
+    yield
+    if structlog.is_configured():
+        logs.configure("json", "INFO", stream=sys.stderr)

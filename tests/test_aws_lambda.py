@@ -119,7 +119,11 @@ def test_requeue_hand_over_and_poison_in_one_event(cycle: Any, sqs: Any) -> None
     result = Handler(s, client=sqs)({"Records": records})
     assert result == {"batchItemFailures": []}
     (handed,) = Collector(sqs, urls["destination"]).until(1, timeout=10)
-    assert handed.body == "now" and handed.attributes == {}
+    now_record = next(r for r in records if r["body"] == "now")
+    assert handed.body == "now"  # with the message id NServiceBus's pump would also set
+    assert handed.attributes == {
+        limits.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": now_record["messageId"]}
+    }
     (dead,) = Collector(sqs, urls["error"]).until(1, timeout=10)
     assert dead.body == "bad" and limits.FAILURE_ATTRIBUTE in dead.attributes
     for r in records:  # what Lambda does with the records that did not fail

@@ -56,6 +56,36 @@ def test_install_then_send_prints_one_json_line(env: dict[str, str], sqs: Any) -
     assert attrs["k"]["StringValue"] == "v" and attrs["n"]["DataType"] == "Number"
 
 
+def test_send_in_nservicebus_wire_format(env: dict[str, str], sqs: Any) -> None:
+    """As the README shows it: the envelope, with the type and one id everywhere."""
+    from tests import nservicebus_port as nsb
+
+    env = {**env, "SQSDELAY_WIRE_FORMAT": "nservicebus"}
+    assert run(env, "install", "Sales.Orders").returncode == 0
+    sent = run(
+        env,
+        "send",
+        "Sales.Orders",
+        "--delay",
+        "5",
+        "--message-type",
+        "Sales.OrderPlaced, Sales",
+        "--body",
+        '{"OrderId": 42}',
+    )
+    assert sent.returncode == 0, sent.stderr
+    out = json.loads(sent.stdout)
+    assert out["route"] == "direct" and out["nservicebus_message_id"]
+    assert out["destination"] == env["SQSDELAY_QUEUE_PREFIX"] + "Sales-Orders"
+    (m,) = sqs.receive_message(
+        QueueUrl=out["queue_url"], MessageAttributeNames=["All"], WaitTimeSeconds=10
+    )["Messages"]
+    accepted = nsb.input_queue(m)
+    assert accepted.body == b'{"OrderId": 42}'
+    assert accepted.headers["NServiceBus.EnclosedMessageTypes"] == "Sales.OrderPlaced, Sales"
+    assert accepted.headers["NServiceBus.MessageId"] == out["nservicebus_message_id"]
+
+
 def test_body_file(env: dict[str, str], tmp_path: Path) -> None:
     run(env, "install", "orders")
     body = tmp_path / "body.json"
@@ -69,7 +99,12 @@ def test_body_file(env: dict[str, str], tmp_path: Path) -> None:
     [
         (["send", "orders", "--delay", "-1", "--body", "x"], "must not be negative"),
         (["send", "orders", "--delay", "abc", "--body", "x"], "not a number"),
-        (["send", "o" * 70, "--delay", "1", "--body", "x"], "at most 69"),
+        (["send", "o" * 70, "--delay", "901", "--body", "x"], "at most 69"),
+        (["send", "o" * 81, "--delay", "1", "--body", "x"], "SQS allows 80"),
+        (
+            ["--wire-format", "nservicebus", "send", "o", "--delay", "1", "--body", "x"],
+            "--message-type",
+        ),
         (["send", "orders", "--delay", "1"], "--body or --body-file"),
         (["send", "orders", "--delay", "1", "--body-file", "/nonexistent"], "cannot read"),
         (["send", "orders", "--delay", "1", "--body", "x", "--attribute", "novalue"], "NAME=VALUE"),

@@ -216,3 +216,39 @@ def test_manual_creation_script_passes_the_installer_check(settings: Settings, s
     assert len(done.stdout.splitlines()) == 3
     reports = Installer(settings, client=sqs).run(["orders"], create=False)
     assert all(r.url and not r.problems for r in reports), [r.problems for r in reports]
+
+
+def test_fix_lowers_delay_below_900_only_with_force_and_says_what_breaks(
+    settings: Settings, sqs: Any
+) -> None:
+    """An NServiceBus endpoint refuses to start when its delay queue's DelaySeconds is below
+    900 (DelayedMessagesPump.Initialize), so a compressed cycle never reaches a shared queue
+    by accident, even when the queue is empty."""
+    Installer(settings, client=sqs).run(["orders"])
+    name = settings.queue_prefix + "orders-delay.fifo"
+    compressed = settings.model_copy(update={"max_native_delay_seconds": 5})
+    (problem,) = Installer(compressed, client=sqs).run(["orders"], fix=True)[1].problems
+    assert problem.needs_force and problem.fix.endswith("--fix --force")
+    assert "NServiceBus endpoint" in problem.problem and "holds" not in problem.problem
+    assert attributes(sqs, name)["DelaySeconds"] == "900"
+    forced = Installer(compressed, client=sqs).run(["orders"], fix=True, force=True)
+    assert forced[1].fixed and attributes(sqs, name)["DelaySeconds"] == "5"
+    # Back up to 900 needs no force on an empty queue.
+    back = Installer(settings, client=sqs).run(["orders"], fix=True)
+    assert back[1].fixed and not back[1].problems
+    assert attributes(sqs, name)["DelaySeconds"] == "900"
+
+
+def test_an_nservicebus_error_queue_is_only_warned_about_and_never_shortened(
+    settings: Settings, sqs: Any
+) -> None:
+    four_days = str(4 * 24 * 3600)  # what NServiceBus's QueueCreator sets by default
+    name = settings.queue_prefix + "error"
+    sqs.create_queue(QueueName=name, Attributes={"MessageRetentionPeriod": four_days})
+    checked = Installer(settings, client=sqs).run(["orders"], create=False)
+    (warning,) = checked[2].problems
+    assert warning.warning and "NServiceBus" in warning.problem
+    assert attributes(sqs, name)["MessageRetentionPeriod"] == four_days
+    fixed = Installer(settings, client=sqs).run(["orders"], fix=True)
+    assert attributes(sqs, name)["MessageRetentionPeriod"] == "1209600"
+    assert not fixed[2].problems

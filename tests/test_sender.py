@@ -179,8 +179,9 @@ def test_support_matrix(
     [
         ("orders", "x", {"delay": -1}, InvalidDelay),
         ("orders", "x", {"delay": "soon"}, InvalidDelay),
-        ("a" * 70, "x", {"delay": 1}, InvalidQueueName),
-        ("bad name", "x", {"delay": 1}, InvalidQueueName),
+        ("a" * 70, "x", {"delay": 5000}, InvalidQueueName),
+        ("a" * 81, "x", {"delay": 1}, InvalidQueueName),
+        ("bäd", "x", {"delay": 1}, InvalidQueueName),
         (
             "orders",
             "x",
@@ -266,5 +267,7 @@ def test_send_logs_delay_scheduled_without_the_body(
     event = next(json.loads(line) for line in err.splitlines() if "delay.scheduled" in line)
     assert event["destination"] == settings.queue_prefix + "orders"
     assert event["delay_seconds"] == 2000 and event["route"] == "delay-queue"
-    assert event["size_bytes"] == len("top secret body") + len(limits.DELAY_ATTRIBUTE) + 6 + 4
+    delay_attribute = len(limits.DELAY_ATTRIBUTE) + len("String") + len("2000")
+    id_attribute = len(limits.MESSAGE_ID_ATTRIBUTE) + len("String") + len(event["group_id"])
+    assert event["size_bytes"] == len("top secret body") + delay_attribute + id_attribute
     assert event["message_id"]

@@ -37,8 +37,11 @@ def test_bad_attribute_names(name: str) -> None:
 
 
 def test_reserved_and_malformed_attributes() -> None:
-    with pytest.raises(InvalidMessage, match="reserved"):
+    with pytest.raises(InvalidMessage, match="set by sqsdelay"):
         wire.check_user_attributes({limits.DELAY_ATTRIBUTE: wire.string_attribute("5")})
+    for name in (limits.MESSAGE_ID_ATTRIBUTE, limits.MESSAGE_TYPE_ATTRIBUTE):
+        with pytest.raises(InvalidMessage, match="set by sqsdelay"):
+            wire.check_user_attributes({name: wire.string_attribute("x")})
     with pytest.raises(InvalidMessage, match="data type"):
         wire.check_user_attributes({"a": {"DataType": "Blob", "StringValue": "x"}})
     with pytest.raises(InvalidMessage, match="needs a BinaryValue"):

@@ -80,7 +80,7 @@ def test_foreign_nservicebus_message_is_delivered_on_time(fast: Settings, sqs: A
     urls = setup_queues(fast, sqs)
     delay = 2 * CYCLE + 1
     start = time.time()
-    sqs.send_message(
+    sent = sqs.send_message(
         QueueUrl=urls["orders-delay.fifo"],
         MessageBody='{"nsb": true}',
         MessageGroupId="nsb-group",
@@ -92,7 +92,12 @@ def test_foreign_nservicebus_message_is_delivered_on_time(fast: Settings, sqs: A
     collector = Collector(sqs, urls["orders"])
     with RunningWorker(fast, ["orders"]):
         (got,) = collector.until(1, timeout=20)
-    assert got.body == '{"nsb": true}' and got.attributes == {}
+    # Without an NServiceBus.MessageId the first hop sets it to the SQS MessageId, as
+    # NServiceBus's pump does; it then travels unchanged.
+    assert got.body == '{"nsb": true}'
+    assert got.attributes == {
+        limits.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": sent["MessageId"]}
+    }
     assert 0 <= got.at - (start + delay) < 2.0
 
 
