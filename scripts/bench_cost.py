@@ -1,10 +1,17 @@
 #!/usr/bin/env python3
-"""Cost report benchmark: generate N delay.scheduled events as Parquet (200 destinations,
-12 months), time `sqsdelay cost-report` on them in a fresh process (wall time, rows/s, peak
-memory of the process tree, JVM included), and the same aggregation in DuckDB on the same
-file. Prints one JSON object.
+"""Cost report benchmark. Prints one JSON object with every figure and ratio.
 
-    .venv/bin/python scripts/bench_cost.py [--rows 1000000 10000000] [--keep DIR]
+- one-shot: `sqsdelay cost-report` on N Parquet rows in a fresh process (wall time, rows/s,
+  peak memory of the process tree, JVM included), against DuckDB doing the same aggregation
+  in a fresh process on the same file (`spark_over_duckdb`); Spark's start-up alone (a fresh
+  process that starts and stops a session) is reported separately;
+- warm: the aggregation on M Parquet rows in one Spark session after a warm-up run, against
+  DuckDB's second run in one connection;
+- json: `sqsdelay cost-report` on N lines of the JSON event log, as SQSDELAY_LOG_FILE writes
+  them, in a fresh process, with its rate next to the Parquet rate.
+
+    .venv/bin/python scripts/bench_cost.py [--rows 10000000] [--warm-rows 50000000]
+        [--json-rows 10000000] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -21,38 +28,51 @@ import time
 from pathlib import Path
 from typing import Any
 
+SPEC = {
+    "months": 12,
+    "start": "2026-01-01",
+    "destinations": 200,
+    "delay_seconds": {"kind": "lognormal", "mu": 9, "sigma": 2.5},
+    "size_bytes": {"kind": "lognormal", "mu": 7.5, "sigma": 1.5},
+    "seed": 11,
+}
 
-def generate(rows: int, path: Path) -> None:
+
+def generate(rows: int, path: Path, fmt: str) -> float:
+    """N rows as Parquet (timestamp as an ISO string) or as JSON event-log lines."""
     from pyspark.sql import functions as F
 
-    from sqsdelay.cost_job import generate as gen
-    from sqsdelay.cost_job import spark_session
-    from sqsdelay.whatif import WhatIf
+    from sqsdelay.cost.job import generate as gen
+    from sqsdelay.cost.job import spark_session
+    from sqsdelay.cost.whatif import WhatIf
 
-    spec = WhatIf.model_validate(
-        {
-            "messages_per_day": -(-rows // 365),
-            "months": 12,
-            "start": "2026-01-01",
-            "destinations": 200,
-            "delay_seconds": {"kind": "lognormal", "mu": 9, "sigma": 2.5},
-            "size_bytes": {"kind": "lognormal", "mu": 7.5, "sigma": 1.5},
-            "seed": 11,
-        }
-    )
+    started = time.perf_counter()
+    spec = WhatIf.model_validate({**SPEC, "messages_per_day": -(-rows // 365)})
     spark = spark_session(driver_memory="2g")
     df = (
         gen(spark, spec)
         .limit(rows)
         .select(
-            F.date_format("ts", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("timestamp"),
+            F.date_format("ts", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'").alias("timestamp"),
             "destination",
             "delay_seconds",
             "size_bytes",
         )
     )
-    df.write.mode("overwrite").parquet(str(path))
+    if fmt == "parquet":
+        df.write.mode("overwrite").parquet(str(path))
+    else:  # the event log's fields, in its order
+        df.select(
+            "destination",
+            "delay_seconds",
+            "size_bytes",
+            F.lit("delay-queue").alias("route"),
+            F.lit("delay.scheduled").alias("event"),
+            F.lit("info").alias("level"),
+            "timestamp",
+        ).write.mode("overwrite").json(str(path))
     spark.stop()
+    return round(time.perf_counter() - started, 1)
 
 
 def _tree_rss_kib(root: int) -> int:
@@ -78,23 +98,10 @@ def _tree_rss_kib(root: int) -> int:
     return total
 
 
-def timed_report(parquet: Path, out: Path) -> dict[str, Any]:
+def timed_process(args: list[str]) -> dict[str, Any]:
+    """Wall time and peak memory of a fresh process tree."""
     started = time.perf_counter()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "sqsdelay",
-            "cost-report",
-            "--input",
-            str(parquet),
-            "--output",
-            str(out),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = 0
     done = threading.Event()
 
@@ -102,74 +109,179 @@ def timed_report(parquet: Path, out: Path) -> dict[str, Any]:
         nonlocal peak
         while not done.is_set():
             peak = max(peak, _tree_rss_kib(proc.pid))
-            time.sleep(0.2)
+            time.sleep(0.1)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    _, err = proc.communicate()
+    out, err = proc.communicate()
     done.set()
     sampler.join()
-    wall = time.perf_counter() - started
     if proc.returncode != 0:
-        raise SystemExit(f"cost-report failed:\n{err[-3000:]}")
-    summary = json.loads((out / "summary.json").read_text())
+        raise SystemExit(f"{args[:4]} failed:\n{err[-3000:]}")
     return {
-        "wall_seconds": round(wall, 1),
+        "wall_seconds": round(time.perf_counter() - started, 2),
         "peak_rss_mib": round(peak / 1024),
-        "rows_per_second": round(summary["messages"] / wall),
-        "messages": summary["messages"],
+        "stdout": out,
+    }
+
+
+def spark_report(path: Path, out: Path) -> dict[str, Any]:
+    run = timed_process(
+        [
+            sys.executable,
+            "-m",
+            "sqsdelay",
+            "cost-report",
+            "--input",
+            str(path),
+            "--output",
+            str(out),
+        ]
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    rows = summary["input"]["scheduled"]
+    return {
+        "wall_seconds": run["wall_seconds"],
+        "peak_rss_mib": run["peak_rss_mib"],
+        "rows": rows,
+        "rows_per_second": round(rows / run["wall_seconds"]),
         "batched_cost": next(m["cost"] for m in summary["models"] if m["model"] == "batched"),
     }
 
 
-DUCKDB_SQL = """
-WITH rows AS (
-  SELECT destination, strftime(CAST(timestamp AS TIMESTAMP), '%Y-%m') AS month,
-         delay_seconds AS n, greatest(ceil(size_bytes / 65536), 1) AS chunks,
-         CASE WHEN delay_seconds > 900
-              THEN greatest(ceil(delay_seconds / 900) - 1, 1) ELSE 0 END AS k
-  FROM read_parquet('{path}/*.parquet'))
-SELECT destination, month,
-  CASE WHEN n <= 900 THEN 1 WHEN n <= 3600 THEN 2 WHEN n <= 86400 THEN 3
-       WHEN n <= 2592000 THEN 4 ELSE 5 END AS band,
-  count(*) AS messages, sum(n) AS delay_seconds,
-  sum(CASE WHEN n > 900 THEN 2 * n / 900 ELSE 0 END) AS reference_ops,
-  sum(CASE WHEN n > 900 THEN chunks + k * (chunks + 1) + (k - 1) * chunks ELSE 0 END) AS exact_fifo,
-  sum(chunks) AS exact_standard
-FROM rows GROUP BY ALL
+STARTUP = """
+import time
+t = time.perf_counter()
+from sqsdelay.cost.job import spark_session
+s = spark_session()
+s.range(1).count()
+print(round(time.perf_counter() - t, 2))
+s.stop()
 """
 
 
-def timed_duckdb(parquet: Path) -> dict[str, Any]:
+def spark_startup() -> dict[str, Any]:
+    run = timed_process([sys.executable, "-c", STARTUP])
+    return {"session_ready_seconds": float(run["stdout"].strip()), **_drop(run)}
+
+
+def _drop(run: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in run.items() if k != "stdout"}
+
+
+# The job's aggregation in DuckDB: the same keys (destination, UTC month, band, log2 bucket)
+# and the same nine sums of per-message quantities, on the same file.
+DUCKDB_SQL = """
+SET TimeZone = 'UTC';
+SELECT destination, strftime(CAST("timestamp" AS TIMESTAMPTZ), '%Y-%m') AS month,
+  (n > 900)::INT + (n > 3600)::INT + (n > 86400)::INT + (n > 2592000)::INT AS band,
+  floor(log2(greatest(n, 1)))::INT AS bucket,
+  count(*) AS messages, sum(n) AS delay_seconds, sum(size) AS size_bytes,
+  sum((n > 900)::INT) AS routed, sum(CASE WHEN n > 900 THEN n ELSE 0 END) AS routed_delay,
+  sum(k) AS cycles, sum(c) AS chunks, sum(CASE WHEN n > 900 THEN c ELSE 0 END) AS routed_chunks,
+  sum(k * c) AS cycle_chunks, sum(b) AS batch_chunks, sum(k * b) AS cycle_batch_chunks
+FROM (
+  SELECT *, greatest(ceil(n / 900) - 1, 0) AS k, greatest(ceil(size / 65536), 1) AS c,
+    CASE WHEN n > 900 THEN greatest(ceil(size * 10 / 65536), 1) ELSE 0 END AS b
+  FROM (SELECT "timestamp", destination, ceil(delay_seconds) AS n, size_bytes AS size
+        FROM read_parquet('{path}/*.parquet')))
+GROUP BY ALL
+"""
+
+DUCKDB_ONE_SHOT = """
+import sys, time
+t = time.perf_counter()
+import duckdb
+rows = duckdb.connect().execute(sys.argv[1]).fetchall()
+print(round(time.perf_counter() - t, 3), len(rows))
+"""
+
+
+def duckdb_fresh(path: Path) -> dict[str, Any]:
+    run = timed_process([sys.executable, "-c", DUCKDB_ONE_SHOT, DUCKDB_SQL.format(path=path)])
+    inner, groups = run["stdout"].split()
+    return {**_drop(run), "query_seconds": float(inner), "groups": int(groups)}
+
+
+def duckdb_warm(path: Path) -> dict[str, Any]:
     import duckdb
 
-    started = time.perf_counter()
     con = duckdb.connect()
-    result = con.execute(DUCKDB_SQL.format(path=parquet)).fetchall()
+    con.execute(DUCKDB_SQL.format(path=path)).fetchall()  # warm-up
+    started = time.perf_counter()
+    groups = len(con.execute(DUCKDB_SQL.format(path=path)).fetchall())
+    return {"wall_seconds": round(time.perf_counter() - started, 2), "groups": groups}
+
+
+def spark_warm(path: Path) -> dict[str, Any]:
+    from sqsdelay.cost.job import aggregate, read_scheduled, spark_session
+    from sqsdelay.cost.pricing import load_pricing
+
+    spark = spark_session()
+    pricing = load_pricing()
+    aggregate(read_scheduled(spark, [str(path)]), pricing)  # warm-up
+    started = time.perf_counter()
+    agg = aggregate(read_scheduled(spark, [str(path)]), pricing)
     wall = time.perf_counter() - started
-    return {"wall_seconds": round(wall, 2), "groups": len(result)}
+    rows = int(agg["messages"].sum())
+    spark.stop()
+    return {"wall_seconds": round(wall, 2), "rows": rows, "rows_per_second": round(rows / wall)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
-    parser.add_argument("--keep", type=Path, help="keep the generated data here")
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--warm-rows", type=int, default=50_000_000)
+    parser.add_argument("--json-rows", type=int, default=10_000_000)
+    parser.add_argument("--keep", type=Path, help="keep (and reuse) the generated data here")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-cost-"))
-    results: dict[str, Any] = {"cores": os.cpu_count(), "mode": "local[2], fresh process"}
+    work.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"cores": os.cpu_count(), "master": "local[2]"}
     try:
-        for rows in args.rows:
-            parquet = work / f"events-{rows}.parquet"
-            started = time.perf_counter()
-            if not parquet.exists():
-                generate(rows, parquet)
-            gen_s = round(time.perf_counter() - started, 1)
-            spark = timed_report(parquet, work / f"report-{rows}")
-            results[str(rows)] = {
-                "generate_seconds": gen_s,
+        data = {}
+        for name, rows, fmt in (
+            ("parquet", args.rows, "parquet"),
+            ("warm", args.warm_rows, "parquet"),
+            ("json", args.json_rows, "json"),
+        ):
+            path = work / f"events-{rows}.{fmt}"
+            data[name] = path
+            if rows and not path.exists():
+                results[f"generate_{name}_seconds"] = generate(rows, path, fmt)
+        results["spark_startup"] = spark_startup()
+        if args.rows:
+            spark = spark_report(data["parquet"], work / "report-parquet")
+            duck = duckdb_fresh(data["parquet"])
+            results["one_shot_parquet"] = {
+                "rows": args.rows,
                 "spark_cost_report": spark,
-                "duckdb_same_aggregation": timed_duckdb(parquet),
+                "duckdb_same_aggregation": duck,
+                "spark_over_duckdb": round(spark["wall_seconds"] / duck["wall_seconds"], 2),
             }
+        if args.warm_rows:
+            spark = spark_warm(data["warm"])
+            duck = duckdb_warm(data["warm"])
+            results["warm_parquet"] = {
+                "rows": args.warm_rows,
+                "spark_aggregation": spark,
+                "duckdb_same_aggregation": duck,
+                "spark_over_duckdb": round(spark["wall_seconds"] / duck["wall_seconds"], 2),
+            }
+        if args.json_rows:
+            spark = spark_report(data["json"], work / "report-json")
+            results["one_shot_json"] = {"rows": args.json_rows, "spark_cost_report": spark}
+            if args.rows:
+                parquet_rate = results["one_shot_parquet"]["spark_cost_report"]["rows_per_second"]
+                results["one_shot_json"]["json_over_parquet_rate"] = round(
+                    spark["rows_per_second"] / parquet_rate, 2
+                )
+        peaks = [
+            v["spark_cost_report"]["peak_rss_mib"]
+            for k, v in results.items()
+            if k.startswith("one_shot")
+        ]
+        results["peak_rss_mib"] = max(peaks, default=0)
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -282,7 +282,7 @@ def cost_estimate(
     pricing: Annotated[Path | None, typer.Option(help="price file (YAML)")] = None,
 ) -> int:
     """Cost of one delayed message: the reference formula next to our exact and batched counts."""
-    from sqsdelay.pricing import estimate, load_pricing
+    from sqsdelay.cost.pricing import estimate, load_pricing
 
     if size_bytes < 1:
         raise InvalidInput("--size-bytes must be at least 1")
@@ -337,9 +337,9 @@ def cost_report(
     from rich.console import Console
     from rich.table import Table
 
-    from sqsdelay.cost_job import run_report
-    from sqsdelay.pricing import load_pricing
-    from sqsdelay.whatif import load_what_if
+    from sqsdelay.cost.pricing import load_pricing
+    from sqsdelay.cost.run import run_report
+    from sqsdelay.cost.whatif import load_what_if
 
     if input and what_if:
         raise InvalidInput("give --input or --what-if, not both")

@@ -174,8 +174,8 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
 
 
 def _cost_report(events: Path, output: Path, console: Console) -> int:
-    from sqsdelay.cost_job import run_report
-    from sqsdelay.pricing import load_pricing
+    from sqsdelay.cost.pricing import load_pricing
+    from sqsdelay.cost.run import run_report
 
     with console.status("cost report on the recorded events (Spark, local mode)"):
         report = run_report(

@@ -104,3 +104,13 @@ def _logs_to_the_real_stderr() -> Iterator[None]:
     yield
     if structlog.is_configured():
         logs.configure("json", "INFO", stream=sys.stderr)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local SparkSession for the whole suite (one JVM start)."""
+    from sqsdelay.cost.job import spark_session
+
+    session = spark_session(fast_start=True)
+    yield session
+    session.stop()

@@ -5,16 +5,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sqsdelay.cost_job import aggregate, generate, read_scheduled, run_report, spark_session
+from sqsdelay.cost.job import aggregate, generate, read_scheduled
+from sqsdelay.cost.pricing import PythonOps, load_pricing, requests
+from sqsdelay.cost.report import priced
+from sqsdelay.cost.run import run_report
+from sqsdelay.cost.whatif import WhatIf
 from sqsdelay.errors import InvalidInput
-from sqsdelay.pricing import PythonOps, load_pricing, requests
-from sqsdelay.whatif import WhatIf
 
 pytestmark = pytest.mark.spark
 PRICING = load_pricing()
@@ -47,13 +48,6 @@ RECORDS = [
 ]
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    session = spark_session(fast_start=True)
-    yield session
-    session.stop()
-
-
 def expected(field: str) -> float:
     total = 0.0
     for r in RECORDS:
@@ -81,8 +75,12 @@ def event_log(tmp_path: Path) -> Path:
     return path
 
 
+def models(agg: Any) -> Any:
+    return priced(agg, PRICING, cycle_seconds=900, batch_fill=10)
+
+
 def totals(agg: Any) -> dict[str, float]:
-    sched = agg[agg["kind"] == "scheduled"]
+    sched = models(agg[agg["kind"] == "scheduled"])
     return {
         c: float(sched[c].sum())
         for c in (
@@ -132,7 +130,7 @@ def test_what_if_generates_the_workload_inside_spark(spark: Any) -> None:
             "seed": 1,
         }
     )
-    agg = aggregate(generate(spark, spec), PRICING)
+    agg = models(aggregate(generate(spark, spec), PRICING))
     assert spec.days == 61 and agg["messages"].sum() == 6100
     assert set(agg["month"]) == {"2026-03", "2026-04"}
     assert agg["destination"].nunique() == 4
@@ -150,7 +148,7 @@ def test_what_if_generates_the_workload_inside_spark(spark: Any) -> None:
 def test_what_if_distributions(spark: Any, dist: dict[str, Any]) -> None:
     spec = WhatIf.model_validate({"messages_per_day": 2000, "delay_seconds": dist})
     agg = aggregate(generate(spark, spec), PRICING)
-    share = agg["delayed_messages"].sum() / agg["messages"].sum()
+    share = agg["routed"].sum() / agg["messages"].sum()
     assert 0.2 < share < 0.95  # some direct, some through the delay queue
 
 
@@ -164,6 +162,13 @@ def test_report_files_and_summary(spark: Any, event_log: Path, tmp_path: Path) -
     assert summary == {**report.summary, "assumptions": report.assumptions}
     for name in ("by_destination", "by_month", "by_band", "delay_histogram", "models"):
         assert (out / f"{name}.csv").stat().st_size > 0
+    import pandas as pd
+
+    book = pd.read_excel(out / "report.xlsx", sheet_name=None, index_col=0)
+    assert list(book) == list(report.tables)
+    by_month = book["by_month"]
+    assert by_month.index[-1] == "total"
+    assert by_month["batched_cost"].iloc[-1] == pytest.approx(by_month["batched_cost"][:-1].sum())
     page = (out / "report.html").read_text()
     assert page.count("<svg") == 3 and "Assumptions" in page
     assert "<script" not in page and "<link" not in page and "src=" not in page  # offline
@@ -227,11 +232,16 @@ def test_cost_report_cli(event_log: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_the_job_runs_unchanged_under_spark_submit(event_log: Path, tmp_path: Path) -> None:
-    """The cluster path: spark-submit supplies the master, the job does not override it."""
+def test_the_job_runs_unchanged_under_spark_submit(
+    spark: Any, event_log: Path, tmp_path: Path
+) -> None:
+    """The cluster path, as README shows it: spark-submit supplies the master (local[2]
+    here), the job does not override it, and the numbers equal the embedded run's."""
     import os
 
-    import sqsdelay.cost_job
+    import pandas as pd
+
+    import sqsdelay.cost.run
 
     submit = Path(sys.executable).parent / "spark-submit"
     out = tmp_path / "submitted"
@@ -239,10 +249,10 @@ def test_the_job_runs_unchanged_under_spark_submit(event_log: Path, tmp_path: Pa
         [
             str(submit),
             "--master",
-            "local[1]",
+            "local[2]",
             "--conf",
             "spark.ui.enabled=false",
-            sqsdelay.cost_job.__file__,
+            sqsdelay.cost.run.__file__,
             "--input",
             str(event_log),
             "--output",
@@ -255,6 +265,12 @@ def test_the_job_runs_unchanged_under_spark_submit(event_log: Path, tmp_path: Pa
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["master"] == "local[1]"  # the master came from spark-submit
+    assert result["master"] == "local[2]"  # the master came from spark-submit
     summary = json.loads((out / "summary.json").read_text())
     assert summary["input"] == {"scheduled": 4, "other_events": 1, "malformed": 3}
+    embedded = tmp_path / "embedded"
+    run_report(inputs=[str(event_log)], output=str(embedded), pricing=PRICING, spark=spark)
+    for name in ("by_destination", "by_month", "by_band", "models"):
+        pd.testing.assert_frame_equal(
+            pd.read_csv(out / f"{name}.csv"), pd.read_csv(embedded / f"{name}.csv")
+        )

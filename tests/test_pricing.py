@@ -4,8 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqsdelay.errors import ConfigError
-from sqsdelay.pricing import (
+from sqsdelay.cost.pricing import (
     PythonOps,
     estimate,
     idle_polls_per_month,
@@ -13,6 +12,7 @@ from sqsdelay.pricing import (
     requests,
     tiered_cost,
 )
+from sqsdelay.errors import ConfigError
 
 OPS = PythonOps()
 

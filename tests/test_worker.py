@@ -317,8 +317,10 @@ def test_a_backlog_gets_parallel_receive_loops_within_the_limit(
     assert 2 <= peak <= 3
     requests = running.worker.stats.requests
     moved = running.worker.stats.events["delay.requeued"]
-    # a full batch costs a receive, a send and a delete for ten messages
-    assert requests["SendMessageBatch"] <= moved / 10 + 6
+    # Batched, not one at a time: with three loops racing for messages that become visible
+    # one by one, a loaded machine sees half-full batches (6 per send measured), an idle one
+    # nearly full ones.
+    assert requests["SendMessageBatch"] <= moved / 5 + 6
 
 
 def test_a_batch_near_the_visibility_timeout_is_warned_about(

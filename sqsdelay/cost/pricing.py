@@ -1,8 +1,9 @@
 """The cost model: one set of formulas for `cost-estimate` (Python numbers) and the Spark job
 (Column expressions). Prices are data (`data/pricing.yaml`), validated with pydantic.
 
-The formulas are written once against a tiny `Ops` interface (ceil, max, if-then-else), so
-the same code evaluates a float or builds a Spark expression.
+Per-message quantities are written once against a tiny `Ops` interface (ceil, max,
+if-then-else), so the same code evaluates a number or builds a Spark column; the models are
+linear in those quantities (`Requests.of`), so they price one message or a summed group.
 """
 
 from __future__ import annotations
@@ -97,17 +98,90 @@ class PythonOps:
 
 
 @dataclass(frozen=True)
+class Quantities:
+    """Per-message quantities that every model is linear in. Summed over many messages they
+    price the whole group at once (`Requests.of`), so the Spark job computes only these on
+    each row and leaves the pricing to the small aggregate."""
+
+    messages: Any
+    routed: Any  # 1 when the delay goes through the delay queue (delay > cycle)
+    routed_delay: Any  # the delay of a routed message, else 0
+    cycles: Any  # worker passes k = ceil(N / cycle) - 1 (0 when direct)
+    chunks: Any  # started 64 KiB of payload (at least 1)
+    routed_chunks: Any
+    cycle_chunks: Any  # k * chunks
+    batch_chunks: Any  # routed: started 64 KiB of a batch of `batch_fill` such messages
+    cycle_batch_chunks: Any  # k * batch_chunks
+
+
+def quantities(
+    delay: Any,
+    size_bytes: Any,
+    *,
+    ops: Ops,
+    cycle_seconds: int = 900,
+    batch_fill: int = 10,
+    chunk_bytes: int = 65_536,
+) -> Quantities:
+    """The quantities of one message delayed `delay` seconds with `size_bytes` of payload."""
+    if not 1 <= batch_fill <= 10:
+        raise ConfigError(f"batch fill must be 1..10, not {batch_fill}")
+    # ceil(N/c) - 1 is 0 for 0 < N <= c and at least 1 above: the delay-queue route.
+    cycles = ops.maximum(ops.ceil(delay / cycle_seconds) - 1, 0)
+    routed = ops.where(delay > cycle_seconds, 1, 0)
+    chunks = ops.maximum(ops.ceil(size_bytes / chunk_bytes), 1)
+    batch = ops.where(
+        delay > cycle_seconds, ops.maximum(ops.ceil(size_bytes * batch_fill / chunk_bytes), 1), 0
+    )
+    return Quantities(
+        messages=1,
+        routed=routed,
+        routed_delay=routed * delay,
+        cycles=cycles,
+        chunks=chunks,
+        routed_chunks=routed * chunks,
+        cycle_chunks=cycles * chunks,
+        batch_chunks=batch,
+        cycle_batch_chunks=cycles * batch,
+    )
+
+
+@dataclass(frozen=True)
 class Requests:
-    """Requests for one delayed message under each model (FIFO and standard kept apart)."""
+    """Billed requests under each model (FIFO and standard kept apart), for one message or,
+    from summed quantities, for a whole group."""
 
     reference_ops: Any  # C = N/cycle, O = 2C (reference document, cycle 900)
-    cycles: Any  # worker passes k = ceil(N / cycle) - 1
+    cycles: Any
     exact_fifo: Any  # unbatched, with 64 KiB chunks
     exact_standard: Any
     batched_fifo: Any  # batched with the given fill
     batched_standard: Any
     scheduler_invocations: Any  # EventBridge Scheduler alternative: one schedule per message
     scheduler_standard: Any  # ... which sends the message to the destination at due time
+
+    @classmethod
+    def of(cls, q: Quantities, *, cycle_seconds: int = 900, batch_fill: int = 10) -> Requests:
+        """Direct route: one standard send. Delay-queue route: the first send to the FIFO
+        queue, then k passes of receive + send + delete; the last pass's send (the hand-over)
+        goes to the standard destination. Sends and receives are billed per started 64 KiB;
+        batching divides each call by the batch fill, billed per started 64 KiB of the batch.
+
+        Per routed message: exact FIFO = chunks + k*(chunks + 1) + (k - 1)*chunks
+        = 2k*chunks + k; batched FIFO = chunks + k*(b + 1)/f + (k - 1)*b/f, b = batch chunks.
+        Both are linear in the quantities, so they hold for sums too."""
+        f = batch_fill
+        return cls(
+            reference_ops=2 * q.routed_delay / cycle_seconds,
+            cycles=q.cycles,
+            exact_fifo=2 * q.cycle_chunks + q.cycles,
+            exact_standard=q.chunks,
+            batched_fifo=q.routed_chunks
+            + (2 * q.cycle_batch_chunks - q.batch_chunks + q.cycles) / f,
+            batched_standard=q.batch_chunks / f + q.chunks - q.routed_chunks,
+            scheduler_invocations=q.routed,
+            scheduler_standard=q.chunks,
+        )
 
 
 def requests(
@@ -119,34 +193,16 @@ def requests(
     batch_fill: int = 10,
     chunk_bytes: int = 65_536,
 ) -> Requests:
-    """Billed requests for a message delayed `delay` seconds with `size_bytes` of payload.
-
-    Direct route (delay <= cycle): one standard send. Delay-queue route: the first send to the
-    FIFO queue, then k passes of receive + send + delete; the last pass's send (the hand-over)
-    goes to the standard destination. Sends and receives are billed per started 64 KiB;
-    batching divides each call by the batch fill, billed per started 64 KiB of the batch.
-    """
-    if not 1 <= batch_fill <= 10:
-        raise ConfigError(f"batch fill must be 1..10, not {batch_fill}")
-    routed = delay > cycle_seconds
-    chunks = ops.maximum(ops.ceil(size_bytes / chunk_bytes), 1)
-    batch_chunks = ops.maximum(ops.ceil(size_bytes * batch_fill / chunk_bytes), 1) / batch_fill
-    k = ops.where(routed, ops.maximum(ops.ceil(delay / cycle_seconds) - 1, 1), 0)
-    # per pass: receive (FIFO, payload), send (payload), delete (FIFO, no payload)
-    exact_fifo = ops.where(routed, chunks + k * (chunks + 1) + (k - 1) * chunks, 0)
-    batched_fifo = ops.where(
-        routed, chunks + k * (batch_chunks + 1 / batch_fill) + (k - 1) * batch_chunks, 0
+    """Billed requests for one message under each model."""
+    q = quantities(
+        delay,
+        size_bytes,
+        ops=ops,
+        cycle_seconds=cycle_seconds,
+        batch_fill=batch_fill,
+        chunk_bytes=chunk_bytes,
     )
-    return Requests(
-        reference_ops=ops.where(routed, 2 * delay / cycle_seconds, 0),
-        cycles=k,
-        exact_fifo=exact_fifo,
-        exact_standard=chunks,  # direct send, or the hand-over send of the last pass
-        batched_fifo=batched_fifo,
-        batched_standard=ops.where(routed, batch_chunks, chunks),
-        scheduler_invocations=ops.where(routed, 1, 0),
-        scheduler_standard=chunks,
-    )
+    return Requests.of(q, cycle_seconds=cycle_seconds, batch_fill=batch_fill)
 
 
 def idle_polls_per_month(pollers: int = 1) -> int:

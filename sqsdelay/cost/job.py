@@ -1,29 +1,21 @@
-"""The cost report job on Spark: reads `delay.scheduled` records (or generates a what-if
-workload) and aggregates billed requests per destination, month, delay band and delay
-bucket. Only native Spark SQL functions run on the rows; only the small aggregate reaches the
-driver.
-
-Local mode (embedded) by default; unchanged under `spark-submit --master ...`, where the
-master and resources come from spark-submit.
+"""The cost job on Spark: reads `delay.scheduled` records (or generates a what-if workload)
+and aggregates billed requests per destination, month, delay band and delay bucket. Only
+native Spark SQL functions run on the rows; only the small aggregate reaches the driver.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import fields
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
+from sqsdelay.cost.bands import BANDS, LONGER
+from sqsdelay.cost.pricing import Pricing, Quantities, quantities
+from sqsdelay.cost.whatif import Fixed, Histogram, LogNormal, Uniform, WhatIf
 from sqsdelay.errors import InvalidInput
-from sqsdelay.pricing import Pricing, requests
-from sqsdelay.whatif import Fixed, Histogram, LogNormal, Uniform, WhatIf
-
-BANDS = [(900, "≤15 min"), (3600, "≤1 h"), (86_400, "≤1 day"), (30 * 86_400, "≤30 days")]
-LONGER = "longer"
-BAND_ORDER = [name for _, name in BANDS] + [LONGER]
 
 
 def spark_session(
@@ -135,9 +127,9 @@ def read_scheduled(spark: Any, paths: Sequence[str], fmt: str = "auto") -> Any:
         raise InvalidInput(f"unknown input format {fmt!r}: use json, csv or parquet")
     if fmt != "json":  # CSV/Parquet hold scheduled records; the event column is optional
         df = df.withColumn("event", F.coalesce("event", F.lit("delay.scheduled")))
-    ts = F.coalesce(
-        F.to_timestamp("timestamp"), F.to_timestamp("timestamp", "yyyy-MM-dd'T'HH:mm:ss.SSSSSSX")
-    )
+    # One lenient parse (ISO 8601, any offset); an impossible date is malformed, not fatal
+    # (to_timestamp raises under ANSI mode, Spark 4's default).
+    ts = F.try_to_timestamp(F.col("timestamp"))
     complete = (
         ts.isNotNull()
         & F.col("destination").isNotNull()
@@ -207,13 +199,17 @@ def generate(spark: Any, spec: WhatIf) -> Any:
     )
 
 
+QUANTITY_SUMS = [f.name for f in fields(Quantities) if f.name != "messages"]
+
+
 def aggregate(df: Any, pricing: Pricing, *, cycle_seconds: int = 900, batch_fill: int = 10) -> Any:
     """The small aggregate as a pandas DataFrame: one row per (kind, destination, month,
-    band, bucket) with the summed requests of every model."""
+    band, bucket) with the message count and the summed quantities every model is linear in
+    (priced later, on the aggregate, by `Requests.of`)."""
     from pyspark.sql import functions as F
 
     delay, size = F.col("delay_seconds"), F.col("size_bytes")
-    r = requests(
+    q = quantities(
         delay,
         size,
         ops=SparkOps(),
@@ -221,38 +217,32 @@ def aggregate(df: Any, pricing: Pricing, *, cycle_seconds: int = 900, batch_fill
         batch_fill=batch_fill,
         chunk_bytes=pricing.billing_chunk_bytes,
     )
-    band = F.when(delay.isNull(), None)
-    for upper, name in BANDS:
-        band = band.when(delay <= upper, name)
-    band = band.otherwise(LONGER)
-    bucket = F.when(delay.isNull(), None).otherwise(F.floor(F.log2(F.greatest(delay, F.lit(1)))))
+    # Integer keys: cheaper to hash than strings; named again on the small result.
+    band = F.lit(0)
+    for upper, _ in BANDS:
+        band = band + (delay > upper).cast("int")
+    bucket = F.floor(F.log2(F.greatest(delay, F.lit(1)))).cast("int")
+    ts = F.col("ts")
     keys = [
         F.col("kind"),
         F.col("destination"),
-        F.date_format("ts", "yyyy-MM").alias("month"),
+        (F.year(ts) * 100 + F.month(ts)).alias("month"),
         band.alias("band"),
-        bucket.cast("int").alias("bucket"),
+        bucket.alias("bucket"),
     ]
-    scheduled = F.col("kind") == "scheduled"
-
-    def total(x: Any) -> Any:
-        return F.sum(F.when(scheduled, x).otherwise(0))
-
     sums = [
         F.count(F.lit(1)).alias("messages"),
-        total(F.when(delay > cycle_seconds, 1).otherwise(0)).alias("delayed_messages"),
-        total(delay).alias("delay_seconds"),
-        total(size).alias("size_bytes"),
-        total(r.cycles).alias("cycles"),
-        total(r.reference_ops).alias("reference_ops"),
-        total(r.exact_fifo).alias("exact_fifo"),
-        total(r.exact_standard).alias("exact_standard"),
-        total(r.batched_fifo).alias("batched_fifo"),
-        total(r.batched_standard).alias("batched_standard"),
-        total(r.scheduler_invocations).alias("scheduler_invocations"),
-        total(r.scheduler_standard).alias("scheduler_standard"),
+        F.sum(delay).alias("delay_seconds"),
+        F.sum(size).alias("size_bytes"),
+        *(F.sum(getattr(q, name)).alias(name) for name in QUANTITY_SUMS),
     ]
-    return df.groupBy(*keys).agg(*sums).toPandas()
+    agg = df.groupBy(*keys).agg(*sums).toPandas()
+    names = [name for _, name in BANDS] + [LONGER]
+    agg["band"] = agg["band"].map(lambda b: None if b != b else names[int(b)])
+    agg["month"] = agg["month"].map(
+        lambda m: None if m != m else f"{int(m) // 100}-{int(m) % 100:02d}"
+    )
+    return agg
 
 
 def publish(spark: Any, local_dir: str, target: str) -> None:
@@ -270,96 +260,3 @@ def publish(spark: Any, local_dir: str, target: str) -> None:
             path_cls(os.path.join(local_dir, name)),
             path_cls(target.rstrip("/") + "/" + name),
         )
-
-
-def run_report(
-    *,
-    inputs: Sequence[str],
-    output: str,
-    pricing: Pricing,
-    batch_fill: int = 10,
-    cycle_seconds: int = 900,
-    what_if: WhatIf | None = None,
-    input_format: str = "auto",
-    master: str | None = None,
-    fast_start: bool = False,
-    spark: Any = None,
-    progress: Any = None,
-) -> Any:
-    """Read (or generate), aggregate, and write the report. Returns the `Report`."""
-    import tempfile
-
-    from sqsdelay import cost_report
-
-    def step(text: str) -> None:
-        if progress is not None:
-            progress(text)
-
-    if not inputs and what_if is None:
-        raise InvalidInput("give --input PATH... or --what-if SPEC")
-    step("starting Spark")
-    spark = spark or spark_session(master, fast_start=fast_start)
-    step("reading and aggregating")
-    try:
-        df = generate(spark, what_if) if what_if else read_scheduled(spark, inputs, input_format)
-        agg = aggregate(df, pricing, cycle_seconds=cycle_seconds, batch_fill=batch_fill)
-    except Exception as exc:  # Spark reports a missing path as AnalysisException
-        if "PATH_NOT_FOUND" in str(exc) or "Path does not exist" in str(exc):
-            raise InvalidInput(f"input not found: {', '.join(inputs)}") from None
-        raise
-    source = f"what-if {what_if.total_messages:,} messages" if what_if else ", ".join(inputs)
-    step("writing the report")
-    report = cost_report.build(
-        agg, pricing, batch_fill=batch_fill, cycle_seconds=cycle_seconds, source=source
-    )
-    if "://" in output:
-        with tempfile.TemporaryDirectory() as tmp:
-            cost_report.write(report, Path(tmp))
-            publish(spark, tmp, output)
-    else:
-        cost_report.write(report, Path(output))
-    return report
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point for `spark-submit .../sqsdelay/cost_job.py --input ... --output ...`."""
-    import argparse
-
-    from sqsdelay.pricing import load_pricing
-    from sqsdelay.whatif import load_what_if
-
-    parser = argparse.ArgumentParser(description="sqsdelay cost report (spark-submit entry)")
-    parser.add_argument("--input", nargs="*", default=[])
-    parser.add_argument("--output", required=True)
-    parser.add_argument("--pricing", type=Path)
-    parser.add_argument("--batch-fill", type=int, default=10)
-    parser.add_argument("--cycle-seconds", type=int, default=900)
-    parser.add_argument("--what-if", type=Path)
-    parser.add_argument("--format", default="auto", choices=["auto", "json", "csv", "parquet"])
-    args = parser.parse_args(argv)
-    spark = spark_session()  # under spark-submit, its master and resources apply
-    report = run_report(
-        inputs=args.input,
-        output=args.output,
-        pricing=load_pricing(args.pricing),
-        batch_fill=args.batch_fill,
-        cycle_seconds=args.cycle_seconds,
-        what_if=load_what_if(args.what_if) if args.what_if else None,
-        input_format=args.format,
-        spark=spark,
-    )
-    s = report.summary
-    print(
-        json.dumps(
-            {
-                "master": spark.sparkContext.master,
-                "output": args.output,
-                "messages": s["messages"],
-                "average_monthly_cost": s["average_monthly_cost"],
-            }
-        )
-    )
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,107 @@
+"""Running the cost report: read or generate, aggregate on Spark, write the report.
+
+Also the `spark-submit` entry point: `spark-submit .../sqsdelay/cost/run.py --input ...
+--output ...`. Local mode (embedded) by default; under spark-submit its master and resources
+apply.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sqsdelay.cost import report as cost_report
+from sqsdelay.cost.job import aggregate, generate, publish, read_scheduled, spark_session
+from sqsdelay.cost.pricing import Pricing, load_pricing
+from sqsdelay.cost.whatif import WhatIf, load_what_if
+from sqsdelay.errors import InvalidInput
+
+
+def run_report(
+    *,
+    inputs: Sequence[str],
+    output: str,
+    pricing: Pricing,
+    batch_fill: int = 10,
+    cycle_seconds: int = 900,
+    what_if: WhatIf | None = None,
+    input_format: str = "auto",
+    master: str | None = None,
+    fast_start: bool = False,
+    spark: Any = None,
+    progress: Any = None,
+) -> Any:
+    """Read (or generate), aggregate, and write the report. Returns the `Report`."""
+
+    def step(text: str) -> None:
+        if progress is not None:
+            progress(text)
+
+    if not inputs and what_if is None:
+        raise InvalidInput("give --input PATH... or --what-if SPEC")
+    step("starting Spark")
+    spark = spark or spark_session(master, fast_start=fast_start)
+    step("reading and aggregating")
+    try:
+        df = generate(spark, what_if) if what_if else read_scheduled(spark, inputs, input_format)
+        agg = aggregate(df, pricing, cycle_seconds=cycle_seconds, batch_fill=batch_fill)
+    except Exception as exc:  # Spark reports a missing path as AnalysisException
+        if "PATH_NOT_FOUND" in str(exc) or "Path does not exist" in str(exc):
+            raise InvalidInput(f"input not found: {', '.join(inputs)}") from None
+        raise
+    source = f"what-if {what_if.total_messages:,} messages" if what_if else ", ".join(inputs)
+    step("writing the report")
+    report = cost_report.build(
+        agg, pricing, batch_fill=batch_fill, cycle_seconds=cycle_seconds, source=source
+    )
+    if "://" in output:
+        with tempfile.TemporaryDirectory() as tmp:
+            cost_report.write(report, Path(tmp))
+            publish(spark, tmp, output)
+    else:
+        cost_report.write(report, Path(output))
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point for `spark-submit .../sqsdelay/cost/run.py --input ... --output ...`."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="sqsdelay cost report (spark-submit entry)")
+    parser.add_argument("--input", nargs="*", default=[])
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--pricing", type=Path)
+    parser.add_argument("--batch-fill", type=int, default=10)
+    parser.add_argument("--cycle-seconds", type=int, default=900)
+    parser.add_argument("--what-if", type=Path)
+    parser.add_argument("--format", default="auto", choices=["auto", "json", "csv", "parquet"])
+    args = parser.parse_args(argv)
+    spark = spark_session()  # under spark-submit, its master and resources apply
+    report = run_report(
+        inputs=args.input,
+        output=args.output,
+        pricing=load_pricing(args.pricing),
+        batch_fill=args.batch_fill,
+        cycle_seconds=args.cycle_seconds,
+        what_if=load_what_if(args.what_if) if args.what_if else None,
+        input_format=args.format,
+        spark=spark,
+    )
+    s = report.summary
+    print(
+        json.dumps(
+            {
+                "master": spark.sparkContext.master,
+                "output": args.output,
+                "messages": s["messages"],
+                "average_monthly_cost": s["average_monthly_cost"],
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

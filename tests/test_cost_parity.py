@@ -1,0 +1,241 @@
+"""The cost report against an independent engine: DuckDB SQL written from the price lists
+(not generated from `sqsdelay.cost.pricing`), on 200,000 generated event-log lines with the
+edge cases, must give the report's CSVs to the cent."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from sqsdelay.cost.pricing import load_pricing
+from sqsdelay.cost.run import run_report
+
+pytestmark = pytest.mark.spark
+ROWS = 200_000
+
+# From the public price lists (first tier, USD): SQS FIFO 0.50 and standard 0.40 per million
+# requests, the first 1,000,000 requests a month free, each started 64 KiB of a payload
+# billed as one request; EventBridge Scheduler 1.00 per million invocations. The worker's
+# cycle is 900 s, one 20 s long poll at a time per delay queue (30-day month).
+SQL = """
+SET TimeZone = 'UTC';
+CREATE TABLE lines AS SELECT * FROM read_json('{path}', format = 'newline_delimited',
+  ignore_errors = true, columns = {{event: 'VARCHAR', timestamp: 'VARCHAR',
+  destination: 'VARCHAR', delay_seconds: 'DOUBLE', size_bytes: 'DOUBLE'}});
+CREATE TABLE msg AS
+WITH ok AS (
+  SELECT destination, strftime(try_cast("timestamp" AS TIMESTAMPTZ), '%Y-%m') AS month,
+         ceil(delay_seconds) AS n, size_bytes AS size
+  FROM lines
+  WHERE event = 'delay.scheduled' AND destination IS NOT NULL
+    AND try_cast("timestamp" AS TIMESTAMPTZ) IS NOT NULL
+    AND delay_seconds >= 0 AND size_bytes >= 0),
+per AS (
+  SELECT *, n > 900 AS routed,
+         CASE WHEN n > 900 THEN ceil(n / 900) - 1 ELSE 0 END AS k,      -- worker passes
+         greatest(ceil(size / 65536), 1) AS c,                           -- 64 KiB chunks
+         greatest(ceil(size * 10 / 65536), 1) / 10 AS b                  -- share of a batch of 10
+  FROM ok)
+SELECT destination, month,
+  CASE WHEN routed THEN 2 * n / 900 ELSE 0 END AS reference_fifo,
+  -- first send, k receives, k - 1 requeues, k deletes; the last send goes to the destination
+  CASE WHEN routed THEN c + k * c + (k - 1) * c + k ELSE 0 END AS exact_fifo,
+  c AS exact_standard,
+  CASE WHEN routed THEN c + k * b + (k - 1) * b + k / 10 ELSE 0 END AS batched_fifo,
+  CASE WHEN routed THEN b ELSE c END AS batched_standard,
+  CASE WHEN routed THEN 1 ELSE 0 END AS schedules,
+  c AS scheduler_standard,
+  routed::INT AS delayed
+FROM per;
+CREATE TABLE priced AS SELECT destination, month, delayed,
+  reference_fifo * 0.50 / 1e6 AS reference_cost,
+  (exact_fifo * 0.50 + exact_standard * 0.40) / 1e6 AS exact_cost,
+  (batched_fifo * 0.50 + batched_standard * 0.40) / 1e6 AS batched_cost,
+  (schedules * 1.00 + scheduler_standard * 0.40) / 1e6 AS scheduler_cost,
+  batched_fifo, batched_standard
+FROM msg;
+"""
+IDLE_POLLS = 30 * 24 * 3600 // 20  # per delay queue and month with traffic
+BY_MONTH = """
+SELECT month, count(*) AS messages, sum(delayed) AS delayed_messages,
+  sum(reference_cost) AS reference_cost, sum(exact_cost) AS exact_cost,
+  sum(batched_cost) AS batched_cost, sum(scheduler_cost) AS scheduler_cost,
+  count(DISTINCT destination) * {idle} * 0.50 / 1e6 AS idle_poll_cost,
+  -- the month's bill: the free million taken from FIFO first (FIFO is dearer)
+  (greatest(sum(batched_fifo) + count(DISTINCT destination) * {idle} - 1e6, 0) * 0.50
+   + greatest(sum(batched_standard)
+      - greatest(1e6 - sum(batched_fifo) - count(DISTINCT destination) * {idle}, 0), 0) * 0.40)
+   / 1e6 AS billed_cost
+FROM priced GROUP BY month ORDER BY month
+"""
+BY_DESTINATION = """
+SELECT destination, count(*) AS messages, sum(delayed) AS delayed_messages,
+  sum(reference_cost) AS reference_cost, sum(exact_cost) AS exact_cost,
+  sum(batched_cost) AS batched_cost, sum(scheduler_cost) AS scheduler_cost,
+  count(DISTINCT month) * {idle} * 0.50 / 1e6 AS idle_poll_cost
+FROM priced GROUP BY destination ORDER BY destination
+"""
+
+
+def _timestamp(rng: random.Random) -> str:
+    start = datetime(2025, 11, 1, tzinfo=UTC)
+    moment = start + timedelta(seconds=rng.uniform(0, 120 * 86_400))
+    form = rng.random()
+    if form < 0.8:
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # what the event log writes
+    if form < 0.9:
+        return moment.isoformat()  # +00:00
+    # An offset: 2026-01-01T01:30:00+02:00 is still December in UTC.
+    return moment.astimezone(timezone(timedelta(hours=2))).isoformat()
+
+
+def event_log(path: Path) -> None:
+    """ROWS lines: scheduled events with the edge cases, other events and malformed lines."""
+    rng = random.Random(20261122)
+    edges = [
+        (900, 65_536),
+        (901, 65_537),
+        (1800, 1),
+        (0, 0),
+        (899, 65_535),
+        (31_536_000, 1_048_576),
+    ]
+    lines = []
+    for i in range(ROWS - 1000):
+        if i < len(edges) * 50:
+            delay, size = edges[i % len(edges)]
+        else:
+            delay = int(rng.lognormvariate(8, 2.5))
+            size = int(rng.lognormvariate(8, 1.8))
+        lines.append(
+            json.dumps(
+                {
+                    "destination": f"dest-{rng.randrange(25):02d}",
+                    "delay_seconds": delay,
+                    "size_bytes": size,
+                    "route": "delay-queue" if delay > 900 else "direct",
+                    "event": "delay.scheduled",
+                    "level": "info",
+                    "timestamp": _timestamp(rng),
+                }
+            )
+        )
+    lines.append(  # the year's last second, and a destination with one message
+        json.dumps(
+            {
+                "event": "delay.scheduled",
+                "destination": "lonely",
+                "delay_seconds": 901,
+                "size_bytes": 65_537,
+                "timestamp": "2025-12-31T23:59:59.999999Z",
+            }
+        )
+    )
+    lines.append(
+        json.dumps(
+            {
+                "event": "delay.scheduled",
+                "destination": "dest-00",
+                "delay_seconds": 1800,
+                "size_bytes": 65_536,
+                "timestamp": "2026-01-01T01:30:00+02:00",  # December in UTC
+            }
+        )
+    )
+    for i in range(998 - 2):
+        kind = i % 6
+        if kind == 0:
+            lines.append(json.dumps({"event": "worker.stats", "requests": {"SendMessage": 3}}))
+        elif kind == 1:
+            lines.append(
+                json.dumps(
+                    {
+                        "event": "delay.requeued",
+                        "destination": "dest-01",
+                        "remaining_seconds": 3000,
+                        "timestamp": "2026-01-10T00:00:00Z",
+                    }
+                )
+            )
+        elif kind == 2:
+            lines.append("this is not json {")
+        elif kind == 3:
+            lines.append(json.dumps({"event": "delay.scheduled", "delay_seconds": 5}))
+        elif kind == 4:
+            lines.append(
+                json.dumps(
+                    {
+                        "event": "delay.scheduled",
+                        "destination": "dest-02",
+                        "delay_seconds": -5,
+                        "size_bytes": 10,
+                        "timestamp": "2026-01-10T00:00:00Z",
+                    }
+                )
+            )
+        else:
+            lines.append(
+                json.dumps(
+                    {
+                        "event": "delay.scheduled",
+                        "destination": "dest-03",
+                        "delay_seconds": 5000,
+                        "size_bytes": 10,
+                        "timestamp": "2026-02-30T00:00:00Z",  # no such day
+                    }
+                )
+            )
+    rng.shuffle(lines)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def duckdb_tables(path: Path) -> tuple[Any, Any]:
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(SQL.format(path=path))
+    by_month = con.execute(BY_MONTH.format(idle=IDLE_POLLS)).df().set_index("month")
+    by_dest = con.execute(BY_DESTINATION.format(idle=IDLE_POLLS)).df().set_index("destination")
+    return by_month, by_dest
+
+
+def _cents(df: Any, columns: list[str]) -> Any:
+    out = df[columns].astype(float)
+    for c in columns:
+        out[c] = out[c].round(2) if c.endswith("_cost") else out[c].round(0)
+    return out.sort_index()
+
+
+def test_report_matches_duckdb_to_the_cent(spark: Any, tmp_path: Path) -> None:
+    log = tmp_path / "events.jsonl"
+    event_log(log)
+    out = tmp_path / "report"
+    run_report(inputs=[str(log)], output=str(out), pricing=load_pricing(), spark=spark)
+    want_month, want_dest = duckdb_tables(log)
+    got_month = pd.read_csv(out / "by_month.csv", index_col="month")
+    got_dest = pd.read_csv(out / "by_destination.csv", index_col="destination")
+    money = [
+        "messages",
+        "delayed_messages",
+        "reference_cost",
+        "exact_cost",
+        "batched_cost",
+        "scheduler_cost",
+        "idle_poll_cost",
+    ]
+    assert "2025-12" in want_month.index and "lonely" in want_dest.index
+    assert want_dest.loc["lonely", "messages"] == 1
+    assert want_month["batched_cost"].sum() > 1  # enough money that cents can differ
+    pd.testing.assert_frame_equal(
+        _cents(got_month, [*money, "billed_cost"]), _cents(want_month, [*money, "billed_cost"])
+    )
+    pd.testing.assert_frame_equal(_cents(got_dest, money), _cents(want_dest, money))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["input"]["scheduled"] == int(want_month["messages"].sum())
+    assert summary["input"]["malformed"] > 0 and summary["input"]["other_events"] > 0
