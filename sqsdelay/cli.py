@@ -316,6 +316,7 @@ def cost_estimate(
 
 @command
 def cost_report(
+    ctx: typer.Context,
     output: Annotated[Path, typer.Option(help="directory for report.html, CSVs, summary.json")],
     input: Annotated[
         list[str] | None, typer.Option(help="event log (JSON lines), CSV or Parquet; repeatable")
@@ -338,6 +339,7 @@ def cost_report(
     from rich.table import Table
 
     from sqsdelay.cost.pricing import load_pricing
+    from sqsdelay.cost.report import comparison, money, unit_money
     from sqsdelay.cost.run import run_report
     from sqsdelay.cost.whatif import load_what_if
 
@@ -345,6 +347,7 @@ def cost_report(
         raise InvalidInput("give --input or --what-if, not both")
     if not 1 <= batch_fill <= 10:
         raise InvalidInput("--batch-fill must be 1..10")
+    settings = settings_of(ctx)
     console = Console(stderr=True)
     p = load_pricing(pricing)
     spec = load_what_if(what_if) if what_if else None
@@ -358,6 +361,7 @@ def cost_report(
             what_if=spec,
             input_format=input_format,
             master=master,
+            class_archive=settings.spark_class_archive,
             progress=lambda text: status.update(f"cost report: {text}"),
         )
     s = report.summary
@@ -365,13 +369,15 @@ def cost_report(
     for col in ("model", "requests", f"cost ({s['currency']})"):
         table.add_column(col, justify="left" if col == "model" else "right")
     for m in s["models"]:
-        table.add_row(m["title"], f"{m['requests']:,.0f}", f"{m['cost']:,.6f}")
+        table.add_row(m["title"], f"{m['requests']:,.0f}", f"{m['cost']:,.2f}")
     out = Console()
     out.print(table)
+    cur = s["currency"]
     out.print(
-        f"average monthly cost {s['average_monthly_cost']:,.4f} {s['currency']}; "
-        f"per delayed message {s['cost_per_delayed_message']:.8f}"
+        f"average monthly bill {money(s['average_monthly_cost'], cur)}; per delayed message "
+        f"{unit_money(s['cost_per_delayed_message'], cur, 'delayed messages')}"
     )
+    out.print(comparison(s))
     out.print(
         f"skipped: {s['input']['other_events']:,} other events, "
         f"{s['input']['malformed']:,} malformed lines"

@@ -90,6 +90,11 @@ class Settings(BaseSettings):
     stats_interval_seconds: float = Field(
         default=60.0, gt=0, description="worker: period of the worker.stats event"
     )
+    spark_class_archive: Path | None = Field(
+        default=None,
+        description="cost report: a JVM class-data archive file; runs start Spark from it, "
+        "and a run that finds none writes it as it exits",
+    )
     log_format: Literal["json", "console"] = Field(default="json", description="json or console")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", description="DEBUG, INFO, WARNING or ERROR"

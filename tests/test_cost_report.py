@@ -274,3 +274,72 @@ def test_the_job_runs_unchanged_under_spark_submit(
         pd.testing.assert_frame_equal(
             pd.read_csv(out / f"{name}.csv"), pd.read_csv(embedded / f"{name}.csv")
         )
+
+
+def test_class_data_archive_is_dumped_by_one_run_and_used_by_the_next(tmp_path: Path) -> None:
+    import os
+
+    from sqsdelay.cost.job import class_data_option
+
+    archive = tmp_path / "spark.jsa"
+    mine = f"{archive}.{os.getpid()}.partial"
+    assert class_data_option(archive) == f"-XX:ArchiveClassesAtExit={mine}"
+    # A dump some process is still writing is left alone.
+    Path(mine).write_bytes(b"being written")
+    writer = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()", mine], stdin=subprocess.PIPE
+    )
+    try:
+        assert class_data_option(archive).startswith("-XX:ArchiveClassesAtExit=")
+        assert not archive.exists()
+    finally:
+        writer.communicate(b"")
+    # Once its writer has gone, the next start takes it over.
+    assert class_data_option(archive) == f"-XX:SharedArchiveFile={archive}"
+    assert archive.read_bytes() == b"being written"
+
+
+def writers(path: Path) -> bool:
+    needle = str(path).encode()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and needle in (entry / "cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@pytest.mark.slow
+def test_cost_report_cli_starts_the_second_time_from_the_class_archive(
+    event_log: Path, tmp_path: Path
+) -> None:
+    import os
+    import time
+
+    cache = tmp_path / "cache"
+    archive = cache / "spark.jsa"
+
+    def report(name: str, **env: str) -> None:
+        args = ["cost-report", "--input", str(event_log), "--output", str(tmp_path / name)]
+        done = subprocess.run(
+            [sys.executable, "-m", "sqsdelay", *args],
+            env={**os.environ, "SQSDELAY_SPARK_CLASS_ARCHIVE": str(archive), **env},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+
+    report("first")
+    deadline = time.monotonic() + 60  # the JVM writes the archive as it exits
+    while True:
+        dumps = list(cache.glob("*.partial"))
+        if dumps and not writers(dumps[0]):
+            break
+        assert time.monotonic() < deadline, "no finished class-data dump"
+        time.sleep(0.2)
+    assert dumps[0].stat().st_size > 1_000_000
+    report("second")
+    assert archive.stat().st_size > 1_000_000 and (tmp_path / "second" / "report.html").exists()
+    assert not list(cache.glob("*.partial"))  # taken over, not written again

@@ -31,6 +31,7 @@ def run_report(
     input_format: str = "auto",
     master: str | None = None,
     fast_start: bool = False,
+    class_archive: Path | None = None,
     spark: Any = None,
     progress: Any = None,
 ) -> Any:
@@ -43,7 +44,7 @@ def run_report(
     if not inputs and what_if is None:
         raise InvalidInput("give --input PATH... or --what-if SPEC")
     step("starting Spark")
-    spark = spark or spark_session(master, fast_start=fast_start)
+    spark = spark or spark_session(master, fast_start=fast_start, class_archive=class_archive)
     step("reading and aggregating")
     try:
         df = generate(spark, what_if) if what_if else read_scheduled(spark, inputs, input_format)
