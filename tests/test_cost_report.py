@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -343,3 +344,63 @@ def test_cost_report_cli_starts_the_second_time_from_the_class_archive(
     report("second")
     assert archive.stat().st_size > 1_000_000 and (tmp_path / "second" / "report.html").exists()
     assert not list(cache.glob("*.partial"))  # taken over, not written again
+
+
+def chromium() -> str | None:
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def page_metrics(html_path: Path, tmp_path: Path, width: int = 1100) -> dict[str, int]:
+    """Load a copy of the page in headless Chromium at `width` px and read its layout."""
+    probe = tmp_path / "probe.html"
+    script = (
+        "<script>const d=document.documentElement;document.title=JSON.stringify({"
+        "scroll:d.scrollWidth,client:d.clientWidth,height:d.scrollHeight,"
+        "tables:[...document.querySelectorAll('table')].filter("
+        "t=>t.getBoundingClientRect().right>d.clientWidth).length})</script>"
+    )
+    probe.write_text(html_path.read_text().replace("</body>", script + "</body>"))
+    done = subprocess.run(
+        [
+            str(chromium()),
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--window-size={width},900",
+            "--dump-dom",
+            probe.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    title = done.stdout.split("<title>", 1)[1].split("</title>", 1)[0]
+    return dict(json.loads(html.unescape(title)))
+
+
+@pytest.mark.skipif(chromium() is None, reason="Chromium is not installed (apt install chromium)")
+def test_the_report_fits_1100_px_in_chromium(spark: Any, tmp_path: Path) -> None:
+    spec = WhatIf.model_validate(
+        {
+            "messages_per_day": 2000,
+            "months": 6,
+            "start": "2026-07-01",
+            "destinations": 12,
+            "delay_seconds": {"kind": "lognormal", "mu": 9, "sigma": 2.5},
+        }
+    )
+    out = tmp_path / "report"
+    run_report(inputs=[], what_if=spec, output=str(out), pricing=PRICING, spark=spark)
+    metrics = page_metrics(out / "report.html", tmp_path)
+    assert metrics["scroll"] <= metrics["client"], metrics
+    assert metrics["tables"] == 0, metrics
+    import re
+
+    text = re.sub(r"<svg.*?</svg>", "", (out / "report.html").read_text(), flags=re.S)
+    assert "e-0" not in text and "<th></th>" not in text  # no 5.95e-06, no index-name row
+    page = text
+    assert page.count("class=total") == 3  # month, destination, band
+    assert "is the cheapest at" in page

@@ -209,10 +209,12 @@ def comparison(summary: dict[str, Any]) -> str:
 
 def human(seconds: float) -> str:
     """A duration in the largest unit that keeps it at least 1: 90 -> '1.5 min'."""
-    for unit, size in (("d", 86_400), ("h", 3600), ("min", 60)):
+    value, unit = seconds, "s"
+    for name, size in (("d", 86_400), ("h", 3600), ("min", 60)):
         if seconds >= size:
-            return f"{seconds / size:.3g} {unit}"
-    return f"{seconds:.3g} s"
+            value, unit = seconds / size, name
+            break
+    return f"{value:,.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
 
 
 def _models_frame(models: list[dict[str, Any]]) -> Any:
@@ -248,7 +250,7 @@ def charts(report: Report) -> dict[str, str]:
     from matplotlib.ticker import FuncFormatter
 
     cur = report.summary["currency"]
-    thousands = FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 10 else f"{v:,.2f}")
+    thousands = FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 10 or v == 0 else f"{v:,.2f}")
     out = {}
     month = report.tables["by_month"]
     fig, ax = plt.subplots(figsize=(8, 3.2))
@@ -320,7 +322,7 @@ def html_table(report: Report, name: str, label: str) -> str:
     cols = view(report, name)
     cur = report.summary["currency"]
     head = "".join(
-        f"<th>{html.escape(h)}{f' ({cur})' if k == MONEY else ''}</th>" for _, h, k in cols
+        f"<th class=n>{html.escape(h)}{f' ({cur})' if k == MONEY else ''}</th>" for _, h, k in cols
     )
     body = [
         f"<tr><td>{html.escape(str(i))}</td>"
@@ -386,7 +388,7 @@ table{{border-collapse:collapse;margin:.5rem 0 1.5rem;font-size:.8rem;width:100%
 table-layout:fixed}}
 td,th{{padding:.25rem .4rem;border-bottom:1px solid #eee;text-align:left;
 overflow-wrap:anywhere}}
-th{{vertical-align:bottom}} td.n{{text-align:right;font-variant-numeric:tabular-nums}}
+th{{vertical-align:bottom}} .n{{text-align:right;font-variant-numeric:tabular-nums}}
 tr.total td{{font-weight:600;border-top:2px solid #999}}
 svg{{max-width:100%;height:auto}}
 </style></head><body>
@@ -397,8 +399,8 @@ generated {s["generated_at"]}</p>
 {_cards(s)}
 <p class=lead>{html.escape(comparison(s))}</p>
 <h2>Models side by side</h2>
-<table><thead><tr><th>model</th><th>requests</th><th>cost ({cur}, list price)</th></tr>
-</thead><tbody>{models}</tbody></table>
+<table><thead><tr><th>model</th><th class=n>requests</th>
+<th class=n>cost ({cur}, list price)</th></tr></thead><tbody>{models}</tbody></table>
 <h2>Per month</h2>{pics["month"]}{html_table(report, "by_month", "month")}
 <h2>Per destination</h2>{pics["destination"]}
 {html_table(report, "by_destination", "destination")}

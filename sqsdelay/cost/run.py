@@ -53,7 +53,7 @@ def run_report(
         if "PATH_NOT_FOUND" in str(exc) or "Path does not exist" in str(exc):
             raise InvalidInput(f"input not found: {', '.join(inputs)}") from None
         raise
-    source = f"what-if {what_if.total_messages:,} messages" if what_if else ", ".join(inputs)
+    source = "what-if workload" if what_if else ", ".join(inputs)
     step("writing the report")
     report = cost_report.build(
         agg, pricing, batch_fill=batch_fill, cycle_seconds=cycle_seconds, source=source
