@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sqsdelay.cost.job import aggregate, generate, read_scheduled
+from sqsdelay.cost.job import _writing, aggregate, generate, read_scheduled
 from sqsdelay.cost.pricing import PythonOps, load_pricing, requests
 from sqsdelay.cost.report import priced
 from sqsdelay.cost.run import run_report
@@ -300,17 +300,6 @@ def test_class_data_archive_is_dumped_by_one_run_and_used_by_the_next(tmp_path: 
     assert archive.read_bytes() == b"being written"
 
 
-def writers(path: Path) -> bool:
-    needle = str(path).encode()
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and needle in (entry / "cmdline").read_bytes():
-                return True
-        except OSError:
-            continue
-    return False
-
-
 @pytest.mark.slow
 def test_cost_report_cli_starts_the_second_time_from_the_class_archive(
     event_log: Path, tmp_path: Path
@@ -336,7 +325,7 @@ def test_cost_report_cli_starts_the_second_time_from_the_class_archive(
     deadline = time.monotonic() + 60  # the JVM writes the archive as it exits
     while True:
         dumps = list(cache.glob("*.partial"))
-        if dumps and not writers(dumps[0]):
+        if dumps and not _writing(dumps[0]):
             break
         assert time.monotonic() < deadline, "no finished class-data dump"
         time.sleep(0.2)
