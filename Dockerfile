@@ -49,8 +49,11 @@ COPY pyproject.toml constraints.txt README.md ./
 COPY sqsdelay ./sqsdelay
 RUN python -m venv /opt/venv \
  && /opt/venv/bin/pip install --no-cache-dir -c constraints.txt '.[spark]'
+# A container's cache dies with the run, so a class-data archive would cost every run
+# its ~20 s dump and never pay back.
 ENV PATH=/opt/venv/bin:$PATH \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    SQSDELAY_SPARK_CLASS_ARCHIVE=off
 USER 10001
 WORKDIR /home/sqsdelay
 ENTRYPOINT ["sqsdelay", "cost-report"]

@@ -338,6 +338,7 @@ def cost_report(
     from rich.console import Console
     from rich.table import Table
 
+    from sqsdelay.cost.job import class_archive_file
     from sqsdelay.cost.pricing import load_pricing
     from sqsdelay.cost.report import comparison, money, unit_money
     from sqsdelay.cost.run import run_report
@@ -361,7 +362,7 @@ def cost_report(
             what_if=spec,
             input_format=input_format,
             master=master,
-            class_archive=settings.spark_class_archive,
+            class_archive=class_archive_file(settings.spark_class_archive),
             progress=lambda text: status.update(f"cost report: {text}"),
         )
     s = report.summary

@@ -90,10 +90,10 @@ class Settings(BaseSettings):
     stats_interval_seconds: float = Field(
         default=60.0, gt=0, description="worker: period of the worker.stats event"
     )
-    spark_class_archive: Path | None = Field(
-        default=None,
-        description="cost report: a JVM class-data archive file; runs start Spark from it, "
-        "and a run that finds none writes it as it exits",
+    spark_class_archive: Literal["auto", "off"] | Path = Field(
+        default="auto",
+        description="cost report: Java's class-data archive for a faster Spark start. auto: "
+        "one per Java and pyspark install under the user cache directory; off; or a file",
     )
     log_format: Literal["json", "console"] = Field(default="json", description="json or console")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
@@ -132,6 +132,9 @@ def load_settings(**overrides: Any) -> Settings:
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
+            if not err["loc"]:  # a rule across settings names them itself
+                problems.append(err["msg"].removeprefix("Value error, "))
+                continue
             name = env_name("_".join(str(p) for p in err["loc"]))
             problems.append(f"{name}={err.get('input')!r}: {err['msg']}")
         raise ConfigError("invalid setting " + "; ".join(problems)) from None

@@ -54,6 +54,8 @@ def test_targets_user_and_entrypoints() -> None:
     assert "openjdk-17-jre-headless" in runs and "'.[spark]'" in runs
     assert one(report, "USER") not in ("0", "root")
     assert json.loads(one(report, "ENTRYPOINT")) == ["sqsdelay", "cost-report"]
+    env = one(report, "ENV")
+    assert "SQSDELAY_SPARK_CLASS_ARCHIVE=off" in env.split()
 
 
 def test_dockerignore_keeps_the_context_small() -> None:

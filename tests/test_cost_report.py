@@ -17,6 +17,7 @@ from sqsdelay.cost.report import priced
 from sqsdelay.cost.run import run_report
 from sqsdelay.cost.whatif import WhatIf
 from sqsdelay.errors import InvalidInput
+from sqsdelay.settings import Settings
 
 pytestmark = pytest.mark.spark
 PRICING = load_pricing()
@@ -103,7 +104,8 @@ def test_exact_totals_on_a_hand_built_event_log(spark: Any, event_log: Path) -> 
     for field in ("exact_fifo", "exact_standard", "batched_fifo", "reference_ops", "cycles"):
         assert t[field] == pytest.approx(expected(field)), field
     counts = agg.groupby("kind")["messages"].sum().to_dict()
-    assert counts == {"scheduled": 4, "other": 1, "malformed": 3}  # bad line, no dest, blank
+    # A bad line and a record without destination; a blank line is no record at all.
+    assert counts == {"scheduled": 4, "other": 1, "malformed": 2}
     months = sorted(agg[agg["kind"] == "scheduled"]["month"].unique())
     assert months == ["2026-01", "2026-02"]  # UTC month buckets, 23:59:59Z stays in January
 
@@ -157,7 +159,7 @@ def test_report_files_and_summary(spark: Any, event_log: Path, tmp_path: Path) -
     out = tmp_path / "report"
     report = run_report(inputs=[str(event_log)], output=str(out), pricing=PRICING, spark=spark)
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["input"] == {"scheduled": 4, "other_events": 1, "malformed": 3}
+    assert summary["input"] == {"scheduled": 4, "other_events": 1, "malformed": 2}
     exact = next(m for m in summary["models"] if m["model"] == "exact")
     assert exact["requests"] == pytest.approx(expected("exact_fifo") + expected("exact_standard"))
     assert summary == {**report.summary, "assumptions": report.assumptions}
@@ -268,7 +270,7 @@ def test_the_job_runs_unchanged_under_spark_submit(
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["master"] == "local[2]"  # the master came from spark-submit
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["input"] == {"scheduled": 4, "other_events": 1, "malformed": 3}
+    assert summary["input"] == {"scheduled": 4, "other_events": 1, "malformed": 2}
     embedded = tmp_path / "embedded"
     run_report(inputs=[str(event_log)], output=str(embedded), pricing=PRICING, spark=spark)
     for name in ("by_destination", "by_month", "by_band", "models"):
@@ -288,9 +290,12 @@ def test_class_data_archive_is_dumped_by_one_run_and_used_by_the_next(tmp_path: 
     # A dump some process is still writing is left alone.
     Path(mine).write_bytes(b"being written")
     writer = subprocess.Popen(
-        [sys.executable, "-c", "import sys; sys.stdin.read()", mine], stdin=subprocess.PIPE
+        [sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()", mine],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
     )
     try:
+        assert writer.stdout is not None and writer.stdout.readline() == b"up\n"  # it runs
         assert class_data_option(archive).startswith("-XX:ArchiveClassesAtExit=")
         assert not archive.exists()
     finally:
@@ -304,17 +309,20 @@ def test_class_data_archive_is_dumped_by_one_run_and_used_by_the_next(tmp_path: 
 def test_cost_report_cli_starts_the_second_time_from_the_class_archive(
     event_log: Path, tmp_path: Path
 ) -> None:
+    """The default (auto): the first run writes an archive into the user cache directory, the
+    second starts from it."""
     import os
     import time
 
-    cache = tmp_path / "cache"
-    archive = cache / "spark.jsa"
+    cache = tmp_path / "cache" / "sqsdelay"
+    env = {k: v for k, v in os.environ.items() if k != "SQSDELAY_SPARK_CLASS_ARCHIVE"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
 
-    def report(name: str, **env: str) -> None:
+    def report(name: str) -> None:
         args = ["cost-report", "--input", str(event_log), "--output", str(tmp_path / name)]
         done = subprocess.run(
             [sys.executable, "-m", "sqsdelay", *args],
-            env={**os.environ, "SQSDELAY_SPARK_CLASS_ARCHIVE": str(archive), **env},
+            env=env,
             capture_output=True,
             text=True,
             timeout=300,
@@ -324,15 +332,34 @@ def test_cost_report_cli_starts_the_second_time_from_the_class_archive(
     report("first")
     deadline = time.monotonic() + 60  # the JVM writes the archive as it exits
     while True:
-        dumps = list(cache.glob("*.partial"))
+        dumps = list(cache.glob("spark-*.jsa.*.partial"))
         if dumps and not _writing(dumps[0]):
             break
         assert time.monotonic() < deadline, "no finished class-data dump"
         time.sleep(0.2)
     assert dumps[0].stat().st_size > 1_000_000
     report("second")
+    (archive,) = cache.glob("spark-*.jsa")
     assert archive.stat().st_size > 1_000_000 and (tmp_path / "second" / "report.html").exists()
     assert not list(cache.glob("*.partial"))  # taken over, not written again
+
+
+def test_class_archive_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqsdelay.cost.job import class_archive_file
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    auto = class_archive_file(Settings(spark_class_archive="auto").spark_class_archive)
+    assert auto is not None and auto.parent == tmp_path / "sqsdelay"
+    assert auto == class_archive_file("auto")  # stable for one Java and pyspark
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "another-jdk"))
+    assert class_archive_file("auto") != auto  # another Java, another archive
+    assert class_archive_file(Settings(spark_class_archive="off").spark_class_archive) is None
+    mine = Settings(spark_class_archive=tmp_path / "x.jsa").spark_class_archive
+    assert class_archive_file(mine) == tmp_path / "x.jsa"
+    monkeypatch.setenv("SQSDELAY_SPARK_CLASS_ARCHIVE", "off")
+    assert Settings().spark_class_archive == "off"
+    monkeypatch.setenv("SQSDELAY_SPARK_CLASS_ARCHIVE", str(tmp_path / "y.jsa"))
+    assert Settings().spark_class_archive == tmp_path / "y.jsa"
 
 
 def chromium() -> str | None:
