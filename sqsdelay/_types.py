@@ -11,6 +11,9 @@ class AttributeValue(TypedDict):
 
 Attributes = dict[str, AttributeValue]
 Route = Literal["direct", "delay-queue"]
+Sent = Literal["direct", "delay-queue", "parked"]  # how a send went out
+CancelOutcome = Literal["cancelled", "too-late"]
 Target = Literal["delay", "destination", "error"]  # the role of a queue in a trio
 WireFormat = Literal["raw", "nservicebus"]
 InvalidDelayAction = Literal["error", "deliver"]  # what the worker does with a bad delay
+Parking = Literal["off", "scheduler"]  # where long delays wait

@@ -8,6 +8,7 @@ and returns them as `batchItemFailures`; Lambda deletes the rest.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,14 +16,15 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sqsdelay.backoff import BackoffTimer
-from sqsdelay.clients import error_code, sync_client
+from sqsdelay.clients import error_code, sync_client, sync_scheduler
 from sqsdelay.clock import ClockOffset
-from sqsdelay.dispatch import Dispatch, Stats
+from sqsdelay.dispatch import Dispatch, ParkStep, Stats
 from sqsdelay.errors import InvalidQueueName, SqsOperationError
 from sqsdelay.failures import FailureLog
 from sqsdelay.logs import configure, get_logger
+from sqsdelay.parking import ParkTarget
 from sqsdelay.processing import decide_batch, from_lambda, limits_of
-from sqsdelay.queues import QueueResolver, QueueTrio
+from sqsdelay.queues import QueueResolver, QueueTrio, park_target
 from sqsdelay.settings import Settings, load_settings
 
 log = get_logger("sqsdelay.lambda")
@@ -37,10 +39,13 @@ class Handler:
         settings: Settings | None = None,
         *,
         client: Any = None,
+        scheduler: Any = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings or load_settings()
         self._client = client
+        self._scheduler = scheduler
+        self._park_targets: dict[str, ParkTarget] = {}
         self._clock = clock
         self.resolver = QueueResolver(self.settings)
         self.offset = ClockOffset()
@@ -57,6 +62,40 @@ class Handler:
             self._client = sync_client(self.settings)
             self.stats.attach(self._client)
         return self._client
+
+    @property
+    def scheduler(self) -> Any:
+        if self._scheduler is None:
+            self._scheduler = sync_scheduler(self.settings)
+        return self._scheduler
+
+    def _park_target(self, trio: QueueTrio, account: str) -> ParkTarget | None:
+        if self.settings.parking == "off":
+            return None
+        if trio.delay not in self._park_targets:
+            try:
+                url = self.resolver.url(self.client, trio.delay, account)
+                arn = self.resolver.arn(self.client, trio.error, account)
+            except SqsOperationError as exc:
+                log.warning("scheduler.no_target", queue=trio.delay, code=exc.code)
+                return None
+            self._park_targets[trio.delay] = park_target(self.settings, url, arn)
+        return self._park_targets[trio.delay]
+
+    def _park(self, park: ParkStep) -> None:
+        for out, request in park.todo:
+            error: Exception | None = None
+            existing = None
+            try:
+                self.scheduler.create_schedule(**request)
+            except (ClientError, BotoCoreError) as exc:
+                error = exc
+                if error_code(exc) == "ConflictException":  # a retry after a crash?
+                    with contextlib.suppress(ClientError, BotoCoreError):
+                        existing = self.scheduler.get_schedule(
+                            Name=request["Name"], GroupName=request["GroupName"]
+                        )
+            park.settle(out, request, error, self._clock(), existing)
 
     def __call__(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         local_ms = int(self._clock() * 1000)
@@ -85,8 +124,17 @@ class Handler:
             source_queue=trio.delay,
             failures=self.failures,
         )
-        d = Dispatch(
+        park = ParkStep(
             outs,
+            target=self._park_target(trio, account),
+            trio=trio,
+            breaker=self.breaker,
+            stats=self.stats,
+            now=self._clock(),
+        )
+        self._park(park)  # parked records are not failures: Lambda deletes them
+        d = Dispatch(
+            park.rest,
             trio=trio,
             breaker=self.breaker,
             failures=self.failures,

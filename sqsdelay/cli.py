@@ -139,6 +139,21 @@ def send(
 
 
 @command
+def cancel(
+    ctx: typer.Context,
+    queue: Annotated[str, typer.Argument(help="destination queue (without prefix)")],
+    message_id: Annotated[str, typer.Argument(help="the message_id that send printed")],
+) -> int:
+    """Cancel a parked message. Prints cancelled (exit 0) or too-late (exit 3: it is in its
+    last hops or delivered, and will arrive)."""
+    from sqsdelay.sender import Sender
+
+    outcome = Sender(settings_of(ctx)).cancel(queue, message_id)
+    print(outcome)
+    return 0 if outcome == "cancelled" else 3
+
+
+@command
 def install(
     ctx: typer.Context,
     queues: Annotated[list[str], typer.Argument(help="destination queues")],
@@ -169,6 +184,13 @@ def install(
             problems += not p.warning
             kind = "warning" if p.warning else "problem"
             print(f"  {kind}: {p.problem}\n    fix: {p.fix}")
+    if settings.parking == "scheduler":
+        group = Installer(settings).schedule_group(queues, create=not check)
+        state = "created" if group.created else ("exists" if group.exists else "missing")
+        print(f"{'schedules':<11} {group.name}: {state}")
+        for p in group.problems:
+            problems += 1
+            print(f"  problem: {p.problem}\n    fix: {p.fix}")
     print("ok" if not problems else f"{problems} problem(s)")
     return 1 if problems else 0
 

@@ -58,6 +58,19 @@ def sync_client(settings: Settings) -> Any:
     return boto3.client("sqs", **client_kwargs(settings))
 
 
+def scheduler_kwargs(settings: Settings, **kwargs: Any) -> dict[str, Any]:
+    """As `client_kwargs`, for EventBridge Scheduler: SQSDELAY_ENDPOINT_URL applies only when
+    it is a local emulator (which serves every API); elsewhere it is an SQS endpoint."""
+    out = client_kwargs(settings, **kwargs)
+    if settings.endpoint_url and not _is_loopback(settings.endpoint_url):
+        del out["endpoint_url"]
+    return out
+
+
+def sync_scheduler(settings: Settings) -> Any:
+    return boto3.client("scheduler", **scheduler_kwargs(settings))
+
+
 def error_code(exc: Exception) -> str:
     if isinstance(exc, ClientError):
         return str(exc.response.get("Error", {}).get("Code", "Unknown"))

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from sqsdelay import limits, wire
+from sqsdelay import limits, parking, wire
 from sqsdelay._types import Attributes, InvalidDelayAction, Target
 from sqsdelay.errors import InvalidMessage
 
@@ -96,7 +96,30 @@ class Poison:
         return {"reason": self.reason}
 
 
-Decision = Requeue | HandOver | Poison
+@dataclass(frozen=True)
+class Park:
+    """Put into a one-time schedule that sends it back to the delay queue shortly before it
+    is due (sqsdelay.parking). `fallback` is the requeue to make when Scheduler refuses."""
+
+    target: ClassVar[Target] = "delay"
+    event: ClassVar[str] = "delay.parked"
+    level: ClassVar[str] = "info"
+
+    remaining_seconds: int
+    due_ms: int
+    attributes: Attributes  # as Scheduler sends it back
+    message_id: str  # the id send printed (NServiceBus.MessageId): names the schedule
+    fire_ms: int  # when the schedule sends it back (parking.fire_at_ms)
+    fallback: Requeue
+
+    def request(self) -> dict[str, Any]:
+        return {}
+
+    def log_fields(self) -> dict[str, Any]:
+        return {"remaining_seconds": self.remaining_seconds, "due_at_ms": self.due_ms}
+
+
+Decision = Requeue | HandOver | Poison | Park
 
 
 @dataclass(frozen=True)
@@ -107,6 +130,8 @@ class Limits:
     # "error": a missing or bad delay attribute is poison; "deliver": hand it over at once,
     # as NServiceBus's pump does (it reads such a delay as 0).
     invalid_delay: InvalidDelayAction = "error"
+    # Park in EventBridge Scheduler what has more than this many seconds left (None: never).
+    park_after_seconds: int | None = None
 
 
 def requeue_dedup_id(received: Received) -> str:
@@ -245,8 +270,30 @@ def decide(
             problem = str(exc)
             continue
         group = received.system.get("MessageGroupId") or received.message_id
-        return Requeue(remaining, due, candidate, group, requeue_dedup_id(received))
+        requeue = Requeue(remaining, due, candidate, group, requeue_dedup_id(received))
+        return _parked(requeue, lim) or requeue
     return _poison(received, f"cannot requeue: {problem}", source_queue, lim)
+
+
+def _parked(requeue: Requeue, lim: Limits) -> Park | None:
+    """Park when enough is left and the absolute due time travels with the message (the
+    worker needs it to be exact after the Scheduler hop)."""
+    after = lim.park_after_seconds
+    attrs = requeue.attributes
+    if after is None or requeue.remaining_seconds <= after or limits.DUE_AT_ATTRIBUTE not in attrs:
+        return None
+    ident = _string(attrs, limits.MESSAGE_ID_ATTRIBUTE)
+    if not ident:
+        return None
+    cycle = lim.max_native_delay_seconds
+    fire = parking.fire_at_ms(requeue.due_ms, cycle)
+    # The delay attribute counts from Scheduler's send: a reader without sqsdelay.DueAt
+    # (NServiceBus) is then never early either.
+    back = {
+        **attrs,
+        limits.DELAY_ATTRIBUTE: wire.string_attribute(str(-(-(requeue.due_ms - fire) // 1000))),
+    }
+    return Park(requeue.remaining_seconds, requeue.due_ms, back, ident, fire, requeue)
 
 
 def _with_message_id(received: Received) -> Attributes:

@@ -5,6 +5,10 @@ within the entry and size limits), reads each response, logs the outcome, and en
 `sent` (safe to delete) and `held` (to keep out of sight for a backoff, then retry). The
 adapters only make the calls: the worker then deletes `sent`, the Lambda reports `held` as
 `batchItemFailures`; both hold with `hold_entries()`.
+
+`ParkStep` comes first when parking is on: it makes the CreateSchedule requests, counts a
+created (or already created) schedule as done, and turns every refusal into the requeue
+the loop would have made, so Scheduler trouble never loses or holds a message.
 """
 
 from __future__ import annotations
@@ -13,13 +17,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqsdelay import batching, limits
+from sqsdelay import batching, limits, parking
 from sqsdelay._types import Target
 from sqsdelay.backoff import BackoffTimer, retry_backoff_seconds, visibility_seconds
-from sqsdelay.errors import SqsOperationError
+from sqsdelay.clients import error_code
+from sqsdelay.decision import Park
+from sqsdelay.errors import InvalidMessage, SqsOperationError
 from sqsdelay.failures import FailureLog, is_message_fault
 from sqsdelay.logs import get_logger
-from sqsdelay.processing import Outgoing
+from sqsdelay.processing import Outgoing, outgoing
 from sqsdelay.queues import QueueTrio
 
 log = get_logger("sqsdelay.dispatch")
@@ -185,3 +191,89 @@ class Dispatch:
             "receive_count": out.source.receive_count,
             "size_bytes": out.size,
         }
+
+
+class ParkStep:
+    """The parking of a decided batch. `todo`: (outgoing, CreateSchedule request) pairs for
+    the adapter to send, each answered with `settle`; `parked`: done, delete the originals;
+    `rest`: for `Dispatch` (other decisions, and the fallback requeue of failed parks)."""
+
+    def __init__(
+        self,
+        outs: list[Outgoing],
+        *,
+        target: parking.ParkTarget | None,
+        trio: QueueTrio,
+        breaker: BackoffTimer,
+        stats: Stats,
+        now: float,
+    ) -> None:
+        self._trio = trio
+        self._breaker = breaker
+        self._stats = stats
+        self.todo: list[tuple[Outgoing, dict[str, Any]]] = []
+        self.parked: list[Outgoing] = []
+        self.rest: list[Outgoing] = []
+        backing_off = breaker.retry_in(parking.BREAKER_KEY, now) > 0
+        for out in outs:
+            d = out.decision
+            if not isinstance(d, Park):
+                self.rest.append(out)
+            elif target is None or backing_off:
+                self._loop(out, "scheduler backing off" if target else "no park target")
+            else:
+                try:
+                    request = parking.create_schedule_request(
+                        name=parking.schedule_name(trio.delay, d.message_id),
+                        fire_ms=d.fire_ms,
+                        target=target,
+                        body=out.source.body,
+                        attributes=d.attributes,
+                        group_id=d.fallback.group_id,
+                        dedup=parking.dedup_id(d.message_id, d.due_ms),
+                    )
+                except InvalidMessage as exc:
+                    self._loop(out, str(exc))
+                    continue
+                self.todo.append((out, request))
+
+    def settle(
+        self,
+        out: Outgoing,
+        request: dict[str, Any],
+        error: Exception | None,
+        now: float,
+        existing: dict[str, Any] | None = None,
+    ) -> None:
+        """The answer to one CreateSchedule. On ConflictException the adapter passes the
+        schedule that exists (GetSchedule), if it could read it."""
+        code = error_code(error) if error is not None else ""
+        if error is None or (
+            code == "ConflictException"
+            and existing is not None
+            and parking.is_own_schedule(existing, request)
+        ):
+            self._breaker.success(parking.BREAKER_KEY)
+            self.parked.append(out)
+            d = out.decision
+            self._stats.events[d.event] += 1
+            log.info(
+                d.event,
+                message_id=out.source.message_id,
+                destination=self._trio.destination,
+                schedule=request["Name"],
+                fires=request["ScheduleExpression"],
+                **d.log_fields(),
+            )
+            return
+        if code in parking.SERVICE_FAULT_CODES:
+            wait = self._breaker.failure(parking.BREAKER_KEY, now)
+            log.error("scheduler.unavailable", code=code, retry_in_seconds=wait)
+        self._loop(out, code or type(error).__name__)
+
+    def _loop(self, out: Outgoing, reason: str) -> None:
+        """Keep it in the loop: the requeue the decision would have made without parking."""
+        assert isinstance(out.decision, Park)
+        self._stats.events["delay.park_skipped"] += 1
+        log.warning("delay.park_skipped", message_id=out.source.message_id, reason=reason[:200])
+        self.rest.append(outgoing(out.source, out.decision.fallback))

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sqsdelay import limits
-from sqsdelay.clients import sync_client, translate
+from sqsdelay.clients import error_code, sync_client, sync_scheduler, translate
 from sqsdelay.logs import get_logger
 from sqsdelay.queues import QueueResolver, install_command, trio
 from sqsdelay.settings import Settings
@@ -192,17 +192,29 @@ class QueueReport:
     problems: list[Problem] = field(default_factory=list)
 
 
+@dataclass
+class GroupReport:
+    """The EventBridge Scheduler schedule group that parking needs."""
+
+    name: str
+    exists: bool
+    created: bool = False
+    problems: list[Problem] = field(default_factory=list)
+
+
 class Installer:
     def __init__(
         self,
         settings: Settings,
         *,
         client: Any = None,
+        scheduler: Any = None,
         sleep: Callable[[float], None] = time.sleep,
         read_back_seconds: float = 10.0,
     ) -> None:
         self.settings = settings
         self._client = client or sync_client(settings)
+        self._scheduler = scheduler
         self.resolver = QueueResolver(settings)
         self._sleep = sleep
         self._read_back_seconds = read_back_seconds
@@ -292,3 +304,32 @@ class Installer:
         still = {k for p in after for k in p.attributes}
         report.fixed = [p.problem for p in attempted if not still & set(p.attributes)]
         return after
+
+    def schedule_group(self, queues: Sequence[str], *, create: bool = True) -> GroupReport:
+        """Create (or with create=False, check) the schedule group parking uses."""
+        name = self.settings.schedule_group
+        scheduler = self._scheduler or sync_scheduler(self.settings)
+        try:
+            group = scheduler.get_schedule_group(Name=name)
+        except (ClientError, BotoCoreError) as exc:
+            if error_code(exc) != "ResourceNotFoundException":
+                raise translate(exc, "GetScheduleGroup", name) from None
+            group = None
+        if group is None and not create:
+            fix = install_command(self.settings, *queues)
+            return GroupReport(name, False, problems=[Problem(name, "does not exist", fix)])
+        if group is None:
+            # Create only when missing: CreateScheduleGroup on an existing name is refused
+            # by AWS, and moto would even replace the group (and its schedules).
+            try:
+                scheduler.create_schedule_group(Name=name)
+            except (ClientError, BotoCoreError) as exc:
+                raise translate(exc, "CreateScheduleGroup", name) from None
+            log.info("schedule_group.created", group=name)
+            return GroupReport(name, True, created=True)
+        report = GroupReport(name, True)
+        if group.get("State", "ACTIVE") != "ACTIVE":
+            report.problems.append(
+                Problem(name, f"state is {group['State']}", "wait, or choose another group")
+            )
+        return report

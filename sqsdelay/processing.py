@@ -41,7 +41,20 @@ def limits_of(settings: Settings) -> Limits:
         max_attempts=settings.max_attempts,
         max_message_bytes=settings.max_message_bytes,
         invalid_delay=settings.invalid_delay,
+        park_after_seconds=park_after_seconds(settings),
     )
+
+
+def park_after_seconds(settings: Settings) -> int | None:
+    """The park threshold in force: None with parking off; else the setting, or the
+    break-even computed from the price list for the configured cycle."""
+    if settings.parking == "off":
+        return None
+    if settings.park_after_seconds is not None:
+        return settings.park_after_seconds
+    from sqsdelay.cost.pricing import load_pricing, park_break_even_seconds
+
+    return park_break_even_seconds(load_pricing(), cycle_seconds=settings.max_native_delay_seconds)
 
 
 def _attribute(value: Mapping[str, Any]) -> AttributeValue:

@@ -6,6 +6,7 @@ Both use the same pure planning (`plan`), so they behave the same way.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -16,13 +17,27 @@ from typing import Any
 import aioboto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sqsdelay import batching, limits, names, nservicebus, wire
-from sqsdelay._types import Attributes, Route
-from sqsdelay.clients import client_kwargs, sync_client
+from sqsdelay import batching, limits, names, nservicebus, parking, wire
+from sqsdelay._types import Attributes, CancelOutcome, Route, Sent
+from sqsdelay.clients import (
+    client_kwargs,
+    error_code,
+    scheduler_kwargs,
+    sync_client,
+    sync_scheduler,
+    translate,
+)
 from sqsdelay.delays import DelayLike, delay_seconds, route
-from sqsdelay.errors import BatchSendError, MessageDelayTooLong, SqsOperationError
+from sqsdelay.errors import (
+    BatchSendError,
+    ConfigError,
+    InvalidMessage,
+    MessageDelayTooLong,
+    SqsOperationError,
+)
 from sqsdelay.logs import get_logger
-from sqsdelay.queues import QueueResolver, install_command
+from sqsdelay.processing import park_after_seconds
+from sqsdelay.queues import QueueResolver, install_command, park_target
 from sqsdelay.settings import Settings, load_settings
 
 log = get_logger("sqsdelay.sender")
@@ -57,8 +72,11 @@ class PlannedSend:
 
 @dataclass(frozen=True)
 class SendResult:
+    """`message_id`: SQS's id; for a parked message (no SQS message yet) the message's own
+    id, the one `cancel` takes (also `group_id` on the delay-queue route)."""
+
     message_id: str
-    route: Route
+    route: Sent
     queue: str
     queue_url: str
     destination: str
@@ -167,10 +185,72 @@ def plan(
     )
 
 
-def _result(planned: PlannedSend, url: str, message_id: str, index: int = 0) -> SendResult:
+def park_request(
+    planned: PlannedSend, settings: Settings, target: parking.ParkTarget, *, now: float
+) -> dict[str, Any] | None:
+    """The CreateSchedule request that parks a planned delay-queue send at once, or None
+    when it should go to the delay queue as usual: parking off, not enough delay, or no
+    room for the sqsdelay.DueAt attribute or in Scheduler's input."""
+    after = park_after_seconds(settings)
+    if after is None or planned.route != "delay-queue" or planned.delay_seconds <= after:
+        return None
+    ident = planned.request["MessageGroupId"]
+    due = int(now * 1000) + planned.delay_seconds * 1000
+    fire = parking.fire_at_ms(due, settings.max_native_delay_seconds)
+    attrs: Attributes = dict(planned.request.get("MessageAttributes", {}))
+    attrs[limits.DELAY_ATTRIBUTE] = wire.string_attribute(str(-(-(due - fire) // 1000)))
+    attrs[limits.DUE_AT_ATTRIBUTE] = wire.number_attribute(due)
+    body = planned.request["MessageBody"]
+    try:
+        wire.check_fits(body, attrs, settings.max_message_bytes)
+        return parking.create_schedule_request(
+            name=parking.schedule_name(planned.queue, ident),
+            fire_ms=fire,
+            target=target,
+            body=body,
+            attributes=attrs,
+            group_id=ident,
+            dedup=parking.dedup_id(ident, due),
+        )
+    except InvalidMessage:
+        return None
+
+
+def _parked_ok(error: Exception | None, existing: dict[str, Any] | None, request: Any) -> bool:
+    if error is None:
+        return True
+    ok = error_code(error) == "ConflictException" and existing is not None
+    return ok and parking.is_own_schedule(existing or {}, request)
+
+
+def cancel_outcome(
+    schedule: dict[str, Any] | None, *, now: float, cycle: int
+) -> CancelOutcome | None:
+    """`too-late` when the schedule is gone or fires within Scheduler's precision; None
+    when it may still be deleted."""
+    if schedule is None:
+        return "too-late"
+    fire = parking.fire_ms_of(schedule.get("ScheduleExpression", ""))
+    if fire is None or fire - now * 1000 <= parking.precision_seconds(cycle) * 1000:
+        return "too-late"
+    return None
+
+
+def _cancel_names(settings: Settings, resolver: QueueResolver, queue: str) -> tuple[str, str]:
+    if settings.parking == "off":
+        raise ConfigError(
+            "cancel works on parked messages: set SQSDELAY_PARKING=scheduler (a message in "
+            "the loop cannot be cancelled)"
+        )
+    return resolver.trio(queue).delay, settings.schedule_group
+
+
+def _result(
+    planned: PlannedSend, url: str, message_id: str, index: int = 0, *, parked: bool = False
+) -> SendResult:
     result = SendResult(
         message_id=message_id,
-        route=planned.route,
+        route="parked" if parked else planned.route,
         queue=planned.queue,
         queue_url=url,
         destination=planned.destination,
@@ -187,19 +267,23 @@ def _result(planned: PlannedSend, url: str, message_id: str, index: int = 0) -> 
         queue=planned.queue,
         delay_seconds=planned.delay_seconds,
         size_bytes=planned.size_bytes,
-        route=planned.route,
+        route=result.route,
         group_id=result.group_id,
     )
     return result
 
 
-def _batches(planned: Sequence[PlannedSend], settings: Settings) -> list[list[int]]:
-    return batching.chunk(
+def _batches(
+    planned: Sequence[PlannedSend], settings: Settings, skip: set[int] | None = None
+) -> list[list[int]]:
+    """Batches of indexes into `planned`, leaving out `skip` (already parked)."""
+    batches = batching.chunk(
         planned,
         key=lambda p: p.queue,
         size=lambda p: p.size_bytes,
         max_bytes=settings.max_message_bytes,
     )
+    return [kept for b in batches if (kept := [i for i in b if i not in (skip or set())])]
 
 
 def _collect(
@@ -248,16 +332,75 @@ class Sender:
         settings: Settings | None = None,
         *,
         client: Any = None,
+        scheduler: Any = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings or load_settings()
         self._client = client or sync_client(self.settings)
+        self._scheduler = scheduler
         self._clock = clock
         self.resolver = QueueResolver(self.settings)
+
+    @property
+    def scheduler(self) -> Any:
+        if self._scheduler is None:
+            self._scheduler = sync_scheduler(self.settings)
+        return self._scheduler
 
     def _url(self, planned: PlannedSend) -> str:
         self.resolver.trio(planned.requested)
         return self.resolver.url(self._client, planned.queue)
+
+    def _park(self, planned: PlannedSend, now: float, index: int = 0) -> SendResult | None:
+        """Park at send time (skipping the first hop); None: send it as usual."""
+        if self.settings.parking == "off" or planned.route != "delay-queue":
+            return None
+        t = self.resolver.trio(planned.requested)
+        url = self._url(planned)
+        target = park_target(self.settings, url, self.resolver.arn(self._client, t.error))
+        request = park_request(planned, self.settings, target, now=now)
+        if request is None:
+            return None
+        error: Exception | None = None
+        existing = None
+        try:
+            self.scheduler.create_schedule(**request)
+        except (ClientError, BotoCoreError) as exc:
+            error = exc
+            if error_code(exc) == "ConflictException":
+                with contextlib.suppress(ClientError, BotoCoreError):
+                    existing = self.scheduler.get_schedule(
+                        Name=request["Name"], GroupName=request["GroupName"]
+                    )
+        if not _parked_ok(error, existing, request):
+            log.warning("delay.park_skipped", reason=error_code(error) if error else "")
+            return None
+        return _result(planned, url, planned.request["MessageGroupId"], index, parked=True)
+
+    def cancel(self, queue: str, message_id: str) -> CancelOutcome:
+        """Cancel a parked message by the id `send` returned: `cancelled`, or `too-late`
+        when it is no longer parked (in its last hops, delivered, or never parked)."""
+        delay_queue, group = _cancel_names(self.settings, self.resolver, queue)
+        name = parking.schedule_name(delay_queue, message_id)
+        try:
+            schedule = self.scheduler.get_schedule(Name=name, GroupName=group)
+        except (ClientError, BotoCoreError) as exc:
+            if error_code(exc) != "ResourceNotFoundException":
+                raise translate(exc, "GetSchedule", name) from None
+            schedule = None
+        outcome = cancel_outcome(
+            schedule, now=self._clock(), cycle=self.settings.max_native_delay_seconds
+        )
+        if outcome is None:
+            try:
+                self.scheduler.delete_schedule(Name=name, GroupName=group)
+                outcome = "cancelled"
+            except (ClientError, BotoCoreError) as exc:
+                if error_code(exc) != "ResourceNotFoundException":
+                    raise translate(exc, "DeleteSchedule", name) from None
+                outcome = "too-late"
+        log.info("delay.cancel", message_id=message_id, queue=delay_queue, outcome=outcome)
+        return outcome
 
     def send(
         self,
@@ -270,7 +413,11 @@ class Sender:
         message_type: str | None = None,
     ) -> SendResult:
         message = Message(body, delay, deliver_at, attributes or {}, message_type)
-        planned = plan(queue, message, self.settings, now=self._clock())
+        now = self._clock()
+        planned = plan(queue, message, self.settings, now=now)
+        parked = self._park(planned, now)
+        if parked is not None:
+            return parked
         url = self._url(planned)
         try:
             resp = self._client.send_message(QueueUrl=url, **planned.request)
@@ -289,7 +436,9 @@ class Sender:
         now = self._clock()
         planned = [plan(queue, m, self.settings, now=now) for m in messages]
         result = BatchResult()
-        for batch in _batches(planned, self.settings):
+        parked = [self._park(p, now, i) for i, p in enumerate(planned)]
+        result.sent += [r for r in parked if r is not None]
+        for batch in _batches(planned, self.settings, skip={r.index for r in result.sent}):
             try:
                 url = self._url(planned[batch[0]])
                 resp = self._client.send_message_batch(
@@ -319,20 +468,76 @@ class AsyncSender:
         self._clock = clock
         self.resolver = QueueResolver(self.settings)
         self._session = aioboto3.Session()
-        self._context: Any = None
+        self._stack = contextlib.AsyncExitStack()
         self._client: Any = None
+        self._scheduler: Any = None
 
     async def __aenter__(self) -> AsyncSender:
-        self._context = self._session.client("sqs", **client_kwargs(self.settings, max_pool=50))
-        self._client = await self._context.__aenter__()
+        kwargs = client_kwargs(self.settings, max_pool=50)
+        self._client = await self._stack.enter_async_context(self._session.client("sqs", **kwargs))
+        if self.settings.parking == "scheduler":
+            kwargs = scheduler_kwargs(self.settings, max_pool=50)
+            self._scheduler = await self._stack.enter_async_context(
+                self._session.client("scheduler", **kwargs)
+            )
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await self._context.__aexit__(*exc_info)
+        await self._stack.aclose()
 
     async def _url(self, planned: PlannedSend) -> str:
         self.resolver.trio(planned.requested)
         return await self.resolver.aurl(self._client, planned.queue)
+
+    async def _park(self, planned: PlannedSend, now: float, index: int = 0) -> SendResult | None:
+        """As `Sender._park`."""
+        if self._scheduler is None or planned.route != "delay-queue":
+            return None
+        t = self.resolver.trio(planned.requested)
+        url = await self._url(planned)
+        target = park_target(self.settings, url, await self.resolver.aarn(self._client, t.error))
+        request = park_request(planned, self.settings, target, now=now)
+        if request is None:
+            return None
+        error: Exception | None = None
+        existing = None
+        try:
+            await self._scheduler.create_schedule(**request)
+        except (ClientError, BotoCoreError) as exc:
+            error = exc
+            if error_code(exc) == "ConflictException":
+                with contextlib.suppress(ClientError, BotoCoreError):
+                    existing = await self._scheduler.get_schedule(
+                        Name=request["Name"], GroupName=request["GroupName"]
+                    )
+        if not _parked_ok(error, existing, request):
+            log.warning("delay.park_skipped", reason=error_code(error) if error else "")
+            return None
+        return _result(planned, url, planned.request["MessageGroupId"], index, parked=True)
+
+    async def cancel(self, queue: str, message_id: str) -> CancelOutcome:
+        """As `Sender.cancel`."""
+        delay_queue, group = _cancel_names(self.settings, self.resolver, queue)
+        name = parking.schedule_name(delay_queue, message_id)
+        try:
+            schedule = await self._scheduler.get_schedule(Name=name, GroupName=group)
+        except (ClientError, BotoCoreError) as exc:
+            if error_code(exc) != "ResourceNotFoundException":
+                raise translate(exc, "GetSchedule", name) from None
+            schedule = None
+        outcome = cancel_outcome(
+            schedule, now=self._clock(), cycle=self.settings.max_native_delay_seconds
+        )
+        if outcome is None:
+            try:
+                await self._scheduler.delete_schedule(Name=name, GroupName=group)
+                outcome = "cancelled"
+            except (ClientError, BotoCoreError) as exc:
+                if error_code(exc) != "ResourceNotFoundException":
+                    raise translate(exc, "DeleteSchedule", name) from None
+                outcome = "too-late"
+        log.info("delay.cancel", message_id=message_id, queue=delay_queue, outcome=outcome)
+        return outcome
 
     async def send(
         self,
@@ -345,7 +550,11 @@ class AsyncSender:
         message_type: str | None = None,
     ) -> SendResult:
         message = Message(body, delay, deliver_at, attributes or {}, message_type)
-        planned = plan(queue, message, self.settings, now=self._clock())
+        now = self._clock()
+        planned = plan(queue, message, self.settings, now=now)
+        parked = await self._park(planned, now)
+        if parked is not None:
+            return parked
         url = await self._url(planned)
         try:
             resp = await self._client.send_message(QueueUrl=url, **planned.request)
@@ -360,6 +569,8 @@ class AsyncSender:
         now = self._clock()
         planned = [plan(queue, m, self.settings, now=now) for m in messages]
         result = BatchResult()
+        parked = await asyncio.gather(*(self._park(p, now, i) for i, p in enumerate(planned)))
+        result.sent += [r for r in parked if r is not None]
 
         async def one(batch: list[int]) -> None:
             try:
@@ -376,7 +587,8 @@ class AsyncSender:
                 return
             _collect(result, planned, batch, url, resp)
 
-        await asyncio.gather(*(one(b) for b in _batches(planned, self.settings)))
+        skip = {r.index for r in result.sent}
+        await asyncio.gather(*(one(b) for b in _batches(planned, self.settings, skip)))
         return _finish(result, len(planned), raise_on_failure)
 
 

@@ -7,11 +7,11 @@ fields, and a test checks that README.md documents each one.
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sqsdelay import limits
-from sqsdelay._types import InvalidDelayAction, WireFormat
+from sqsdelay._types import InvalidDelayAction, Parking, WireFormat
 from sqsdelay.errors import ConfigError
 
 ENV_PREFIX = "SQSDELAY_"
@@ -43,6 +43,26 @@ class Settings(BaseSettings):
         default="error",
         description="worker: a missing or bad delay attribute goes to the error queue, or is "
         "delivered at once (as NServiceBus does)",
+    )
+    parking: Parking = Field(
+        default="off",
+        description="off, or scheduler: long delays wait in EventBridge Scheduler, not the loop",
+    )
+    park_after_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        description="parking: park what has more than this left (unset: the break-even "
+        "computed from the price list)",
+    )
+    scheduler_role_arn: str | None = Field(
+        default=None,
+        description="parking: the role Scheduler sends with (sqs:SendMessage on the delay and "
+        "error queues)",
+    )
+    schedule_group: str = Field(
+        default="sqsdelay",
+        pattern=r"^[0-9a-zA-Z-_.]{1,64}$",
+        description="parking: the EventBridge Scheduler schedule group",
     )
     max_attempts: int = Field(
         default=limits.DEFAULT_MAX_ATTEMPTS,
@@ -114,6 +134,23 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [q.strip() for q in value.split(",") if q.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _parking(self) -> "Settings":
+        if self.parking == "scheduler" and not self.scheduler_role_arn:
+            raise ValueError(
+                "SQSDELAY_PARKING=scheduler needs SQSDELAY_SCHEDULER_ROLE_ARN, the role "
+                "infra/queues.yaml creates (output SchedulerRoleArn)"
+            )
+        from sqsdelay.parking import min_park_after_seconds
+
+        least = min_park_after_seconds(self.max_native_delay_seconds)
+        if self.park_after_seconds is not None and self.park_after_seconds < least:
+            raise ValueError(
+                f"SQSDELAY_PARK_AFTER_SECONDS must be at least {least} (one cycle, the "
+                "120 s margin and Scheduler's one-minute precision, each at most one cycle)"
+            )
+        return self
 
     def stop_budget_seconds(self) -> float:
         """The longest a graceful stop can take (what ECS's stopTimeout must cover)."""

@@ -24,14 +24,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sqsdelay import limits
 from sqsdelay.backoff import BackoffTimer
-from sqsdelay.clients import LONG_POLL_READ_TIMEOUT, client_kwargs, error_code
+from sqsdelay.clients import LONG_POLL_READ_TIMEOUT, client_kwargs, error_code, scheduler_kwargs
 from sqsdelay.clock import ClockOffset
-from sqsdelay.dispatch import Dispatch, Stats
+from sqsdelay.dispatch import Dispatch, ParkStep, Stats
 from sqsdelay.errors import ReceiveUnavailable, SqsDelayError, SqsOperationError
 from sqsdelay.failures import FailureLog
 from sqsdelay.logs import get_logger
+from sqsdelay.parking import ParkTarget
 from sqsdelay.processing import SYSTEM_ATTRIBUTES, Outgoing, decide_batch, from_boto, limits_of
-from sqsdelay.queues import QueueResolver, QueueTrio
+from sqsdelay.queues import QueueResolver, QueueTrio, park_target
 from sqsdelay.settings import Settings
 
 log = get_logger("sqsdelay.worker")
@@ -70,6 +71,8 @@ class Worker:
         self._fatal: SqsDelayError | None = None
         self._last_receive_ok = clock()
         self._client: Any = None
+        self._scheduler: Any = None  # set when SQSDELAY_PARKING=scheduler
+        self._park_targets: dict[str, ParkTarget] = {}
 
     def stop(self) -> None:
         """Stop receiving; polls in progress and work in hand are finished."""
@@ -92,9 +95,14 @@ class Worker:
         session = aioboto3.Session()
         pool = max(10, len(self.queues) * self.concurrency * 2)
         kwargs = client_kwargs(self.settings, max_pool=pool, read_timeout=LONG_POLL_READ_TIMEOUT)
-        async with session.client("sqs", **kwargs) as client:
+        async with contextlib.AsyncExitStack() as stack:
+            client = await stack.enter_async_context(session.client("sqs", **kwargs))
             self._client = client
             self.stats.attach(client)
+            if self.settings.parking == "scheduler":
+                self._scheduler = await stack.enter_async_context(
+                    session.client("scheduler", **scheduler_kwargs(self.settings, max_pool=pool))
+                )
             for q in self.queues:  # a missing delay queue stops the start with its fix
                 await self.resolver.aurl(client, q.trio.delay)
             log.info(
@@ -206,8 +214,29 @@ class Worker:
             source_queue=trio.delay,
             failures=self.failures,
         )
-        d = Dispatch(
+        park = ParkStep(
             outs,
+            target=await self._park_target(trio),
+            trio=trio,
+            breaker=self.breaker,
+            stats=self.stats,
+            now=self._clock(),
+        )
+        for out, request in park.todo:
+            error: Exception | None = None
+            existing = None
+            try:
+                await self._schedule("create_schedule", **request)
+            except (*_AWS_ERRORS, SqsOperationError) as exc:
+                error = exc
+                if error_code(exc) == "ConflictException":  # a retry after a crash?
+                    with contextlib.suppress(*_AWS_ERRORS):
+                        existing = await self._schedule(
+                            "get_schedule", Name=request["Name"], GroupName=request["GroupName"]
+                        )
+            park.settle(out, request, error, self._clock(), existing)
+        d = Dispatch(
+            park.rest,
             trio=trio,
             breaker=self.breaker,
             failures=self.failures,
@@ -228,11 +257,29 @@ class Worker:
                 )
                 continue
             d.settled(batch, resp)
-        await self._delete(trio, d.sent)
+        await self._delete(trio, d.sent + park.parked)
         for entries in d.hold_entries():
             await self._batch_call(
                 "ChangeMessageVisibilityBatch", trio, entries, "delay.backoff_failed"
             )
+
+    async def _schedule(self, api: str, **kwargs: Any) -> Any:
+        method = getattr(self._scheduler, api)
+        return await asyncio.wait_for(method(**kwargs), self.settings.call_timeout_seconds)
+
+    async def _park_target(self, trio: QueueTrio) -> ParkTarget | None:
+        """None when parking is off or its queues cannot be looked up (then: the loop)."""
+        if self._scheduler is None:
+            return None
+        if trio.delay not in self._park_targets:
+            try:
+                url = await self.resolver.aurl(self._client, trio.delay)
+                arn = await self.resolver.aarn(self._client, trio.error)
+            except (*_AWS_ERRORS, SqsOperationError) as exc:
+                log.warning("scheduler.no_target", queue=trio.delay, code=error_code(exc))
+                return None
+            self._park_targets[trio.delay] = park_target(self.settings, url, arn)
+        return self._park_targets[trio.delay]
 
     async def _delete(self, trio: QueueTrio, sent: list[Outgoing]) -> None:
         step = limits.MAX_BATCH_ENTRIES

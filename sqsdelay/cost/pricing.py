@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from sqsdelay import limits
+from sqsdelay import limits, parking
 from sqsdelay.errors import ConfigError
 
 SECONDS_PER_MONTH = 30 * 24 * 3600  # the month used for idle polling: 30 days
@@ -205,6 +205,54 @@ def requests(
     return Requests.of(q, cycle_seconds=cycle_seconds, batch_fill=batch_fill)
 
 
+def park_break_even_seconds(
+    pricing: Pricing, *, cycle_seconds: int = 900, batch_fill: int = 10, size_bytes: int = 1024
+) -> int:
+    """The remaining delay above which parking is cheaper than looping (SQSDELAY_PARKING).
+
+    A batched loop cycle costs (2b + 1)/f FIFO requests (receive and send of b chunks per
+    batch of f, and a delete). Parking costs one Scheduler invocation plus Scheduler's own
+    SendMessage back to the FIFO queue (`chunks` requests; CreateSchedule is not billed),
+    and the message is back one lead (a cycle and the margin) before it is due, so the loop
+    still makes the last hop either way. Parking pays once it saves that many cycles."""
+    chunks = max(math.ceil(size_bytes / pricing.billing_chunk_bytes), 1)
+    batch = max(math.ceil(size_bytes * batch_fill / pricing.billing_chunk_bytes), 1)
+    cycle_cost = (2 * batch + 1) / batch_fill * pricing.fifo_price
+    park_cost = pricing.scheduler_price + chunks * pricing.fifo_price
+    cycles = math.ceil(round(park_cost / cycle_cost, 9))  # 10.000000000000002 is 10
+    least = parking.min_park_after_seconds(cycle_seconds)
+    return max(least, parking.lead_seconds(cycle_seconds) + cycles * cycle_seconds)
+
+
+def parked_requests(
+    delay: int,
+    size_bytes: int,
+    *,
+    park_after: int,
+    pricing: Pricing,
+    cycle_seconds: int = 900,
+    batch_fill: int = 10,
+) -> tuple[float, float, float]:
+    """(FIFO, standard, Scheduler invocations) for one message sent with parking on: the
+    sender parks it at once when more than `park_after` is left; Scheduler sends it back to
+    the FIFO queue, and one batched hop hands it over. Otherwise it is the batched loop."""
+    r = requests(
+        delay,
+        size_bytes,
+        ops=PythonOps(),
+        cycle_seconds=cycle_seconds,
+        batch_fill=batch_fill,
+        chunk_bytes=pricing.billing_chunk_bytes,
+    )
+    if delay <= park_after:
+        return r.batched_fifo, r.batched_standard, 0.0
+    chunks = max(math.ceil(size_bytes / pricing.billing_chunk_bytes), 1)
+    batch = max(math.ceil(size_bytes * batch_fill / pricing.billing_chunk_bytes), 1)
+    # Scheduler's send (chunks), then receive (batch/f) and delete (1/f) of the last hop,
+    # whose hand-over goes to the standard destination (batch/f).
+    return chunks + (batch + 1) / batch_fill, batch / batch_fill, 1.0
+
+
 def idle_polls_per_month(pollers: int = 1) -> int:
     """One 20 s long poll at a time per delay queue: ~130,000 requests a month each."""
     return pollers * SECONDS_PER_MONTH // limits.LONG_POLL_SECONDS
@@ -248,6 +296,10 @@ class Estimate:
     batched_requests: float
     batched_cost: float
     scheduler_cost: float
+    park_after_seconds: int
+    parked_requests: float
+    parked_invocations: float
+    parked_cost: float
 
 
 def estimate(
@@ -257,9 +309,21 @@ def estimate(
     batch_fill: int = 10,
     cycle_seconds: int = 900,
     pricing: Pricing | None = None,
+    park_after: int | None = None,
 ) -> Estimate:
     """Per-message figures at first-tier prices, as in the reference document."""
     p = pricing or load_pricing()
+    after = park_after or park_break_even_seconds(
+        p, cycle_seconds=cycle_seconds, batch_fill=batch_fill, size_bytes=size_bytes
+    )
+    fifo, standard, invocations = parked_requests(
+        delay_seconds,
+        size_bytes,
+        park_after=after,
+        pricing=p,
+        cycle_seconds=cycle_seconds,
+        batch_fill=batch_fill,
+    )
     r = requests(
         delay_seconds,
         size_bytes,
@@ -282,4 +346,10 @@ def estimate(
         batched_cost=r.batched_fifo * p.fifo_price + r.batched_standard * p.standard_price,
         scheduler_cost=r.scheduler_invocations * p.scheduler_price
         + r.scheduler_standard * p.standard_price,
+        park_after_seconds=after,
+        parked_requests=fifo + standard,
+        parked_invocations=invocations,
+        parked_cost=fifo * p.fifo_price
+        + standard * p.standard_price
+        + invocations * p.scheduler_price,
     )
