@@ -53,8 +53,9 @@ class Handler:
         self.failures = FailureLog()
         self.stats = Stats()
         self._limits = limits_of(self.settings)
-        if client is not None:
-            self.stats.attach(client)
+        for given in (client, scheduler):
+            if given is not None:
+                self.stats.attach(given)
 
     @property
     def client(self) -> Any:
@@ -67,6 +68,7 @@ class Handler:
     def scheduler(self) -> Any:
         if self._scheduler is None:
             self._scheduler = sync_scheduler(self.settings)
+            self.stats.attach(self._scheduler)
         return self._scheduler
 
     def _park_target(self, trio: QueueTrio, account: str) -> ParkTarget | None:
@@ -75,11 +77,12 @@ class Handler:
         if trio.delay not in self._park_targets:
             try:
                 url = self.resolver.url(self.client, trio.delay, account)
-                arn = self.resolver.arn(self.client, trio.error, account)
+                error_url = self.resolver.url(self.client, trio.error, account)
             except SqsOperationError as exc:
                 log.warning("scheduler.no_target", queue=trio.delay, code=exc.code)
                 return None
-            self._park_targets[trio.delay] = park_target(self.settings, url, arn)
+            target = park_target(self.settings, self.client, url, error_url)
+            self._park_targets[trio.delay] = target
         return self._park_targets[trio.delay]
 
     def _park(self, park: ParkStep) -> None:

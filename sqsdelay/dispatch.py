@@ -33,23 +33,24 @@ log = get_logger("sqsdelay.dispatch")
 
 @dataclass
 class Stats:
-    """SQS calls made (per API and queue) and messages moved (per event)."""
+    """Calls made (per API and queue or schedule group) and messages moved (per event)."""
 
     calls: Counter[tuple[str, str]] = field(default_factory=Counter)
     events: Counter[str] = field(default_factory=Counter)
 
     def attach(self, client: Any) -> None:
-        """Count every call the client makes, with the queue it names."""
+        """Count every call the client makes (SQS or Scheduler), with the queue or schedule
+        group it names."""
 
         def count(model: Any, params: dict[str, Any], **_: Any) -> None:
             queue = params.get("QueueName") or str(params.get("QueueUrl", "")).rsplit("/", 1)[-1]
-            self.calls[(model.name, queue)] += 1
+            self.calls[(model.name, queue or str(params.get("GroupName", "")))] += 1
 
-        client.meta.events.register("before-parameter-build.sqs", count)
+        client.meta.events.register("before-parameter-build", count)
 
     @property
     def requests(self) -> Counter[str]:
-        """Calls per SQS API."""
+        """Calls per API."""
         per_api: Counter[str] = Counter()
         for (api, _), n in self.calls.items():
             per_api[api] += n

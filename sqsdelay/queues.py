@@ -86,7 +86,6 @@ class QueueResolver:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._urls: dict[tuple[str, str], str] = {}
-        self._arns: dict[str, str] = {}
         self._owners: dict[str, QueueTrio] = {}
         self._trios: dict[str, QueueTrio] = {}
 
@@ -153,28 +152,6 @@ class QueueResolver:
             self._urls[(name, account)] = resp["QueueUrl"]
         return self._urls[(name, account)]
 
-    def arn(self, client: Any, name: str, account: str = "") -> str:
-        """The ARN of a queue (boto3 client), cached."""
-        url = self.url(client, name, account)
-        if url not in self._arns:
-            try:
-                resp = client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
-            except (ClientError, BotoCoreError) as exc:
-                raise self.error(exc, "GetQueueAttributes", name) from None
-            self._arns[url] = resp["Attributes"]["QueueArn"]
-        return self._arns[url]
-
-    async def aarn(self, client: Any, name: str) -> str:
-        """As `arn`, for an aioboto3 client."""
-        url = await self.aurl(client, name)
-        if url not in self._arns:
-            try:
-                resp = await client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
-            except (ClientError, BotoCoreError) as exc:
-                raise self.error(exc, "GetQueueAttributes", name) from None
-            self._arns[url] = resp["Attributes"]["QueueArn"]
-        return self._arns[url]
-
     def find(self, client: Any, name: str) -> str | None:
         """The URL, or None when the queue does not exist (the installer's question)."""
         try:
@@ -183,12 +160,18 @@ class QueueResolver:
             return None
 
 
-def park_target(settings: Settings, delay_queue_url: str, error_queue_arn: str) -> ParkTarget:
-    """Where Scheduler sends a parked message back to; its failures go to the error queue."""
+def park_target(
+    settings: Settings, client: Any, delay_queue_url: str, error_queue_url: str
+) -> ParkTarget:
+    """Where Scheduler sends a parked message back to; its failures go to the error queue.
+    The error queue's ARN is read off its URL (.../ACCOUNT/NAME) and the client's region
+    and partition, which spares a GetQueueAttributes call and its IAM grant."""
     assert settings.scheduler_role_arn  # Settings refuses parking without it
+    account, name = error_queue_url.rstrip("/").split("/")[-2:]
+    arn = f"arn:{client.meta.partition}:sqs:{client.meta.region_name}:{account}:{name}"
     return ParkTarget(
         group=settings.schedule_group,
         role_arn=settings.scheduler_role_arn,
         delay_queue_url=delay_queue_url,
-        dead_letter_arn=error_queue_arn,
+        dead_letter_arn=arn,
     )

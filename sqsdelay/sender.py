@@ -357,7 +357,8 @@ class Sender:
             return None
         t = self.resolver.trio(planned.requested)
         url = self._url(planned)
-        target = park_target(self.settings, url, self.resolver.arn(self._client, t.error))
+        error_url = self.resolver.url(self._client, t.error)
+        target = park_target(self.settings, self._client, url, error_url)
         request = park_request(planned, self.settings, target, now=now)
         if request is None:
             return None
@@ -373,7 +374,11 @@ class Sender:
                         Name=request["Name"], GroupName=request["GroupName"]
                     )
         if not _parked_ok(error, existing, request):
-            log.warning("delay.park_skipped", reason=error_code(error) if error else "")
+            log.warning(
+                "delay.park_skipped",
+                message_id=planned.request["MessageGroupId"],
+                reason=error_code(error) if error else "",
+            )
             return None
         return _result(planned, url, planned.request["MessageGroupId"], index, parked=True)
 
@@ -495,7 +500,8 @@ class AsyncSender:
             return None
         t = self.resolver.trio(planned.requested)
         url = await self._url(planned)
-        target = park_target(self.settings, url, await self.resolver.aarn(self._client, t.error))
+        error_url = await self.resolver.aurl(self._client, t.error)
+        target = park_target(self.settings, self._client, url, error_url)
         request = park_request(planned, self.settings, target, now=now)
         if request is None:
             return None
@@ -511,7 +517,11 @@ class AsyncSender:
                         Name=request["Name"], GroupName=request["GroupName"]
                     )
         if not _parked_ok(error, existing, request):
-            log.warning("delay.park_skipped", reason=error_code(error) if error else "")
+            log.warning(
+                "delay.park_skipped",
+                message_id=planned.request["MessageGroupId"],
+                reason=error_code(error) if error else "",
+            )
             return None
         return _result(planned, url, planned.request["MessageGroupId"], index, parked=True)
 

@@ -103,6 +103,7 @@ class Worker:
                 self._scheduler = await stack.enter_async_context(
                     session.client("scheduler", **scheduler_kwargs(self.settings, max_pool=pool))
                 )
+                self.stats.attach(self._scheduler)
             for q in self.queues:  # a missing delay queue stops the start with its fix
                 await self.resolver.aurl(client, q.trio.delay)
             log.info(
@@ -274,11 +275,12 @@ class Worker:
         if trio.delay not in self._park_targets:
             try:
                 url = await self.resolver.aurl(self._client, trio.delay)
-                arn = await self.resolver.aarn(self._client, trio.error)
+                error_url = await self.resolver.aurl(self._client, trio.error)
             except (*_AWS_ERRORS, SqsOperationError) as exc:
                 log.warning("scheduler.no_target", queue=trio.delay, code=error_code(exc))
                 return None
-            self._park_targets[trio.delay] = park_target(self.settings, url, arn)
+            target = park_target(self.settings, self._client, url, error_url)
+            self._park_targets[trio.delay] = target
         return self._park_targets[trio.delay]
 
     async def _delete(self, trio: QueueTrio, sent: list[Outgoing]) -> None:

@@ -447,3 +447,106 @@ def test_readme_deployment_section_names_every_template_parameter() -> None:
         assert f"`{path.name}`" in section, path.name
         missing = [p for p in template["Parameters"] if f"`{p}`" not in section]
         assert not missing, f"README does not describe {path.name}'s {missing}"
+
+
+PARKING = {"Parking": "scheduler", "ScheduleGroupName": "sqsdelay"}
+# error-queue.yaml names the role after the prefix; the worker stacks derive its ARN.
+SCHEDULER_ROLE = f"arn:{cfn.PARTITION}:iam::{cfn.ACCOUNT}:role/sqsdelay-scheduler"
+
+
+@pytest.mark.parametrize(
+    ("template", "params", "role"),
+    [("worker-ecs.yaml", ECS_PARAMS, "TaskRole"), ("worker-lambda.yaml", LAMBDA_PARAMS, "Role")],
+)
+def test_parking_grants_exactly_the_scheduler_calls_the_worker_makes(
+    template: str,
+    params: dict[str, Any],
+    role: str,
+    make_settings: Callable[..., Settings],
+    sqs: Any,
+    moto_url: str,
+) -> None:
+    """The worker parks a message and meets its own schedule after a "crash" (Create, then
+    Conflict and Get): those calls, and passing the Scheduler role, are all it is granted."""
+    from tests.workerkit import RunningWorker
+
+    s = make_settings(
+        max_native_delay_seconds=1,
+        wait_time_seconds=1,
+        visibility_timeout_seconds=2,
+        parking="scheduler",
+        scheduler_role_arn=SCHEDULER_ROLE,
+        park_after_seconds=5,
+    )
+    scheduler = boto3.client("scheduler", endpoint_url=moto_url, region_name=cfn.REGION)
+    installer = Installer(s, client=sqs, scheduler=scheduler)
+    installer.run(["orders"])
+    installer.schedule_group(["orders"])
+    Sender(make_settings(max_native_delay_seconds=1), client=sqs).send("orders", "p", delay=60)
+    crashed = RunningWorker(s, ["orders"])
+
+    async def no_delete(trio: Any, sent: list[Any]) -> None:
+        return None
+
+    crashed.worker._delete = no_delete  # type: ignore[method-assign]
+    with crashed:
+        wait_for(lambda: crashed.worker.stats.events["delay.parked"] >= 2, timeout=30)
+        calls = {api for api, _ in crashed.worker.stats.calls}
+    scheduler_calls = {f"scheduler:{api}" for api in calls if "Schedule" in api}
+    assert scheduler_calls == {"scheduler:CreateSchedule", "scheduler:GetSchedule"}
+
+    for parking_on in (False, True):
+        given = {**params, **(PARKING if parking_on else {})}
+        resources = cfn.Renderer(cfn.load(template), given).resources()
+        statements = role_statements(resources, role)
+        grants = {
+            (a, r if isinstance(r, str) else json.dumps(r))
+            for st in statements
+            for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])
+            if a.startswith(("scheduler:", "iam:"))
+            for r in (st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]])
+        }
+        if not parking_on:
+            assert grants == set()
+            continue
+        group = f"arn:{cfn.PARTITION}:scheduler:{cfn.REGION}:{cfn.ACCOUNT}:schedule/sqsdelay/*"
+        assert grants == {(c, group) for c in scheduler_calls} | {("iam:PassRole", SCHEDULER_ROLE)}
+        (passing,) = [st for st in statements if st["Action"] == "iam:PassRole"]
+        assert passing["Condition"]["StringEquals"]["iam:PassedToService"] == (
+            "scheduler.amazonaws.com"
+        )
+        env = (
+            {e["Name"]: e["Value"] for e in ecs_container(given)["Environment"]}
+            if role == "TaskRole"
+            else resources["Function"]["Properties"]["Environment"]["Variables"]
+        )
+        assert (
+            Settings(**{k.removeprefix("SQSDELAY_").lower(): v for k, v in env.items()}).parking
+            == "scheduler"
+        )
+
+
+def test_the_scheduler_role_may_only_send_to_delay_queues_and_the_error_queue() -> None:
+    import fnmatch
+
+    template = cfn.load("error-queue.yaml")
+    off = cfn.Renderer(template, {"QueuePrefix": "p-"}).resources()
+    assert "SchedulerRole" not in off and "ScheduleGroup" not in off
+    on = cfn.Renderer(template, {"QueuePrefix": "p-", "Parking": "scheduler"}).resources()
+    assert on["ScheduleGroup"]["Properties"]["Name"] == "sqsdelay"
+    role = on["SchedulerRole"]["Properties"]
+    assert role["RoleName"] == "p-sqsdelay-scheduler"  # what the worker stacks pass
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    statements = [st for p in role["Policies"] for st in p["PolicyDocument"]["Statement"]]
+    assert {st["Action"] for st in statements} == {"sqs:SendMessage"}
+    patterns = [st["Resource"] for st in statements]
+
+    def allowed(queue: str) -> bool:
+        arn = cfn.sqs_arn(queue)
+        return any(arn == p or fnmatch.fnmatchcase(arn, str(p)) for p in patterns)
+
+    assert allowed("p-orders-delay.fifo") and allowed("p-billing-delay.fifo")
+    assert not allowed("p-orders") and not allowed("q-orders-delay.fifo")
+    error = [p for p in patterns if not str(p).endswith("-delay.fifo")]
+    assert len(error) == 1  # the error queue (Scheduler's dead-letter queue), by reference
