@@ -5,7 +5,10 @@
   request counters give requests per message per cycle (bar: <= 0.35) and throughput;
 - naive: a one-message-at-a-time boto3 loop (receive 1, send, delete) on the same server;
 - raw: the emulator's own batch capacity (receive 10, send batch, delete batch, no logic);
-- lateness: multi-cycle delays through the real worker; p50/p99/max and early deliveries.
+- lateness: multi-cycle delays through the real worker; p50/p99/max and early deliveries;
+- parking (moto only: it has Scheduler's API, and the emulator fires the schedules): one long
+  delay per message, unparked, parked by the worker and parked at send, in the same run:
+  SQS requests and Scheduler calls per message, early and lost messages.
 
     .venv/bin/python scripts/bench_worker.py [--queues 8] [--per-queue 100] [--seconds 20]
 """
@@ -227,6 +230,104 @@ def lateness_phase(url: str, count: int, cycle: int) -> dict[str, Any]:
     }
 
 
+ROLE = "arn:aws:iam::123456789012:role/sqsdelay-scheduler"
+
+
+def parking_phase(url: str, count: int) -> dict[str, Any]:
+    """Each variant sends `count` messages delayed 14 s (7 cycles of 2 s) to its own queue
+    and runs the worker until they are delivered (or a deadline)."""
+    cycle, delay = 2, 14
+    parking = {"parking": "scheduler", "scheduler_role_arn": ROLE, "park_after_seconds": 6}
+    out: dict[str, Any] = {"cycle_seconds": cycle, "delay_seconds": delay, "messages": count}
+    for variant, sender_parks, worker_parks in (
+        ("unparked", False, False),
+        ("parked_by_worker", False, True),
+        ("parked_at_send", True, True),
+    ):
+        prefix = f"park-{variant}-"
+        urls = install(url, prefix, ["p"], cycle=cycle)
+        base = Settings(
+            endpoint_url=url,
+            region="us-east-1",
+            queue_prefix=prefix,
+            max_native_delay_seconds=cycle,
+        )
+        if worker_parks:
+            installer = Installer(Settings(**{**base.model_dump(), **parking}), client=client(url))
+            installer.schedule_group(["p"])
+        sender_settings = Settings(**{**base.model_dump(), **(parking if sender_parks else {})})
+        sender = Sender(sender_settings, client=client(url))
+        sent_calls: list[str] = []
+
+        def record(model: Any, calls: list[str] = sent_calls, **_: Any) -> None:
+            calls.append(model.name)
+
+        for c in (sender._client, sender.scheduler):
+            c.meta.events.register("before-parameter-build", record)
+        env = env_for(
+            url,
+            prefix,
+            max_native_delay_seconds=cycle,
+            wait_time_seconds=20,
+            concurrency=1,
+            **(parking if worker_parks else {}),
+        )
+        started = time.time()
+        for i in range(count):
+            sender.send("p", f"m{i}", delay=delay)
+        sqs = client(url)
+        results: dict[str, Any] = {}
+
+        def drain(env: dict[str, str] = env, results: dict[str, Any] = results) -> None:
+            results["stats"] = run_worker(env, ["p"], delay + 12)
+
+        worker = threading.Thread(target=drain, daemon=True)
+        worker.start()
+        got: dict[str, float] = {}
+        deadline = time.monotonic() + delay + 12
+        while time.monotonic() < deadline:
+            resp = sqs.receive_message(QueueUrl=urls["p"], MaxNumberOfMessages=10)
+            for m in resp.get("Messages", []):
+                got.setdefault(m["Body"], time.time())
+                sqs.delete_message(QueueUrl=urls["p"], ReceiptHandle=m["ReceiptHandle"])
+            time.sleep(0.05)
+        worker.join()
+        stats = results["stats"]
+        requests = dict(stats["requests"])
+        for name in sent_calls:
+            requests[f"sender.{name}"] = requests.get(f"sender.{name}", 0) + 1
+        schedules = sum(n for k, n in requests.items() if k.endswith("CreateSchedule"))
+        scheduler_calls = sum(n for k, n in requests.items() if "Schedule" in k)
+        parked = stats["messages"].get("delay.parked", 0) + (
+            sum(1 for c in sent_calls if c == "CreateSchedule")
+        )
+        # Scheduler's own SendMessage back to the delay queue: one per parked message.
+        sqs_total = sum(n for k, n in requests.items() if "Schedule" not in k) + parked
+        final_hop = requests.get("ReceiveMessage", 0) / max(
+            1, stats["messages"].get("delay.handed_over", 1)
+        )
+        out[variant] = {
+            "delivered": len(got),
+            "lost": count - len(got),
+            "early": sum(1 for t in got.values() if t < started + delay),
+            "requests": requests,
+            "sqs_requests_per_message": round(sqs_total / count, 2),
+            "scheduler_calls_per_message": round(scheduler_calls / count, 2),
+            "schedules_per_message": round(schedules / count, 2),
+            "sends_and_deletes_per_message": round(
+                sum(
+                    n
+                    for k, n in requests.items()
+                    if k.endswith(("SendMessage", "SendMessageBatch", "DeleteMessageBatch"))
+                )
+                / count,
+                2,
+            ),
+            "receives_per_handed_over_message": round(final_hop, 2),
+        }
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queues", type=int, default=8)
@@ -238,6 +339,10 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--lateness-messages", type=int, default=200)
+    parser.add_argument("--parking-messages", type=int, default=50)
+    parser.add_argument(
+        "--only", choices=["parking"], help="run only this phase (moto): quicker to repeat"
+    )
     parser.add_argument(
         "--emulator",
         choices=["moto", "fauxqs", "both"],
@@ -245,6 +350,13 @@ def main() -> None:
     )
     args = parser.parse_args()
     logs.configure("json", "WARNING")  # stdout is for the JSON result only
+    if args.only == "parking":
+        emulator = EmulatorProcess("moto")
+        try:
+            print(json.dumps(parking_phase(emulator.url, args.parking_messages), indent=2))
+        finally:
+            emulator.stop()
+        return
     kinds = ["moto", "fauxqs"] if args.emulator == "both" else [args.emulator]
     print(json.dumps({kind: bench(kind, args) for kind in kinds}, indent=2))
 
@@ -259,6 +371,8 @@ def bench(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         out["naive_loop"] = naive_phase(emulator.url, args.queues, per_queue, args.seconds)
         out["raw_batch_capacity"] = raw_phase(emulator.url, args.queues, per_queue, args.seconds)
         out["lateness"] = lateness_phase(emulator.url, args.lateness_messages, cycle=2)
+        if kind == "moto":
+            out["parking"] = parking_phase(emulator.url, args.parking_messages)
     finally:
         emulator.stop()
     w = out["worker"]["messages_per_second"]

@@ -328,6 +328,12 @@ def cost_estimate(
         f"{e.batched_cost:.5f} {cur}"
     )
     print(f"EventBridge Scheduler alternative: {e.scheduler_cost:.7f} {cur}")
+    parked = "parked" if e.delay_seconds > e.park_after_seconds else "not parked"
+    print(
+        f"parked (SQSDELAY_PARKING=scheduler, threshold {e.park_after_seconds:,} s, {parked}): "
+        f"{e.parked_requests:,.1f} requests + {e.parked_invocations:,.0f} Scheduler "
+        f"invocation(s), {e.parked_cost:.7f} {cur}"
+    )
     print(
         "why they differ: the reference counts 2 FIFO operations per 900 s; each pass really "
         "is a receive, a send and a delete (plus the first send and 64 KiB chunks), and "

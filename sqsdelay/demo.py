@@ -34,6 +34,8 @@ PLAN = [
     ("billing", 16),
     ("reminders", 23),
 ]
+PARK_AFTER = 10  # seconds: longer delays wait in (emulated) EventBridge Scheduler
+CANCELLED = ("billing", 25)  # parked, then cancelled: must never arrive
 
 
 @dataclass
@@ -47,6 +49,7 @@ class Row:
     cycles: int = 0
     delivered: float | None = None
     copies: int = 0
+    cancelled: bool = False
 
     @property
     def lateness(self) -> float | None:
@@ -119,6 +122,9 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
             visibility_timeout_seconds=5,
             wait_time_seconds=1,
             stats_interval_seconds=5,
+            parking="scheduler",
+            scheduler_role_arn="arn:aws:iam::123456789012:role/sqsdelay-scheduler",
+            park_after_seconds=PARK_AFTER,
         )
         console.print(
             Panel.fit(
@@ -126,15 +132,19 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
                 f"Delay queues cycle every {CYCLE} s here, standing in for SQS's 900 s:\n"
                 f"a delay above {CYCLE} s goes through <queue>-delay.fifo and the worker moves\n"
                 f"it on each cycle; a shorter one goes straight to the queue with DelaySeconds.\n"
+                f"Above {PARK_AFTER} s a message is parked in EventBridge Scheduler (emulated)\n"
+                f"until one cycle before it is due; one parked message is then cancelled.\n"
                 f"Events are recorded in {events}",
                 title="sqsdelay demo",
             )
         )
-        Installer(settings).run(DESTINATIONS)
+        installer = Installer(settings)
+        installer.run(DESTINATIONS)
+        installer.schedule_group(DESTINATIONS)
         sender = Sender(settings)
         sqs = sync_client(settings)
         urls = {d: sqs.get_queue_url(QueueName=f"demo-{d}")["QueueUrl"] for d in DESTINATIONS}
-        rows = [Row(f"demo-{i}", dest, delay) for i, (dest, delay) in enumerate(PLAN)]
+        rows = [Row(f"demo-{i}", dest, delay) for i, (dest, delay) in enumerate([*PLAN, CANCELLED])]
         started = time.time()
         with (
             WorkerThread(settings, DESTINATIONS),
@@ -144,9 +154,16 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
                 r.due = time.time() + r.delay
                 result = sender.send(r.destination, json.dumps({"demo": r.name}), delay=r.delay)
                 r.route, r.group_id = result.route, result.group_id
+            gone = rows[-1]
+            gone.cancelled = sender.cancel(gone.destination, gone.group_id or "") == "cancelled"
+            gone.route = "parked, cancelled" if gone.cancelled else gone.route + ", too-late"
             deadline = time.monotonic() + max(d for _, d in PLAN) + timeout
             by_name = {r.name: r for r in rows}
-            while time.monotonic() < deadline and any(r.delivered is None for r in rows):
+            # Wait for every message, and past the cancelled one's due time (it must not come).
+            while time.monotonic() < deadline and (
+                any(r.delivered is None and not r.cancelled for r in rows)
+                or time.time() < gone.due + CYCLE
+            ):
                 for url in urls.values():
                     resp = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
                     now = time.time()
@@ -158,12 +175,15 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
                 _count_cycles(events, rows)
                 live.update(_table(rows, started))
                 time.sleep(0.05)
-    lost = [r.name for r in rows if r.delivered is None]
+    lost = [r.name for r in rows if r.delivered is None and not r.cancelled]
     early = [r.name for r in rows if r.lateness is not None and r.lateness < 0]
+    early += [f"{r.name} (cancelled)" for r in rows if r.cancelled and r.delivered is not None]
     late = [r.lateness for r in rows if r.lateness is not None]
     console.print()
     console.print(
-        f"delivered {len(rows) - len(lost)}/{len(rows)}, early {len(early)}, "
+        f"delivered {sum(r.delivered is not None for r in rows)}/{len(rows) - 1} "
+        f"(and 1 cancelled), parked {sum('parked' in r.route for r in rows)}, "
+        f"early {len(early)}, "
         f"max lateness {max(late, default=0):.2f} s, duplicates "
         f"{sum(max(0, r.copies - 1) for r in rows)}"
     )

@@ -1,7 +1,8 @@
 """A virtual-clock simulation of the delay-queue cycle, driving the real decision function.
 
-Used by the tests and `scripts/bench_drift.py` to check lateness over ~35,000 cycles and
-redelivery decisions under local clock skew, which no real-time test could cover.
+Used by the tests and `scripts/simulate_parking.py` to check lateness over ~35,000 cycles,
+redelivery decisions under local clock skew, and parking in EventBridge Scheduler (requests,
+schedules and lateness), which no real-time test could cover.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from sqsdelay import limits, wire
 from sqsdelay._types import Attributes
 from sqsdelay.clock import ClockOffset
-from sqsdelay.decision import HandOver, Limits, Poison, Received, Requeue, decide
+from sqsdelay.decision import HandOver, Limits, Park, Poison, Received, Requeue, decide
 
 START_MS = 1_700_000_000_000
 
@@ -24,6 +25,8 @@ class SimResult:
     hops: int
     redeliveries: int
     decision_errors_ms: list[int] = field(default_factory=list)  # decided - true remaining
+    schedules: int = 0  # parked in EventBridge Scheduler
+    sqs_requests: int = 0  # unbatched: sends (Scheduler's too), receives, deletes
 
     @property
     def lateness_ms(self) -> int:
@@ -41,6 +44,8 @@ def simulate(
     visibility_timeout_ms: int = 30_000,
     carry_due_at: bool = True,
     seed: int = 0,
+    park_after_seconds: int | None = None,
+    scheduler_lateness_ms: int = 60_000,
 ) -> SimResult:
     """Follow one message from the sender to its destination.
 
@@ -48,23 +53,34 @@ def simulate(
     request takes `latency_ms`. With `redelivery_rate` a worker crashes after a receive, so
     the message comes back with ApproximateReceiveCount 2 and the local clock is used.
     With `carry_due_at=False` the message has no room for sqsdelay.DueAt (the reference
-    transport's relative carry).
+    transport's relative carry). With `park_after_seconds` the worker parks in Scheduler,
+    which fires up to `scheduler_lateness_ms` after the schedule's time.
     """
     rng = random.Random(seed)
     offset = ClockOffset()
     # Other traffic has already given the estimator first-receive samples.
     for _ in range(5):
         offset.observe(START_MS, START_MS + skew_ms + latency_ms + rng.randint(0, latency_ms))
-    lim = Limits(cycle_seconds, max_attempts=1_000_000, max_message_bytes=limits.MAX_MESSAGE_BYTES)
-    attributes: Attributes = {limits.DELAY_ATTRIBUTE: wire.string_attribute(str(delay_seconds))}
+    lim = Limits(
+        cycle_seconds,
+        max_attempts=1_000_000,
+        max_message_bytes=limits.MAX_MESSAGE_BYTES,
+        park_after_seconds=park_after_seconds,
+    )
+    attributes: Attributes = {
+        limits.DELAY_ATTRIBUTE: wire.string_attribute(str(delay_seconds)),
+        limits.MESSAGE_ID_ATTRIBUTE: wire.string_attribute("m0"),
+    }
     if not carry_due_at:
         attributes.update({f"h{i}": wire.string_attribute("x") for i in range(9)})
     sent = START_MS
     due = sent + delay_seconds * 1000
-    hops = redeliveries = 0
+    hops = redeliveries = schedules = 0
+    requests = 1  # the sender's send
     errors: list[int] = []
     while True:
         hops += 1
+        requests += 2  # receive + delete
         first = sent + cycle_seconds * 1000 + rng.randint(0, receive_jitter_ms)
         now, count = first, 1
         if rng.random() < redelivery_rate:
@@ -91,9 +107,22 @@ def simulate(
             raise AssertionError(f"simulated message was poisoned: {decision.reason}")
         errors.append(decision.remaining_seconds * 1000 - (due - (now + latency_ms)))
         send_time = now + 2 * latency_ms
+        if isinstance(decision, Park):
+            schedules += 1
+            requests += 1  # Scheduler's send back to the delay queue
+            attributes = decision.attributes
+            sent = decision.fire_ms + rng.randint(0, scheduler_lateness_ms)
+            continue
+        requests += 1  # the requeue or the hand-over
         if isinstance(decision, HandOver):
             return SimResult(
-                due, send_time + decision.remaining_seconds * 1000, hops, redeliveries, errors
+                due,
+                send_time + decision.remaining_seconds * 1000,
+                hops,
+                redeliveries,
+                errors,
+                schedules,
+                requests,
             )
         assert isinstance(decision, Requeue)
         attributes, sent = decision.attributes, send_time

@@ -218,6 +218,8 @@ def test_cost_estimate_prints_the_reference_numbers() -> None:
         "0.03504 USD",
         "105,118 requests",
         "why they differ",
+        # One invocation, Scheduler's send and one batched hop (0.2 + 0.1): 1.3 requests.
+        "threshold 10,020 s, parked): 1.3 requests + 1 Scheduler invocation(s), 0.0000016 USD",
     ):
         assert text in result.stdout
 
