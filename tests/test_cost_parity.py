@@ -22,7 +22,10 @@ ROWS = 200_000
 # From the public price lists (first tier, USD): SQS FIFO 0.50 and standard 0.40 per million
 # requests, the first 1,000,000 requests a month free, each started 64 KiB of a payload
 # billed as one request; EventBridge Scheduler 1.00 per million invocations. The worker's
-# cycle is 900 s, one 20 s long poll at a time per delay queue (30-day month).
+# cycle is 900 s, one 20 s long poll at a time per delay queue (30-day month). Parking: a
+# message is parked when its delay is above 10,020 s: the lead of 900 + 120 s plus the 10
+# batched cycles ((2 + 1)/10 requests x 0.50 each) that one invocation (1.00) and Scheduler's
+# send (0.50) cost. Parked: Scheduler's send, one batched receive + delete, the hand-over.
 SQL = """
 SET TimeZone = 'UTC';
 CREATE TABLE lines AS SELECT * FROM read_json('{path}', format = 'newline_delimited',
@@ -51,6 +54,9 @@ SELECT destination, month,
   CASE WHEN routed THEN b ELSE c END AS batched_standard,
   CASE WHEN routed THEN 1 ELSE 0 END AS schedules,
   c AS scheduler_standard,
+  CASE WHEN n > 10020 THEN c + b + 1 / 10
+       WHEN routed THEN c + k * b + (k - 1) * b + k / 10 ELSE 0 END AS parked_fifo,
+  (n > 10020)::INT AS parked,
   routed::INT AS delayed
 FROM per;
 CREATE TABLE priced AS SELECT destination, month, delayed,
@@ -58,6 +64,7 @@ CREATE TABLE priced AS SELECT destination, month, delayed,
   (exact_fifo * 0.50 + exact_standard * 0.40) / 1e6 AS exact_cost,
   (batched_fifo * 0.50 + batched_standard * 0.40) / 1e6 AS batched_cost,
   (schedules * 1.00 + scheduler_standard * 0.40) / 1e6 AS scheduler_cost,
+  (parked_fifo * 0.50 + batched_standard * 0.40 + parked * 1.00) / 1e6 AS parked_cost,
   batched_fifo, batched_standard
 FROM msg;
 """
@@ -66,6 +73,7 @@ BY_MONTH = """
 SELECT month, count(*) AS messages, sum(delayed) AS delayed_messages,
   sum(reference_cost) AS reference_cost, sum(exact_cost) AS exact_cost,
   sum(batched_cost) AS batched_cost, sum(scheduler_cost) AS scheduler_cost,
+  sum(parked_cost) AS parked_cost,
   count(DISTINCT destination) * {idle} * 0.50 / 1e6 AS idle_poll_cost,
   -- the month's bill: the free million taken from FIFO first (FIFO is dearer)
   (greatest(sum(batched_fifo) + count(DISTINCT destination) * {idle} - 1e6, 0) * 0.50
@@ -78,6 +86,7 @@ BY_DESTINATION = """
 SELECT destination, count(*) AS messages, sum(delayed) AS delayed_messages,
   sum(reference_cost) AS reference_cost, sum(exact_cost) AS exact_cost,
   sum(batched_cost) AS batched_cost, sum(scheduler_cost) AS scheduler_cost,
+  sum(parked_cost) AS parked_cost,
   count(DISTINCT month) * {idle} * 0.50 / 1e6 AS idle_poll_cost
 FROM priced GROUP BY destination ORDER BY destination
 """
@@ -227,6 +236,7 @@ def test_report_matches_duckdb_to_the_cent(spark: Any, tmp_path: Path) -> None:
         "exact_cost",
         "batched_cost",
         "scheduler_cost",
+        "parked_cost",
         "idle_poll_cost",
     ]
     assert "2025-12" in want_month.index and "lonely" in want_dest.index

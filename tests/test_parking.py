@@ -332,3 +332,43 @@ def test_async_sender_parks_and_cancels(parked: Settings, sqs: Any, scheduler: A
             )
 
     assert asyncio.run(go()) == ("parked", "cancelled", "cancelled")
+
+
+def test_lambda_parks_and_the_poller_deletes_the_parked_record(
+    parked: Settings, make_settings: Callable[..., Settings], sqs: Any, scheduler: Any
+) -> None:
+    from sqsdelay.aws_lambda import Handler
+    from tests.test_aws_lambda import invoke_as_lambda
+
+    urls = install(parked, sqs, scheduler)
+    plain = make_settings(max_native_delay_seconds=CYCLE)
+    started = time.time()
+    Sender(plain, client=sqs).send("orders", "via-lambda", delay=12)
+    handler = Handler(parked, client=sqs, scheduler=scheduler)
+    collector = Collector(sqs, urls["orders"])
+
+    def round_trip() -> bool:
+        invoke_as_lambda(sqs, urls["orders-delay.fifo"], handler)
+        collector.poll()
+        return bool(collector.got)
+
+    wait_for(round_trip, timeout=40)
+    assert handler.stats.events["delay.parked"] == 1
+    assert handler.stats.requests["CreateSchedule"] == 1
+    assert collector.got[0].at >= started + 12
+    collector.quiet_for(2)
+    assert [d.body for d in collector.got] == ["via-lambda"]
+
+
+@pytest.mark.parametrize("days", [1, 30, 365])
+def test_simulated_parking_one_schedule_never_early_and_far_fewer_requests(days: int) -> None:
+    from sqsdelay.simulation import simulate
+
+    after = park_break_even_seconds(load_pricing())
+    loop = simulate(days * 86_400, seed=days)
+    park = simulate(days * 86_400, seed=days, park_after_seconds=after)
+    assert park.schedules == 1 and loop.schedules == 0
+    assert 0 <= park.lateness_ms < 2_000 and 0 <= loop.lateness_ms < 2_000
+    # send, one hop to park (receive + delete), Scheduler's send, the last hop (3)
+    assert park.sqs_requests == 7 and park.hops == 2
+    assert loop.sqs_requests == 1 + 3 * loop.hops

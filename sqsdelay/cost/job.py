@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sqsdelay.cost.bands import BANDS, LONGER
-from sqsdelay.cost.pricing import Pricing, Quantities, quantities
+from sqsdelay.cost.pricing import Pricing, Quantities, park_break_even_seconds, quantities
 from sqsdelay.cost.whatif import Fixed, Histogram, LogNormal, Uniform, WhatIf
 from sqsdelay.errors import InvalidInput
 
@@ -98,9 +98,11 @@ def class_data_option(archive: Path) -> str:
             os.replace(partial, archive)
         else:
             partial.unlink(missing_ok=True)
+    # The dump lists every class it skips (hundreds of [cds] warnings) on the console.
+    quiet = "-Xlog:cds=off -Xlog:cds+dynamic=off"
     if archive.exists():
-        return f"-XX:SharedArchiveFile={archive}"
-    return f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}.partial"
+        return f"-XX:SharedArchiveFile={archive} {quiet}"
+    return f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}.partial {quiet}"
 
 
 def _writing(partial: Path) -> bool:
@@ -314,6 +316,8 @@ def aggregate(df: Any, pricing: Pricing, *, cycle_seconds: int = 900, batch_fill
         cycle_seconds=cycle_seconds,
         batch_fill=batch_fill,
         chunk_bytes=pricing.billing_chunk_bytes,
+        # The threshold a worker with SQSDELAY_PARKING=scheduler uses by default.
+        park_after=park_break_even_seconds(pricing, cycle_seconds=cycle_seconds),
     )
     # Integer keys: cheaper to hash than strings; named again on the small result.
     band = F.lit(0)

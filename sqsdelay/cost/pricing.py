@@ -97,6 +97,9 @@ class PythonOps:
         return a if cond else b
 
 
+NEVER = 2**62  # a park threshold no delay reaches: parking off
+
+
 @dataclass(frozen=True)
 class Quantities:
     """Per-message quantities that every model is linear in. Summed over many messages they
@@ -112,6 +115,12 @@ class Quantities:
     cycle_chunks: Any  # k * chunks
     batch_chunks: Any  # routed: started 64 KiB of a batch of `batch_fill` such messages
     cycle_batch_chunks: Any  # k * batch_chunks
+    # The same for messages parked in EventBridge Scheduler (delay above the threshold).
+    parked: Any
+    parked_chunks: Any
+    parked_batch_chunks: Any
+    parked_cycles: Any
+    parked_cycle_batch_chunks: Any
 
 
 def quantities(
@@ -122,8 +131,10 @@ def quantities(
     cycle_seconds: int = 900,
     batch_fill: int = 10,
     chunk_bytes: int = 65_536,
+    park_after: int = NEVER,
 ) -> Quantities:
-    """The quantities of one message delayed `delay` seconds with `size_bytes` of payload."""
+    """The quantities of one message delayed `delay` seconds with `size_bytes` of payload;
+    it counts as parked when `delay` is above `park_after`."""
     if not 1 <= batch_fill <= 10:
         raise ConfigError(f"batch fill must be 1..10, not {batch_fill}")
     # ceil(N/c) - 1 is 0 for 0 < N <= c and at least 1 above: the delay-queue route.
@@ -133,6 +144,7 @@ def quantities(
     batch = ops.where(
         delay > cycle_seconds, ops.maximum(ops.ceil(size_bytes * batch_fill / chunk_bytes), 1), 0
     )
+    parked = ops.where(delay > max(park_after, cycle_seconds), 1, 0)
     return Quantities(
         messages=1,
         routed=routed,
@@ -143,6 +155,11 @@ def quantities(
         cycle_chunks=cycles * chunks,
         batch_chunks=batch,
         cycle_batch_chunks=cycles * batch,
+        parked=parked,
+        parked_chunks=parked * chunks,
+        parked_batch_chunks=parked * batch,
+        parked_cycles=parked * cycles,
+        parked_cycle_batch_chunks=parked * cycles * batch,
     )
 
 
@@ -159,6 +176,9 @@ class Requests:
     batched_standard: Any
     scheduler_invocations: Any  # EventBridge Scheduler alternative: one schedule per message
     scheduler_standard: Any  # ... which sends the message to the destination at due time
+    parked_fifo: Any  # the batched worker with parking (SQSDELAY_PARKING=scheduler)
+    parked_standard: Any
+    parked_invocations: Any
 
     @classmethod
     def of(cls, q: Quantities, *, cycle_seconds: int = 900, batch_fill: int = 10) -> Requests:
@@ -171,16 +191,27 @@ class Requests:
         = 2k*chunks + k; batched FIFO = chunks + k*(b + 1)/f + (k - 1)*b/f, b = batch chunks.
         Both are linear in the quantities, so they hold for sums too."""
         f = batch_fill
+        batched_fifo = q.routed_chunks + (2 * q.cycle_batch_chunks - q.batch_chunks + q.cycles) / f
+        # Parked at send: instead of its batched loop (first send, k passes), Scheduler's send
+        # of `chunks` to the FIFO queue, then one batched hop: receive b/f, delete 1/f, and
+        # the hand-over b/f to the standard destination (the same as without parking).
+        loop_of_parked = (
+            q.parked_chunks
+            + (2 * q.parked_cycle_batch_chunks - q.parked_batch_chunks + q.parked_cycles) / f
+        )
+        parked_hop = q.parked_chunks + (q.parked_batch_chunks + q.parked) / f
         return cls(
             reference_ops=2 * q.routed_delay / cycle_seconds,
             cycles=q.cycles,
             exact_fifo=2 * q.cycle_chunks + q.cycles,
             exact_standard=q.chunks,
-            batched_fifo=q.routed_chunks
-            + (2 * q.cycle_batch_chunks - q.batch_chunks + q.cycles) / f,
+            batched_fifo=batched_fifo,
             batched_standard=q.batch_chunks / f + q.chunks - q.routed_chunks,
             scheduler_invocations=q.routed,
             scheduler_standard=q.chunks,
+            parked_fifo=batched_fifo - loop_of_parked + parked_hop,
+            parked_standard=q.batch_chunks / f + q.chunks - q.routed_chunks,
+            parked_invocations=q.parked,
         )
 
 
@@ -192,6 +223,7 @@ def requests(
     cycle_seconds: int = 900,
     batch_fill: int = 10,
     chunk_bytes: int = 65_536,
+    park_after: int | None = None,
 ) -> Requests:
     """Billed requests for one message under each model."""
     q = quantities(
@@ -201,6 +233,7 @@ def requests(
         cycle_seconds=cycle_seconds,
         batch_fill=batch_fill,
         chunk_bytes=chunk_bytes,
+        park_after=NEVER if park_after is None else park_after,
     )
     return Requests.of(q, cycle_seconds=cycle_seconds, batch_fill=batch_fill)
 
@@ -222,35 +255,6 @@ def park_break_even_seconds(
     cycles = math.ceil(round(park_cost / cycle_cost, 9))  # 10.000000000000002 is 10
     least = parking.min_park_after_seconds(cycle_seconds)
     return max(least, parking.lead_seconds(cycle_seconds) + cycles * cycle_seconds)
-
-
-def parked_requests(
-    delay: int,
-    size_bytes: int,
-    *,
-    park_after: int,
-    pricing: Pricing,
-    cycle_seconds: int = 900,
-    batch_fill: int = 10,
-) -> tuple[float, float, float]:
-    """(FIFO, standard, Scheduler invocations) for one message sent with parking on: the
-    sender parks it at once when more than `park_after` is left; Scheduler sends it back to
-    the FIFO queue, and one batched hop hands it over. Otherwise it is the batched loop."""
-    r = requests(
-        delay,
-        size_bytes,
-        ops=PythonOps(),
-        cycle_seconds=cycle_seconds,
-        batch_fill=batch_fill,
-        chunk_bytes=pricing.billing_chunk_bytes,
-    )
-    if delay <= park_after:
-        return r.batched_fifo, r.batched_standard, 0.0
-    chunks = max(math.ceil(size_bytes / pricing.billing_chunk_bytes), 1)
-    batch = max(math.ceil(size_bytes * batch_fill / pricing.billing_chunk_bytes), 1)
-    # Scheduler's send (chunks), then receive (batch/f) and delete (1/f) of the last hop,
-    # whose hand-over goes to the standard destination (batch/f).
-    return chunks + (batch + 1) / batch_fill, batch / batch_fill, 1.0
 
 
 def idle_polls_per_month(pollers: int = 1) -> int:
@@ -316,14 +320,6 @@ def estimate(
     after = park_after or park_break_even_seconds(
         p, cycle_seconds=cycle_seconds, batch_fill=batch_fill, size_bytes=size_bytes
     )
-    fifo, standard, invocations = parked_requests(
-        delay_seconds,
-        size_bytes,
-        park_after=after,
-        pricing=p,
-        cycle_seconds=cycle_seconds,
-        batch_fill=batch_fill,
-    )
     r = requests(
         delay_seconds,
         size_bytes,
@@ -331,7 +327,9 @@ def estimate(
         cycle_seconds=cycle_seconds,
         batch_fill=batch_fill,
         chunk_bytes=p.billing_chunk_bytes,
+        park_after=after,
     )
+    fifo, standard, invocations = r.parked_fifo, r.parked_standard, r.parked_invocations
     return Estimate(
         delay_seconds=delay_seconds,
         size_bytes=size_bytes,

@@ -22,17 +22,19 @@ from sqsdelay.cost.pricing import (
 )
 from sqsdelay.errors import InvalidInput
 
-MODELS = ["reference", "exact", "batched", "scheduler"]
+MODELS = ["reference", "exact", "batched", "parked", "scheduler"]
 MODEL_TITLES = {
     "reference": "Reference formula (C = N/900, O = 2C)",
     "exact": "Exact, unbatched (first send + k × receive/send/delete)",
     "batched": "Batched (this worker)",
+    "parked": "Batched, parking long delays in EventBridge Scheduler",
     "scheduler": "EventBridge Scheduler (one schedule per message)",
 }
 # What a team can actually run (the reference formula is an estimate, not a way to run it).
 OPTIONS = {
     "batched": "the batched worker",
     "exact": "an unbatched worker",
+    "parked": "the batched worker with SQSDELAY_PARKING=scheduler",
     "scheduler": "EventBridge Scheduler",
 }
 
@@ -60,6 +62,12 @@ def priced(agg: Any, p: Pricing, *, cycle_seconds: int, batch_fill: int) -> Any:
         df[f"{model}_cost"] = (
             df[f"{model}_fifo"] * p.fifo_price + df[f"{model}_standard"] * p.standard_price
         )
+    df["parked_requests"] = df["parked_fifo"] + df["parked_standard"] + df["parked_invocations"]
+    df["parked_cost"] = (
+        df["parked_fifo"] * p.fifo_price
+        + df["parked_standard"] * p.standard_price
+        + df["parked_invocations"] * p.scheduler_price
+    )
     df["scheduler_requests"] = df["scheduler_invocations"] + df["scheduler_standard"]
     df["scheduler_cost"] = (
         df["scheduler_invocations"] * p.scheduler_price
@@ -184,6 +192,7 @@ def _options(totals: Any, idle_cost: float) -> list[dict[str, Any]]:
     """The ways to run this workload, cheapest first, at list price (a worker polls too)."""
     costs = {
         "batched": float(totals["batched_cost"]) + idle_cost,
+        "parked": float(totals["parked_cost"]) + idle_cost,
         "exact": float(totals["exact_cost"]) + idle_cost,
         "scheduler": float(totals["scheduler_cost"]),
     }
@@ -254,13 +263,21 @@ def charts(report: Report) -> dict[str, str]:
     out = {}
     month = report.tables["by_month"]
     fig, ax = plt.subplots(figsize=(8, 3.2))
+    style: Any
     for model, style in (
         ("reference", "--"),
         ("exact", ":"),
         ("batched", "-"),
+        ("parked", (0, (5, 1, 1, 1))),
         ("scheduler", "-."),
     ):
-        ax.plot(month.index, month[f"{model}_cost"], style, marker="o", label=MODEL_TITLES[model])
+        ax.plot(
+            month.index,
+            month[f"{model}_cost"],
+            linestyle=style,
+            marker="o",
+            label=MODEL_TITLES[model],
+        )
     ax.bar(month.index, month["billed_cost"], alpha=0.25, label="Billed (batched + idle, tiers)")
     ax.set_ylabel(cur)
     ax.yaxis.set_major_formatter(thousands)
@@ -299,6 +316,7 @@ VIEW = [
     ("reference_cost", "reference", MONEY),
     ("exact_cost", "exact", MONEY),
     ("batched_cost", "batched", MONEY),
+    ("parked_cost", "parked", MONEY),
     ("scheduler_cost", "Scheduler", MONEY),
     ("idle_poll_cost", "idle polling", MONEY),
     ("billed_cost", "billed", MONEY),
