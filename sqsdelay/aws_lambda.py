@@ -8,13 +8,13 @@ and returns them as `batchItemFailures`; Lambda deletes the rest.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from sqsdelay import schedules
 from sqsdelay.backoff import BackoffTimer
 from sqsdelay.clients import error_code, sync_client, sync_scheduler
 from sqsdelay.clock import ClockOffset
@@ -87,17 +87,7 @@ class Handler:
 
     def _park(self, park: ParkStep) -> None:
         for out, request in park.todo:
-            error: Exception | None = None
-            existing = None
-            try:
-                self.scheduler.create_schedule(**request)
-            except (ClientError, BotoCoreError) as exc:
-                error = exc
-                if error_code(exc) == "ConflictException":  # a retry after a crash?
-                    with contextlib.suppress(ClientError, BotoCoreError):
-                        existing = self.scheduler.get_schedule(
-                            Name=request["Name"], GroupName=request["GroupName"]
-                        )
+            error, existing = schedules.create(self.scheduler, request)
             park.settle(out, request, error, self._clock(), existing)
 
     def __call__(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:

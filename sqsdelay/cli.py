@@ -281,7 +281,8 @@ def replay_errors(
 def emulator(
     port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 4566,
 ) -> int:
-    """Run the embedded SQS emulator (moto server) on 127.0.0.1 until Ctrl-C."""
+    """Run the embedded SQS emulator (moto server, with a runner that fires its Scheduler
+    schedules) on 127.0.0.1 until Ctrl-C."""
     import threading
 
     from sqsdelay.emulator import Emulator

@@ -17,7 +17,7 @@ from typing import Any
 import aioboto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sqsdelay import batching, limits, names, nservicebus, parking, wire
+from sqsdelay import batching, limits, names, nservicebus, parking, schedules, wire
 from sqsdelay._types import Attributes, CancelOutcome, Route, Sent
 from sqsdelay.clients import (
     client_kwargs,
@@ -25,7 +25,6 @@ from sqsdelay.clients import (
     scheduler_kwargs,
     sync_client,
     sync_scheduler,
-    translate,
 )
 from sqsdelay.delays import DelayLike, delay_seconds, route
 from sqsdelay.errors import (
@@ -223,19 +222,6 @@ def _parked_ok(error: Exception | None, existing: dict[str, Any] | None, request
     return ok and parking.is_own_schedule(existing or {}, request)
 
 
-def cancel_outcome(
-    schedule: dict[str, Any] | None, *, now: float, cycle: int
-) -> CancelOutcome | None:
-    """`too-late` when the schedule is gone or fires within Scheduler's precision; None
-    when it may still be deleted."""
-    if schedule is None:
-        return "too-late"
-    fire = parking.fire_ms_of(schedule.get("ScheduleExpression", ""))
-    if fire is None or fire - now * 1000 <= parking.precision_seconds(cycle) * 1000:
-        return "too-late"
-    return None
-
-
 def _cancel_names(settings: Settings, resolver: QueueResolver, queue: str) -> tuple[str, str]:
     if settings.parking == "off":
         raise ConfigError(
@@ -362,17 +348,7 @@ class Sender:
         request = park_request(planned, self.settings, target, now=now)
         if request is None:
             return None
-        error: Exception | None = None
-        existing = None
-        try:
-            self.scheduler.create_schedule(**request)
-        except (ClientError, BotoCoreError) as exc:
-            error = exc
-            if error_code(exc) == "ConflictException":
-                with contextlib.suppress(ClientError, BotoCoreError):
-                    existing = self.scheduler.get_schedule(
-                        Name=request["Name"], GroupName=request["GroupName"]
-                    )
+        error, existing = schedules.create(self.scheduler, request)
         if not _parked_ok(error, existing, request):
             log.warning(
                 "delay.park_skipped",
@@ -387,23 +363,8 @@ class Sender:
         when it is no longer parked (in its last hops, delivered, or never parked)."""
         delay_queue, group = _cancel_names(self.settings, self.resolver, queue)
         name = parking.schedule_name(delay_queue, message_id)
-        try:
-            schedule = self.scheduler.get_schedule(Name=name, GroupName=group)
-        except (ClientError, BotoCoreError) as exc:
-            if error_code(exc) != "ResourceNotFoundException":
-                raise translate(exc, "GetSchedule", name) from None
-            schedule = None
-        outcome = cancel_outcome(
-            schedule, now=self._clock(), cycle=self.settings.max_native_delay_seconds
-        )
-        if outcome is None:
-            try:
-                self.scheduler.delete_schedule(Name=name, GroupName=group)
-                outcome = "cancelled"
-            except (ClientError, BotoCoreError) as exc:
-                if error_code(exc) != "ResourceNotFoundException":
-                    raise translate(exc, "DeleteSchedule", name) from None
-                outcome = "too-late"
+        cycle = self.settings.max_native_delay_seconds
+        outcome = schedules.cancel(self.scheduler, name, group, now=self._clock(), cycle=cycle)
         log.info("delay.cancel", message_id=message_id, queue=delay_queue, outcome=outcome)
         return outcome
 
@@ -505,17 +466,7 @@ class AsyncSender:
         request = park_request(planned, self.settings, target, now=now)
         if request is None:
             return None
-        error: Exception | None = None
-        existing = None
-        try:
-            await self._scheduler.create_schedule(**request)
-        except (ClientError, BotoCoreError) as exc:
-            error = exc
-            if error_code(exc) == "ConflictException":
-                with contextlib.suppress(ClientError, BotoCoreError):
-                    existing = await self._scheduler.get_schedule(
-                        Name=request["Name"], GroupName=request["GroupName"]
-                    )
+        error, existing = await schedules.acreate(self._scheduler, request)
         if not _parked_ok(error, existing, request):
             log.warning(
                 "delay.park_skipped",
@@ -529,23 +480,10 @@ class AsyncSender:
         """As `Sender.cancel`."""
         delay_queue, group = _cancel_names(self.settings, self.resolver, queue)
         name = parking.schedule_name(delay_queue, message_id)
-        try:
-            schedule = await self._scheduler.get_schedule(Name=name, GroupName=group)
-        except (ClientError, BotoCoreError) as exc:
-            if error_code(exc) != "ResourceNotFoundException":
-                raise translate(exc, "GetSchedule", name) from None
-            schedule = None
-        outcome = cancel_outcome(
-            schedule, now=self._clock(), cycle=self.settings.max_native_delay_seconds
+        cycle = self.settings.max_native_delay_seconds
+        outcome = await schedules.acancel(
+            self._scheduler, name, group, now=self._clock(), cycle=cycle
         )
-        if outcome is None:
-            try:
-                await self._scheduler.delete_schedule(Name=name, GroupName=group)
-                outcome = "cancelled"
-            except (ClientError, BotoCoreError) as exc:
-                if error_code(exc) != "ResourceNotFoundException":
-                    raise translate(exc, "DeleteSchedule", name) from None
-                outcome = "too-late"
         log.info("delay.cancel", message_id=message_id, queue=delay_queue, outcome=outcome)
         return outcome
 

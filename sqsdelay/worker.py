@@ -22,7 +22,7 @@ from typing import Any
 import aioboto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sqsdelay import limits
+from sqsdelay import limits, schedules
 from sqsdelay.backoff import BackoffTimer
 from sqsdelay.clients import LONG_POLL_READ_TIMEOUT, client_kwargs, error_code, scheduler_kwargs
 from sqsdelay.clock import ClockOffset
@@ -224,17 +224,13 @@ class Worker:
             now=self._clock(),
         )
         for out, request in park.todo:
-            error: Exception | None = None
-            existing = None
             try:
-                await self._schedule("create_schedule", **request)
-            except (*_AWS_ERRORS, SqsOperationError) as exc:
-                error = exc
-                if error_code(exc) == "ConflictException":  # a retry after a crash?
-                    with contextlib.suppress(*_AWS_ERRORS):
-                        existing = await self._schedule(
-                            "get_schedule", Name=request["Name"], GroupName=request["GroupName"]
-                        )
+                error, existing = await asyncio.wait_for(
+                    schedules.acreate(self._scheduler, request),
+                    2 * self.settings.call_timeout_seconds,
+                )
+            except TimeoutError as exc:
+                error, existing = exc, None
             park.settle(out, request, error, self._clock(), existing)
         d = Dispatch(
             park.rest,
@@ -263,10 +259,6 @@ class Worker:
             await self._batch_call(
                 "ChangeMessageVisibilityBatch", trio, entries, "delay.backoff_failed"
             )
-
-    async def _schedule(self, api: str, **kwargs: Any) -> Any:
-        method = getattr(self._scheduler, api)
-        return await asyncio.wait_for(method(**kwargs), self.settings.call_timeout_seconds)
 
     async def _park_target(self, trio: QueueTrio) -> ParkTarget | None:
         """None when parking is off or its queues cannot be looked up (then: the loop)."""
