@@ -20,7 +20,7 @@ from typing import Any
 from sqsdelay import batching, limits, parking
 from sqsdelay._types import Target
 from sqsdelay.backoff import BackoffTimer, retry_backoff_seconds, visibility_seconds
-from sqsdelay.clients import error_code
+from sqsdelay.clients import error_code, is_service_fault
 from sqsdelay.decision import Park
 from sqsdelay.errors import InvalidMessage, SqsOperationError
 from sqsdelay.failures import FailureLog, is_message_fault
@@ -267,7 +267,7 @@ class ParkStep:
                 **d.log_fields(),
             )
             return
-        if code in parking.SERVICE_FAULT_CODES:
+        if error is not None and is_service_fault(error, parking.SERVICE_FAULT_CODES):
             wait = self._breaker.failure(parking.BREAKER_KEY, now)
             log.error("scheduler.unavailable", code=code, retry_in_seconds=wait)
         self._loop(out, code or type(error).__name__)

@@ -19,9 +19,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sqsdelay import batching, limits, names, nservicebus, parking, schedules, wire
 from sqsdelay._types import Attributes, CancelOutcome, Route, Sent
+from sqsdelay.backoff import BackoffTimer
 from sqsdelay.clients import (
     client_kwargs,
     error_code,
+    is_service_fault,
     scheduler_kwargs,
     sync_client,
     sync_scheduler,
@@ -185,12 +187,16 @@ def plan(
 
 
 def park_request(
-    planned: PlannedSend, settings: Settings, target: parking.ParkTarget, *, now: float
+    planned: PlannedSend,
+    settings: Settings,
+    target: parking.ParkTarget,
+    *,
+    now: float,
+    after: int | None,
 ) -> dict[str, Any] | None:
     """The CreateSchedule request that parks a planned delay-queue send at once, or None
-    when it should go to the delay queue as usual: parking off, not enough delay, or no
-    room for the sqsdelay.DueAt attribute or in Scheduler's input."""
-    after = park_after_seconds(settings)
+    when it should go to the delay queue as usual: parking off (`after` None), not enough
+    delay, or no room for the sqsdelay.DueAt attribute or in Scheduler's input."""
     if after is None or planned.route != "delay-queue" or planned.delay_seconds <= after:
         return None
     ident = planned.request["MessageGroupId"]
@@ -215,11 +221,41 @@ def park_request(
         return None
 
 
-def _parked_ok(error: Exception | None, existing: dict[str, Any] | None, request: Any) -> bool:
-    if error is None:
-        return True
-    ok = error_code(error) == "ConflictException" and existing is not None
-    return ok and parking.is_own_schedule(existing or {}, request)
+class SenderParking:
+    """A sender's parking state: the threshold (computed once) and a circuit breaker, so
+    that a Scheduler in trouble costs one failed call per backoff, not one per send."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.after = park_after_seconds(settings)
+        # Scheduler's outages last longer than a send: wait 5 s first, then 10, 20 ...
+        self._breaker = BackoffTimer(base_seconds=5)
+
+    def paused(self, now: float) -> bool:
+        return self.after is None or self._breaker.retry_in(parking.BREAKER_KEY, now) > 0
+
+    def parked(
+        self,
+        planned: PlannedSend,
+        request: dict[str, Any],
+        answer: tuple[Exception | None, dict[str, Any] | None],
+        now: float,
+    ) -> bool:
+        """Whether the CreateSchedule answer parked it (a retried create that met its own
+        schedule counts); otherwise it is sent to the delay queue as usual."""
+        error, existing = answer
+        if error is None or (
+            error_code(error) == "ConflictException"
+            and existing is not None
+            and parking.is_own_schedule(existing, request)
+        ):
+            self._breaker.success(parking.BREAKER_KEY)
+            return True
+        code = error_code(error)
+        if is_service_fault(error, parking.SERVICE_FAULT_CODES):
+            wait = self._breaker.failure(parking.BREAKER_KEY, now)
+            log.error("scheduler.unavailable", code=code, retry_in_seconds=wait)
+        log.warning("delay.park_skipped", message_id=planned.request["MessageGroupId"], reason=code)
+        return False
 
 
 def _cancel_names(settings: Settings, resolver: QueueResolver, queue: str) -> tuple[str, str]:
@@ -326,6 +362,7 @@ class Sender:
         self._scheduler = scheduler
         self._clock = clock
         self.resolver = QueueResolver(self.settings)
+        self._parking = SenderParking(self.settings)
 
     @property
     def scheduler(self) -> Any:
@@ -339,22 +376,17 @@ class Sender:
 
     def _park(self, planned: PlannedSend, now: float, index: int = 0) -> SendResult | None:
         """Park at send time (skipping the first hop); None: send it as usual."""
-        if self.settings.parking == "off" or planned.route != "delay-queue":
+        if self._parking.paused(now) or planned.route != "delay-queue":
             return None
         t = self.resolver.trio(planned.requested)
         url = self._url(planned)
         error_url = self.resolver.url(self._client, t.error)
         target = park_target(self.settings, self._client, url, error_url)
-        request = park_request(planned, self.settings, target, now=now)
+        request = park_request(planned, self.settings, target, now=now, after=self._parking.after)
         if request is None:
             return None
-        error, existing = schedules.create(self.scheduler, request)
-        if not _parked_ok(error, existing, request):
-            log.warning(
-                "delay.park_skipped",
-                message_id=planned.request["MessageGroupId"],
-                reason=error_code(error) if error else "",
-            )
+        answer = schedules.create(self.scheduler, request)
+        if not self._parking.parked(planned, request, answer, self._clock()):
             return None
         return _result(planned, url, planned.request["MessageGroupId"], index, parked=True)
 
@@ -433,6 +465,7 @@ class AsyncSender:
         self.settings = settings or load_settings()
         self._clock = clock
         self.resolver = QueueResolver(self.settings)
+        self._parking = SenderParking(self.settings)
         self._session = aioboto3.Session()
         self._stack = contextlib.AsyncExitStack()
         self._client: Any = None
@@ -457,22 +490,17 @@ class AsyncSender:
 
     async def _park(self, planned: PlannedSend, now: float, index: int = 0) -> SendResult | None:
         """As `Sender._park`."""
-        if self._scheduler is None or planned.route != "delay-queue":
+        if self._parking.paused(now) or planned.route != "delay-queue":
             return None
         t = self.resolver.trio(planned.requested)
         url = await self._url(planned)
         error_url = await self.resolver.aurl(self._client, t.error)
         target = park_target(self.settings, self._client, url, error_url)
-        request = park_request(planned, self.settings, target, now=now)
+        request = park_request(planned, self.settings, target, now=now, after=self._parking.after)
         if request is None:
             return None
-        error, existing = await schedules.acreate(self._scheduler, request)
-        if not _parked_ok(error, existing, request):
-            log.warning(
-                "delay.park_skipped",
-                message_id=planned.request["MessageGroupId"],
-                reason=error_code(error) if error else "",
-            )
+        answer = await schedules.acreate(self._scheduler, request)
+        if not self._parking.parked(planned, request, answer, self._clock()):
             return None
         return _result(planned, url, planned.request["MessageGroupId"], index, parked=True)
 

@@ -280,12 +280,18 @@ def test_when_scheduler_refuses_the_loop_takes_over(
     # A schedule group that does not exist: every CreateSchedule fails.
     broken = make_settings(**{**parked.model_dump(), "schedule_group": "no-such-group"})
     started = time.time()
-    sent = Sender(broken, client=sqs).send("orders", "looped", delay=10)
+    asked = counting(scheduler)
+    sender = Sender(broken, client=sqs, scheduler=scheduler)
+    sent = sender.send("orders", "looped", delay=10)
     assert sent.route == "delay-queue"  # the sender fell back to the delay queue
+    again = sender.send("orders", "looped again", delay=10)
+    assert again.route == "delay-queue"
+    assert asked.count("CreateSchedule") == 1  # the breaker: not asked again at once
     with RunningWorker(broken, ["orders"]) as running:
-        got = Collector(sqs, urls["orders"]).until(1, timeout=40)
+        got = Collector(sqs, urls["orders"]).until(2, timeout=40)
         events = running.worker.stats.events
-    assert got[0].body == "looped" and got[0].at >= started + 10
+    assert sorted(d.body for d in got) == ["looped", "looped again"]
+    assert all(d.at >= started + 10 for d in got)
     assert events.get("delay.parked", 0) == 0 and events["delay.requeued"] >= 1
 
 
