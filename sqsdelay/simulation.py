@@ -72,7 +72,7 @@ def simulate(
         limits.MESSAGE_ID_ATTRIBUTE: wire.string_attribute("m0"),
     }
     if not carry_due_at:
-        attributes.update({f"h{i}": wire.string_attribute("x") for i in range(9)})
+        attributes.update({f"h{i}": wire.string_attribute("x") for i in range(8)})
     sent = START_MS
     due = sent + delay_seconds * 1000
     hops = redeliveries = schedules = 0
