@@ -285,14 +285,8 @@ def _parked(requeue: Requeue, lim: Limits) -> Park | None:
     ident = _string(attrs, limits.MESSAGE_ID_ATTRIBUTE)
     if not ident:
         return None
-    cycle = lim.max_native_delay_seconds
-    fire = parking.fire_at_ms(requeue.due_ms, cycle)
-    # The delay attribute counts from Scheduler's send: a reader without sqsdelay.DueAt
-    # (NServiceBus) is then never early either.
-    back = {
-        **attrs,
-        limits.DELAY_ATTRIBUTE: wire.string_attribute(str(-(-(requeue.due_ms - fire) // 1000))),
-    }
+    fire = parking.fire_at_ms(requeue.due_ms, lim.max_native_delay_seconds)
+    back = parking.back_attributes(attrs, requeue.due_ms, fire)
     return Park(requeue.remaining_seconds, requeue.due_ms, back, ident, fire, requeue)
 
 

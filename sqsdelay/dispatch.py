@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqsdelay import batching, limits, parking
+from sqsdelay import batching, limits, parking, schedules
 from sqsdelay._types import Target
 from sqsdelay.backoff import BackoffTimer, retry_backoff_seconds, visibility_seconds
 from sqsdelay.clients import error_code, is_service_fault
@@ -248,12 +248,7 @@ class ParkStep:
     ) -> None:
         """The answer to one CreateSchedule. On ConflictException the adapter passes the
         schedule that exists (GetSchedule), if it could read it."""
-        code = error_code(error) if error is not None else ""
-        if error is None or (
-            code == "ConflictException"
-            and existing is not None
-            and parking.is_own_schedule(existing, request)
-        ):
+        if schedules.accepted((error, existing), request):
             self._breaker.success(parking.BREAKER_KEY)
             self.parked.append(out)
             d = out.decision
@@ -267,10 +262,12 @@ class ParkStep:
                 **d.log_fields(),
             )
             return
-        if error is not None and is_service_fault(error, parking.SERVICE_FAULT_CODES):
+        assert error is not None
+        code = error_code(error)
+        if is_service_fault(error, parking.SERVICE_FAULT_CODES):
             wait = self._breaker.failure(parking.BREAKER_KEY, now)
             log.error("scheduler.unavailable", code=code, retry_in_seconds=wait)
-        self._loop(out, code or type(error).__name__)
+        self._loop(out, code)
 
     def _loop(self, out: Outgoing, reason: str) -> None:
         """Keep it in the loop: the requeue the decision would have made without parking."""

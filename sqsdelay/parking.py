@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from sqsdelay import limits, wire
 from sqsdelay._types import Attributes
 from sqsdelay.errors import InvalidMessage
 
@@ -92,6 +93,17 @@ def schedule_name(delay_queue: str, message_id: str) -> str:
 def dedup_id(message_id: str, due_ms: int) -> str:
     """The id Scheduler's send carries: a second invocation within 5 minutes is dropped."""
     return hashlib.sha256(f"parked|{message_id}|{due_ms}".encode()).hexdigest()
+
+
+def back_attributes(attributes: Attributes, due_ms: int, fire_ms: int) -> Attributes:
+    """The attributes a parked message comes back with: the absolute due time, and the
+    delay counted from Scheduler's send (rounded up), so that a reader without
+    sqsdelay.DueAt (NServiceBus) is never early either."""
+    return {
+        **attributes,
+        limits.DELAY_ATTRIBUTE: wire.string_attribute(str(-(-(due_ms - fire_ms) // 1000))),
+        limits.DUE_AT_ATTRIBUTE: wire.number_attribute(due_ms),
+    }
 
 
 @dataclass(frozen=True)

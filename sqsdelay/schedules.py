@@ -49,6 +49,16 @@ async def acreate(scheduler: Any, request: dict[str, Any]) -> Answer:
     return None, None
 
 
+def accepted(answer: Answer, request: dict[str, Any]) -> bool:
+    """Whether a CreateSchedule answer parked the message: it succeeded, or it met the very
+    schedule this request describes (a retry after a crash)."""
+    error, existing = answer
+    if error is None:
+        return True
+    conflict = error_code(error) == "ConflictException" and existing is not None
+    return conflict and parking.is_own_schedule(existing or {}, request)
+
+
 def outcome(schedule: dict[str, Any] | None, *, now: float, cycle: int) -> CancelOutcome | None:
     """`too-late` when the schedule is gone or fires within Scheduler's precision; None
     when it may still be deleted."""

@@ -202,9 +202,7 @@ def park_request(
     ident = planned.request["MessageGroupId"]
     due = int(now * 1000) + planned.delay_seconds * 1000
     fire = parking.fire_at_ms(due, settings.max_native_delay_seconds)
-    attrs: Attributes = dict(planned.request.get("MessageAttributes", {}))
-    attrs[limits.DELAY_ATTRIBUTE] = wire.string_attribute(str(-(-(due - fire) // 1000)))
-    attrs[limits.DUE_AT_ATTRIBUTE] = wire.number_attribute(due)
+    attrs = parking.back_attributes(planned.request.get("MessageAttributes", {}), due, fire)
     body = planned.request["MessageBody"]
     try:
         wire.check_fits(body, attrs, settings.max_message_bytes)
@@ -242,14 +240,11 @@ class SenderParking:
     ) -> bool:
         """Whether the CreateSchedule answer parked it (a retried create that met its own
         schedule counts); otherwise it is sent to the delay queue as usual."""
-        error, existing = answer
-        if error is None or (
-            error_code(error) == "ConflictException"
-            and existing is not None
-            and parking.is_own_schedule(existing, request)
-        ):
+        if schedules.accepted(answer, request):
             self._breaker.success(parking.BREAKER_KEY)
             return True
+        error = answer[0]
+        assert error is not None
         code = error_code(error)
         if is_service_fault(error, parking.SERVICE_FAULT_CODES):
             wait = self._breaker.failure(parking.BREAKER_KEY, now)

@@ -248,11 +248,18 @@ def park_break_even_seconds(
     SendMessage back to the FIFO queue (`chunks` requests; CreateSchedule is not billed),
     and the message is back one lead (a cycle and the margin) before it is due, so the loop
     still makes the last hop either way. Parking pays once it saves that many cycles."""
-    chunks = max(math.ceil(size_bytes / pricing.billing_chunk_bytes), 1)
-    batch = max(math.ceil(size_bytes * batch_fill / pricing.billing_chunk_bytes), 1)
-    cycle_cost = (2 * batch + 1) / batch_fill * pricing.fifo_price
-    park_cost = pricing.scheduler_price + chunks * pricing.fifo_price
-    cycles = math.ceil(round(park_cost / cycle_cost, 9))  # 10.000000000000002 is 10
+    # The chunk counts of a routed message of this size, as every model counts them.
+    q = quantities(
+        cycle_seconds + 1,
+        size_bytes,
+        ops=PythonOps(),
+        cycle_seconds=cycle_seconds,
+        batch_fill=batch_fill,
+        chunk_bytes=pricing.billing_chunk_bytes,
+    )
+    cycle_cost = (2 * q.batch_chunks + 1) / batch_fill * pricing.fifo_price
+    park_cost = pricing.scheduler_price + q.chunks * pricing.fifo_price
+    cycles: int = math.ceil(round(float(park_cost / cycle_cost), 9))  # 10.000000000000002 is 10
     least = parking.min_park_after_seconds(cycle_seconds)
     return max(least, parking.lead_seconds(cycle_seconds) + cycles * cycle_seconds)
 
