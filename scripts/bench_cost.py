@@ -12,8 +12,12 @@
 - json: `sqsdelay cost-report` on N lines of the JSON event log, as SQSDELAY_LOG_FILE writes
   them, in a fresh process, with its rate next to the Parquet rate.
 
+One-shot figures are the median of --repeat runs (Parquet, DuckDB and JSON interleaved, so
+that a busy moment on the machine does not fall on one of them only); the range is printed
+next to it. Peak memory is the highest of all runs.
+
     .venv/bin/python scripts/bench_cost.py [--rows 10000000] [--warm-rows 50000000]
-        [--json-rows 10000000] [--keep DIR]
+        [--json-rows 10000000] [--repeat 3] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -151,6 +156,24 @@ s.stop()
 """
 
 
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median run by wall time, with the range of wall times and the highest peak."""
+    ordered = sorted(runs, key=lambda r: r["wall_seconds"])
+    walls = [r["wall_seconds"] for r in ordered]
+    peaks = [r["peak_rss_mib"] for r in ordered]
+    wall = round(statistics.median(walls), 2)
+    median = {
+        **ordered[(len(ordered) - 1) // 2],
+        "wall_seconds": wall,
+        "wall_seconds_range": [walls[0], walls[-1]],
+        "peak_rss_mib": max(peaks),
+        "runs": len(runs),
+    }
+    if "rows" in median:
+        median["rows_per_second"] = round(median["rows"] / wall)
+    return median
+
+
 def spark_startup() -> dict[str, Any]:
     run = timed_process([sys.executable, "-c", STARTUP])
     return {"session_ready_seconds": float(run["stdout"].strip()), **_drop(run)}
@@ -225,6 +248,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--warm-rows", type=int, default=50_000_000)
     parser.add_argument("--json-rows", type=int, default=10_000_000)
+    parser.add_argument("--repeat", type=int, default=3, help="one-shot runs; the median")
     parser.add_argument("--keep", type=Path, help="keep (and reuse) the generated data here")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-cost-"))
@@ -245,9 +269,14 @@ def main() -> None:
         if args.rows:
             shutil.rmtree(work / "cache", ignore_errors=True)
             writing = spark_report(data["parquet"], work / "report-first")
-            spark = spark_report(data["parquet"], work / "report-parquet")
+            runs: dict[str, list[dict[str, Any]]] = {"spark": [], "duck": [], "json": []}
+            for _ in range(args.repeat):
+                runs["spark"].append(spark_report(data["parquet"], work / "report-parquet"))
+                runs["duck"].append(duckdb_fresh(data["parquet"]))
+                if args.json_rows:
+                    runs["json"].append(spark_report(data["json"], work / "report-json"))
+            spark, duck = median_of(runs["spark"]), median_of(runs["duck"])
             off = spark_report(data["parquet"], work / "report-off", "off")
-            duck = duckdb_fresh(data["parquet"])
             results["one_shot_parquet"] = {
                 "rows": args.rows,
                 "spark_cost_report": spark,
@@ -269,7 +298,10 @@ def main() -> None:
                 "spark_over_duckdb": round(spark["wall_seconds"] / duck["wall_seconds"], 2),
             }
         if args.json_rows:
-            spark = spark_report(data["json"], work / "report-json")
+            if args.rows:
+                spark = median_of(runs["json"])
+            else:
+                spark = spark_report(data["json"], work / "report-json")
             results["one_shot_json"] = {"rows": args.json_rows, "spark_cost_report": spark}
             if args.rows:
                 parquet_rate = results["one_shot_parquet"]["spark_cost_report"]["rows_per_second"]

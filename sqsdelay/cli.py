@@ -367,7 +367,7 @@ def cost_report(
     from rich.console import Console
     from rich.table import Table
 
-    from sqsdelay.cost.job import class_archive_file
+    from sqsdelay.cost.classarchive import class_archive_file
     from sqsdelay.cost.pricing import load_pricing
     from sqsdelay.cost.report import comparison, money, unit_money
     from sqsdelay.cost.run import run_report

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sqsdelay.cost.job import _writing, aggregate, generate, read_scheduled
+from sqsdelay.cost.job import aggregate, generate, read_scheduled
 from sqsdelay.cost.pricing import PythonOps, load_pricing, requests
 from sqsdelay.cost.report import priced
 from sqsdelay.cost.run import run_report
@@ -281,41 +281,31 @@ def test_the_job_runs_unchanged_under_spark_submit(
         )
 
 
-def test_class_data_archive_is_dumped_by_one_run_and_used_by_the_next(tmp_path: Path) -> None:
-    import os
-
-    from sqsdelay.cost.job import class_data_option
+def test_class_data_archive_options_and_a_failed_dump(tmp_path: Path) -> None:
+    from sqsdelay.cost import classarchive
 
     archive = tmp_path / "spark.jsa"
-    mine = f"{archive}.{os.getpid()}.partial"
-    quiet = " -Xlog:cds=off -Xlog:cds+dynamic=off"
-    assert class_data_option(archive) == f"-XX:ArchiveClassesAtExit={mine}{quiet}"
-    # A dump some process is still writing is left alone.
-    Path(mine).write_bytes(b"being written")
-    writer = subprocess.Popen(
-        [sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()", mine],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    try:
-        assert writer.stdout is not None and writer.stdout.readline() == b"up\n"  # it runs
-        assert class_data_option(archive).startswith("-XX:ArchiveClassesAtExit=")
-        assert not archive.exists()
-    finally:
-        writer.communicate(b"")
-    # Once its writer has gone, the next start takes it over.
-    assert class_data_option(archive) == f"-XX:SharedArchiveFile={archive}{quiet}"
-    assert archive.read_bytes() == b"being written"
+    assert classarchive.use_option(archive) == ""  # none yet: start without sharing
+    assert classarchive.use_option(None) == ""
+    classlist = classarchive.classlist_for(archive)
+    assert classarchive.record_option(classlist) == f"-XX:DumpLoadedClassList={classlist}"
+    classlist.write_text("java/lang/Object id: 0\n")
+    # A dump that fails (here: no such Java) leaves nothing behind, and no archive.
+    assert not classarchive.dump(archive, classlist, str(tmp_path / "no-java"), "x.jar")
+    assert list(tmp_path.iterdir()) == []
+    archive.write_bytes(b"x")
+    assert classarchive.use_option(archive).startswith(f"-XX:SharedArchiveFile={archive} ")
 
 
 @pytest.mark.slow
 def test_cost_report_cli_starts_the_second_time_from_the_class_archive(
-    event_log: Path, tmp_path: Path
+    spark: Any, event_log: Path, tmp_path: Path
 ) -> None:
     """The default (auto): the first run writes an archive into the user cache directory, the
     second starts from it."""
     import os
-    import time
+
+    from sqsdelay.cost.classarchive import runtime_of
 
     cache = tmp_path / "cache" / "sqsdelay"
     env = {k: v for k, v in os.environ.items() if k != "SQSDELAY_SPARK_CLASS_ARCHIVE"}
@@ -334,22 +324,63 @@ def test_cost_report_cli_starts_the_second_time_from_the_class_archive(
         assert "[cds]" not in done.stdout + done.stderr  # the dump stays quiet
 
     report("first")
-    deadline = time.monotonic() + 60  # the JVM writes the archive as it exits
-    while True:
-        dumps = list(cache.glob("spark-*.jsa.*.partial"))
-        if dumps and not _writing(dumps[0]):
-            break
-        assert time.monotonic() < deadline, "no finished class-data dump"
-        time.sleep(0.2)
-    assert dumps[0].stat().st_size > 1_000_000
+    # Written from the first run's class list once its JVM had exited; nothing else left.
+    (archive,) = cache.iterdir()
+    assert archive.suffix == ".jsa" and archive.stat().st_size > 10_000_000
+    written = archive.stat().st_mtime_ns
+    # It fits the driver's JVM and class path: Spark's classes come from it (-Xshare:on
+    # refuses to start with an archive it cannot map).
+    java, classpath = runtime_of(spark)
+    options = [f"-XX:SharedArchiveFile={archive}", "-Xshare:on", "-Xlog:class+load=info"]
+    shared = subprocess.run(
+        [java, *options, "-cp", classpath, "org.apache.spark.deploy.SparkSubmit", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shared.returncode == 0, shared.stderr[-2000:]
+    assert "org.apache.spark.deploy.SparkSubmit source: shared objects file" in shared.stdout
     report("second")
-    (archive,) = cache.glob("spark-*.jsa")
-    assert archive.stat().st_size > 1_000_000 and (tmp_path / "second" / "report.html").exists()
-    assert not list(cache.glob("*.partial"))  # taken over, not written again
+    assert (tmp_path / "second" / "report.html").exists()
+    assert list(cache.iterdir()) == [archive] and archive.stat().st_mtime_ns == written
+
+
+RELAUNCH = """
+import sys
+from pyspark import SparkContext
+from sqsdelay.cost.job import spark_session
+from sqsdelay.cost.pricing import load_pricing
+from sqsdelay.cost.run import run_report
+
+run_report(inputs=[sys.argv[1]], output=sys.argv[2], pricing=load_pricing(), fast_start=True)
+assert SparkContext._gateway is None, "the report's own JVM is still up"
+print(spark_session(fast_start=True).range(3).count())
+"""
+
+
+@pytest.mark.slow
+def test_a_report_stops_the_jvm_it_started_and_a_later_session_starts_a_new_one(
+    event_log: Path, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", RELAUNCH, str(event_log), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "3" and (tmp_path / "out" / "report.html").exists()
+
+
+def test_a_report_leaves_the_callers_session_running(
+    spark: Any, event_log: Path, tmp_path: Path
+) -> None:
+    run_report(inputs=[str(event_log)], output=str(tmp_path / "out"), pricing=PRICING)
+    assert spark.range(2).count() == 2
 
 
 def test_class_archive_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sqsdelay.cost.job import class_archive_file
+    from sqsdelay.cost.classarchive import class_archive_file
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     auto = class_archive_file(Settings(spark_class_archive="auto").spark_class_archive)

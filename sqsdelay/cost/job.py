@@ -5,12 +5,13 @@ native Spark SQL functions run on the rows; only the small aggregate reaches the
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import fields
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from sqsdelay.cost.bands import BANDS, LONGER
@@ -24,9 +25,10 @@ def spark_session(
     *,
     fast_start: bool = False,
     driver_memory: str = "1g",
-    class_archive: Path | None = None,
+    java_options: str = "",
 ) -> Any:
-    """A SparkSession: local[2] by default, or whatever spark-submit configured."""
+    """A SparkSession: local[2] by default, or whatever spark-submit configured.
+    `java_options` go to the driver JVM (the class-data archive's, see `classarchive`)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -43,8 +45,8 @@ def spark_session(
         java = f"-Duser.timezone=UTC -Dlog4j2.configurationFile=file:{log4j}"
         if fast_start:  # halves start-up; fine for tests, 3x slower on big jobs
             java += " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-        if class_archive is not None:
-            java += " " + class_data_option(class_archive)
+        if java_options:
+            java += " " + java_options
         builder = (
             builder.master(master or "local[2]")
             .config("spark.ui.enabled", "false")
@@ -59,69 +61,33 @@ def spark_session(
     return builder.getOrCreate()
 
 
-def class_archive_file(setting: str | Path) -> Path | None:
-    """Where the class-data archive lives (SQSDELAY_SPARK_CLASS_ARCHIVE). `auto` keys the
-    file by the Java runtime and pyspark install, because an archive only fits the JVM and
-    jars that wrote it; a new Java or pyspark then writes a new one instead of starting
-    without sharing for ever."""
-    if isinstance(setting, Path):
-        return setting
-    if setting == "off":
-        return None
-    import hashlib
-    import shutil
+def spark_running() -> bool:
+    """Whether this process already has a SparkContext (a caller's session to leave alone)."""
+    from pyspark import SparkContext
 
-    import pyspark
-
-    java_home = os.environ.get("JAVA_HOME")
-    java = Path(java_home, "bin", "java") if java_home else Path(shutil.which("java") or "java")
-    java = java.resolve()
-    stamp = java.stat().st_mtime_ns if java.exists() else 0
-    key = f"{java}|{stamp}|{pyspark.__version__}|{Path(pyspark.__file__).parent}"
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sqsdelay"
-    return cache / f"spark-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+    return SparkContext._active_spark_context is not None
 
 
-def class_data_option(archive: Path) -> str:
-    """Java's class-data sharing (AppCDS) for the driver: the first run dumps the classes it
-    loaded into `archive` when it exits; later runs map them instead of loading thousands of
-    Spark classes again (measured: 10M rows 19 -> 14 s; the dump adds about 20 s, once, to
-    the run that writes it). Each run dumps to its own
-    file, taken over by a later run once the writer has exited, so concurrent runs never
-    share a half-written archive. A stale or unreadable archive only costs the speed-up: the
-    JVM then starts without it."""
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    for partial in archive.parent.glob(archive.name + ".*.partial"):
-        if _writing(partial):
-            continue
-        if not archive.exists() and partial.stat().st_size > 0:
-            os.replace(partial, archive)
-        else:
-            partial.unlink(missing_ok=True)
-    # The dump lists every class it skips (hundreds of [cds] warnings) on the console.
-    quiet = "-Xlog:cds=off -Xlog:cds+dynamic=off"
-    if archive.exists():
-        return f"-XX:SharedArchiveFile={archive} {quiet}"
-    return f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}.partial {quiet}"
+def stop_spark(spark: Any, timeout: float = 120.0) -> None:
+    """Stop the session and the JVM this process launched, and wait for it to exit. The JVM
+    otherwise lives until Python exits, holding its heap while the report is drawn. Under
+    spark-submit the JVM launched Python and is left alone."""
+    from pyspark import SparkContext
 
-
-def _writing(partial: Path) -> bool:
-    """Whether a process (the JVM that dumps at its exit) still names this file."""
-    proc = Path("/proc")
-    if not proc.is_dir():  # not Linux: go by the Python process that started the JVM
-        try:
-            os.kill(int(partial.suffixes[-2].lstrip(".")), 0)
-        except (ProcessLookupError, ValueError):
-            return False
-        return True
-    needle = str(partial).encode()
-    for entry in proc.iterdir():
-        try:
-            if entry.name.isdigit() and needle in (entry / "cmdline").read_bytes():
-                return True
-        except OSError:
-            continue
-    return False
+    gateway = SparkContext._gateway
+    spark.stop()
+    proc = getattr(gateway, "proc", None)
+    if gateway is None or proc is None:
+        return
+    gateway.shutdown()
+    if proc.stdin is not None:
+        proc.stdin.close()  # the gateway exits when its stdin closes
+    # A JVM writing a class-data archive as it exits may take longer; it finishes on its own.
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout)
+    # A later session in this process then launches a fresh JVM.
+    SparkContext._gateway = None
+    SparkContext._jvm = None
 
 
 class SparkOps:

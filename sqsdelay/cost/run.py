@@ -13,8 +13,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sqsdelay.cost import classarchive
 from sqsdelay.cost import report as cost_report
-from sqsdelay.cost.job import aggregate, generate, publish, read_scheduled, spark_session
+from sqsdelay.cost.job import (
+    aggregate,
+    generate,
+    publish,
+    read_scheduled,
+    spark_running,
+    spark_session,
+    stop_spark,
+)
 from sqsdelay.cost.pricing import Pricing, load_pricing
 from sqsdelay.cost.whatif import WhatIf, load_what_if
 from sqsdelay.errors import InvalidInput
@@ -44,7 +53,16 @@ def run_report(
     if not inputs and what_if is None:
         raise InvalidInput("give --input PATH... or --what-if SPEC")
     step("starting Spark")
-    spark = spark or spark_session(master, fast_start=fast_start, class_archive=class_archive)
+    # A session this call starts is stopped here, with its JVM; a caller's is left running.
+    owned = spark is None and not spark_running()
+    remote = "://" in output  # published through Hadoop's file systems: needs the JVM
+    java = classarchive.use_option(class_archive)
+    # No archive yet: this run lists the classes it loads, and one is written from the list.
+    classlist = None
+    if owned and not remote and class_archive is not None and not java:
+        classlist = classarchive.classlist_for(class_archive)
+        java = classarchive.record_option(classlist)
+    spark = spark or spark_session(master, fast_start=fast_start, java_options=java)
     step("reading and aggregating")
     try:
         df = generate(spark, what_if) if what_if else read_scheduled(spark, inputs, input_format)
@@ -53,15 +71,24 @@ def run_report(
         if "PATH_NOT_FOUND" in str(exc) or "Path does not exist" in str(exc):
             raise InvalidInput(f"input not found: {', '.join(inputs)}") from None
         raise
+    if owned and not remote:
+        runtime = classarchive.runtime_of(spark)
+        step("stopping Spark")
+        stop_spark(spark)  # its memory is freed before the report is drawn
+        if class_archive is not None and classlist is not None:
+            step("writing the class-data archive for a faster start next time (once)")
+            classarchive.dump(class_archive, classlist, *runtime)
     source = "what-if workload" if what_if else ", ".join(inputs)
     step("writing the report")
     report = cost_report.build(
         agg, pricing, batch_fill=batch_fill, cycle_seconds=cycle_seconds, source=source
     )
-    if "://" in output:
+    if remote:
         with tempfile.TemporaryDirectory() as tmp:
             cost_report.write(report, Path(tmp))
             publish(spark, tmp, output)
+        if owned:
+            stop_spark(spark)
     else:
         cost_report.write(report, Path(output))
     return report
