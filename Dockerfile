@@ -50,7 +50,7 @@ COPY sqsdelay ./sqsdelay
 RUN python -m venv /opt/venv \
  && /opt/venv/bin/pip install --no-cache-dir -c constraints.txt '.[spark]'
 # A container's cache dies with the run, so a class-data archive would cost every run
-# its ~20 s dump and never pay back.
+# its ~40 s dump and never pay back.
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     SQSDELAY_SPARK_CLASS_ARCHIVE=off

@@ -1,7 +1,7 @@
 """Java class-data sharing (AppCDS) for the cost job's driver JVM.
 
 A run with an archive maps thousands of Spark classes instead of loading them one by one
-(measured: a 10M-row report 16-19 s -> 12-14 s). The first report that finds no archive
+(measured: a 10M-row report 16-20 s -> 12-16 s). The first report that finds no archive
 records the classes its JVM loads (`-XX:DumpLoadedClassList`, a list of names, nearly free)
 and, once that JVM has exited, has a plain `java -Xshare:dump` write the archive from the
 list. Not the simpler `-XX:ArchiveClassesAtExit`: a JVM dumping as it exits needs several
