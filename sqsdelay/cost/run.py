@@ -72,10 +72,11 @@ def run_report(
             raise InvalidInput(f"input not found: {', '.join(inputs)}") from None
         raise
     if owned and not remote:
-        runtime = classarchive.runtime_of(spark)
+        # The archive must fit this JVM: ask it for its java and class path before it stops.
+        runtime = classarchive.runtime_of(spark) if classlist is not None else None
         step("stopping Spark")
         stop_spark(spark)  # its memory is freed before the report is drawn
-        if class_archive is not None and classlist is not None:
+        if class_archive is not None and classlist is not None and runtime is not None:
             step("writing the class-data archive for a faster start next time (once)")
             classarchive.dump(class_archive, classlist, *runtime)
     source = "what-if workload" if what_if else ", ".join(inputs)
