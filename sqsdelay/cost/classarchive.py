@@ -19,14 +19,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-# Hundreds of [cds] lines otherwise: classes the dump skips, or an archive from another JVM.
-QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+# An archive that does not fit (another JVM or class path) is otherwise reported on the
+# console; the run simply starts without it.
+QUIET = "-Xlog:cds=off"
 
 
 def class_archive_file(setting: str | Path) -> Path | None:
     """Where the archive lives (SQSDELAY_SPARK_CLASS_ARCHIVE). `auto` keys the file by the
     Java runtime and pyspark install, because an archive only fits the JVM and jars that
-    wrote it; a new Java or pyspark then trains a new one instead of starting without
+    wrote it; a new Java or pyspark then gets a new one instead of starting without
     sharing for ever."""
     if isinstance(setting, Path):
         return setting

@@ -82,7 +82,7 @@ def stop_spark(spark: Any, timeout: float = 120.0) -> None:
     gateway.shutdown()
     if proc.stdin is not None:
         proc.stdin.close()  # the gateway exits when its stdin closes
-    # A JVM writing a class-data archive as it exits may take longer; it finishes on its own.
+    # A JVM slow to shut down finishes on its own; the report need not wait for ever.
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout)
     # A later session in this process then launches a fresh JVM.
