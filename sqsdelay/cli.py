@@ -261,14 +261,17 @@ def inspect(
 def replay_errors(
     ctx: typer.Context,
     queue: Annotated[str, typer.Argument(help="destination whose failed messages to replay")],
-    limit: Annotated[int, typer.Option(help="at most this many messages")] = 100,
+    limit: Annotated[int, typer.Option(help="replay at most this many messages")] = 100,
+    scan: Annotated[
+        int, typer.Option(help="look at no more than this many messages of the error queue")
+    ] = 1000,
 ) -> int:
     """Move failed messages of QUEUE from the error queue back to its delay queue."""
     from sqsdelay.operations import replay_errors as replay
 
-    if limit < 1:
-        raise InvalidInput("--limit must be at least 1")
-    result = replay(settings_of(ctx), queue, limit=limit)
+    if limit < 1 or scan < 1:
+        raise InvalidInput("--limit and --scan must be at least 1")
+    result = replay(settings_of(ctx), queue, limit=limit, scan=scan)
     print(
         json.dumps(
             {"replayed": len(result.replayed), "skipped": result.skipped, "failed": result.failed}

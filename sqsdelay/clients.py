@@ -77,15 +77,6 @@ def error_code(exc: Exception) -> str:
     return type(exc).__name__
 
 
-def is_service_fault(exc: Exception, codes: frozenset[str]) -> bool:
-    """A failure of the service rather than of the request: one of `codes`, any 5xx, or
-    no answer at all (network, timeout)."""
-    if isinstance(exc, ClientError):
-        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        return error_code(exc) in codes or status >= 500
-    return True
-
-
 def translate(exc: Exception, operation: str, queue: str) -> SqsOperationError:
     """Turn a botocore failure into a typed error naming the operation and the queue."""
     code = error_code(exc)

@@ -17,7 +17,16 @@ from sqsdelay import limits, parking, wire
 from sqsdelay._types import Attributes, InvalidDelayAction, Target
 from sqsdelay.errors import InvalidMessage
 
-_INTEGER = re.compile(r"[+-]?\d+")
+# ASCII digits only: str.isdigit() and \d accept "²" and other digits int() refuses or
+# NServiceBus reads differently.
+_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_MILLIS = re.compile(r"[0-9]{1,16}", re.ASCII)
+
+
+def parse_natural(text: object) -> int | None:
+    """A whole number of at most 16 ASCII digits (a broker timestamp in epoch ms, our due
+    time, a count or a delay), or None if the text is not one."""
+    return int(text) if isinstance(text, str) and _MILLIS.fullmatch(text) else None
 
 
 @dataclass(frozen=True)
@@ -32,10 +41,8 @@ class Received:
 
     @property
     def receive_count(self) -> int:
-        try:
-            return int(self.system.get("ApproximateReceiveCount", "1"))
-        except ValueError:
-            return 1
+        count = parse_natural(self.system.get("ApproximateReceiveCount", "1"))
+        return count if count else 1
 
 
 @dataclass(frozen=True)
@@ -132,6 +139,8 @@ class Limits:
     invalid_delay: InvalidDelayAction = "error"
     # Park in EventBridge Scheduler what has more than this many seconds left (None: never).
     park_after_seconds: int | None = None
+    # The longest delay a message may carry (SQSDELAY_MAX_DELAY_SECONDS).
+    max_delay_seconds: int = limits.DEFAULT_MAX_DELAY_SECONDS
 
 
 def requeue_dedup_id(received: Received) -> str:
@@ -143,29 +152,39 @@ def requeue_dedup_id(received: Received) -> str:
 
 def _timestamp(system: Mapping[str, str], name: str) -> int:
     value = system.get(name)
-    if value is None or not value.isdigit():
-        raise InvalidMessage(f"broker attribute {name} is missing or not a timestamp ({value!r})")
-    return int(value)
+    ms = parse_natural(value)
+    if ms is None:
+        shown = value[:40] if isinstance(value, str) else value
+        raise InvalidMessage(f"broker attribute {name} is missing or not a timestamp ({shown!r})")
+    return ms
 
 
-def _delay(attributes: Attributes) -> int:
+def _delay(attributes: Attributes, max_seconds: int) -> int:
     value = attributes.get(limits.DELAY_ATTRIBUTE)
     if value is None:
         raise InvalidMessage(f"no {limits.DELAY_ATTRIBUTE} attribute")
     text = value.get("StringValue", "")
-    if not _INTEGER.fullmatch(text.strip()):
-        raise InvalidMessage(f"{limits.DELAY_ATTRIBUTE} is not an integer ({text[:40]!r})")
-    seconds = int(text)
-    if seconds < 0:
-        raise InvalidMessage(f"{limits.DELAY_ATTRIBUTE} is negative ({seconds})")
-    return seconds
+    if not isinstance(text, str) or not _INTEGER.fullmatch(text.strip()):
+        shown = text[:40] if isinstance(text, str) else type(text).__name__
+        raise InvalidMessage(f"{limits.DELAY_ATTRIBUTE} is not an integer ({shown!r})")
+    text = text.strip()
+    if text.startswith("-") and text.strip("-0"):
+        raise InvalidMessage(f"{limits.DELAY_ATTRIBUTE} is negative ({text[:40]})")
+    # More digits than any allowed delay has: compared as text, so int() never sees 5000 of them.
+    if len(text.lstrip("+-0")) > len(str(max_seconds)) or int(text) > max_seconds:
+        raise InvalidMessage(
+            f"{limits.DELAY_ATTRIBUTE} is {text[:40]} s, above the maximum delay of {max_seconds} "
+            "s (SQSDELAY_MAX_DELAY_SECONDS); raise the setting and replay it if it is meant"
+        )
+    return int(text)
 
 
-def _due_at(attributes: Attributes) -> int | None:
+def _due_at(attributes: Attributes, sent_ms: int, max_seconds: int) -> int | None:
+    """Our own attribute; if someone mangled it (not a time, or further off than any delay
+    may be), the NServiceBus delay decides instead."""
     value = attributes.get(limits.DUE_AT_ATTRIBUTE)
-    text = value.get("StringValue", "") if value else ""
-    # Our own attribute; if someone mangled it, fall back to the NServiceBus delay.
-    return int(text) if text.isdigit() else None
+    due = parse_natural(value.get("StringValue")) if value else None
+    return due if due is not None and due - sent_ms <= max_seconds * 1000 else None
 
 
 def _string(attributes: Attributes, name: str) -> str | None:
@@ -237,12 +256,12 @@ def decide(
     except InvalidMessage as exc:
         return _poison(received, str(exc), source_queue, lim)
     try:
-        delay = _delay(received.attributes)
+        delay = _delay(received.attributes, lim.max_delay_seconds)
     except InvalidMessage as exc:
         if lim.invalid_delay != "deliver":
             return _poison(received, str(exc), source_queue, lim)
         return _hand_over(received, 0, max(first, sent), source_queue, lim)
-    due = _due_at(received.attributes)
+    due = _due_at(received.attributes, sent, lim.max_delay_seconds)
     if due is None:
         due = sent + delay * 1000
     first_now = max(first, sent)
@@ -271,16 +290,19 @@ def decide(
             continue
         group = received.system.get("MessageGroupId") or received.message_id
         requeue = Requeue(remaining, due, candidate, group, requeue_dedup_id(received))
-        return _parked(requeue, lim) or requeue
+        return _parked(requeue, _ceil_seconds(due - first_now), lim) or requeue
     return _poison(received, f"cannot requeue: {problem}", source_queue, lim)
 
 
-def _parked(requeue: Requeue, lim: Limits) -> Park | None:
+def _parked(requeue: Requeue, left_at_first: int, lim: Limits) -> Park | None:
     """Park when enough is left and the absolute due time travels with the message (the
-    worker needs it to be exact after the Scheduler hop)."""
+    worker needs it to be exact after the Scheduler hop). Like the hand-over, this is
+    decided from the first receive's broker timestamps (`left_at_first`): a redelivery
+    after a crash between CreateSchedule and the delete parks again, meets its own schedule
+    and is deleted, instead of looping while that schedule also fires."""
     after = lim.park_after_seconds
     attrs = requeue.attributes
-    if after is None or requeue.remaining_seconds <= after or limits.DUE_AT_ATTRIBUTE not in attrs:
+    if after is None or left_at_first <= after or limits.DUE_AT_ATTRIBUTE not in attrs:
         return None
     ident = _string(attrs, limits.MESSAGE_ID_ATTRIBUTE)
     if not ident:

@@ -48,14 +48,24 @@ SENDER_ATTRIBUTES: Final = OWN_ATTRIBUTES | {MESSAGE_ID_ATTRIBUTE, MESSAGE_TYPE_
 
 # Defaults of settings that are not SQS quotas, named once (settings.py, the CLI and docs).
 DEFAULT_MAX_ATTEMPTS: Final = 5
+# The longest delay sqsdelay accepts by default: ten years (of 365.25 days). A larger one is
+# far more often a slip (milliseconds given as seconds) than a plan; the setting may go up
+# to a century, which every hop expresses (NServiceBus's 64-bit seconds, Scheduler's at(),
+# datetimes up to the year 9999).
+SECONDS_PER_YEAR: Final = 31_557_600
+DEFAULT_MAX_DELAY_SECONDS: Final = 10 * SECONDS_PER_YEAR
+MAX_DELAY_SECONDS: Final = 100 * SECONDS_PER_YEAR
 DEFAULT_VISIBILITY_TIMEOUT_SECONDS: Final = 60
 # Every non-receive SQS call (send, delete, visibility change) is abandoned after this long,
 # so a stop never waits on a hung connection longer than the stop budget allows.
 DEFAULT_CALL_TIMEOUT_SECONDS: Final = 10
 # SIGTERM: polls in progress may return (up to one long poll), then the batch in hand is
-# finished: at most three sends, a delete and a visibility change, each within the call
-# timeout. ECS's stopTimeout in infra/worker-ecs.yaml must cover this.
+# finished within its budget: at most this many call time limits, whatever calls it makes
+# (Scheduler's, sends, delete, hold). ECS's stopTimeout in infra/worker-ecs.yaml covers it.
 STOP_CALLS: Final = 5
+# The share of the visibility timeout a batch's calls may use; the rest is the margin before
+# a message in hand could be received again.
+BATCH_BUDGET_SHARE: Final = 0.8
 # Fast path for FIFO delay queues: every message is its own group, so high-throughput mode
 # (per-group limits) applies. NServiceBus creates queues without it, so it is only advised.
 HIGH_THROUGHPUT_ATTRIBUTES: Final = {

@@ -14,6 +14,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sqsdelay import limits, wire
 from sqsdelay._types import Attributes
 from sqsdelay.clients import sync_client, translate
+from sqsdelay.decision import parse_natural
 from sqsdelay.installer import Installer, QueueReport
 from sqsdelay.logs import get_logger
 from sqsdelay.processing import from_boto
@@ -72,13 +73,13 @@ def plan_replay(message: Any, delay_queue: str) -> Replay | str:
     if record.get("queue") != delay_queue:
         return f"belongs to {record.get('queue')!r}"
     delay = str(record.get("delay_seconds") or "")
-    if not delay.isdigit():
+    if parse_natural(delay) is None:
         return f"no valid delay to restore ({record.get('reason', 'unknown reason')})"
     attrs = {k: v for k, v in message.attributes.items() if k != limits.FAILURE_ATTRIBUTE}
     attrs[limits.DELAY_ATTRIBUTE] = wire.string_attribute(delay)
-    due = str(record.get("due_at") or "")
-    if due.isdigit():  # keeps the original due time; if it has passed, delivery is immediate
-        attrs[limits.DUE_AT_ATTRIBUTE] = wire.number_attribute(int(due))
+    due = parse_natural(str(record.get("due_at") or ""))
+    if due is not None:  # keeps the original due time; if it has passed, delivery is immediate
+        attrs[limits.DUE_AT_ATTRIBUTE] = wire.number_attribute(due)
     return Replay(delay_queue, attrs)
 
 
@@ -90,13 +91,20 @@ class ReplayResult:
 
 
 def replay_errors(
-    settings: Settings, queue: str, *, limit: int = 100, client: Any = None
+    settings: Settings,
+    queue: str,
+    *,
+    limit: int = 100,
+    scan: int = 1000,
+    client: Any = None,
 ) -> ReplayResult:
-    """Move up to `limit` messages of `queue` from the error queue back to its delay queue.
+    """Move up to `limit` messages of `queue` from the error queue back to its delay queue,
+    looking at no more than `scan` messages of the (shared) error queue.
 
     Each message is sent before it is deleted, with a deduplication id derived from its
     error-queue message id, so a replay that dies half-way and is run again within five
-    minutes does not duplicate anything. Messages of other queues are left where they are.
+    minutes does not duplicate anything. Messages of other queues are made visible again at
+    once, and count towards `scan`.
     """
     sqs = client or sync_client(settings)
     resolver = QueueResolver(settings)
@@ -105,20 +113,19 @@ def replay_errors(
     error_url = resolver.url(sqs, queues.error)
     delay_url = resolver.url(sqs, delay_queue)
     result = ReplayResult()
-    seen: set[str] = set()
-    left: list[str] = []  # receipt handles of messages that stay in the error queue
-    while len(result.replayed) + len(result.failed) < limit:
+    seen: set[str] = set()  # at most `scan` ids
+    while len(result.replayed) + len(result.failed) < limit and len(seen) < scan:
+        wanted = min(limits.MAX_BATCH_ENTRIES, limit - len(result.replayed) - len(result.failed))
         resp = sqs.receive_message(
             QueueUrl=error_url,
-            MaxNumberOfMessages=min(limits.MAX_BATCH_ENTRIES, limit),
+            MaxNumberOfMessages=max(1, min(wanted, scan - len(seen))),
             WaitTimeSeconds=1,
             VisibilityTimeout=30,
             MessageAttributeNames=["All"],
         )
         batch = [from_boto(m) for m in resp.get("Messages", [])]
         fresh = [m for m in batch if m.message_id not in seen]
-        if not fresh:
-            break
+        left = [m.receipt_handle for m in batch if m.message_id in seen]
         for m in fresh:
             seen.add(m.message_id)
             plan = plan_replay(m, delay_queue)
@@ -143,11 +150,18 @@ def replay_errors(
                 continue
             result.replayed.append(m.message_id)
             log.info("delay.replayed", message_id=m.message_id, queue=delay_queue)
-    # What stays was hidden for this run only: make it visible again at once.
-    for handle in left:
-        # if this fails, it becomes visible after the 30 s timeout anyway
-        with contextlib.suppress(ClientError, BotoCoreError):
-            sqs.change_message_visibility(
-                QueueUrl=error_url, ReceiptHandle=handle, VisibilityTimeout=0
-            )
+        _release(sqs, error_url, left)  # not ours, or failed: visible again at once
+        if not fresh:
+            break
     return result
+
+
+def _release(sqs: Any, url: str, handles: list[str]) -> None:
+    for start in range(0, len(handles), limits.MAX_BATCH_ENTRIES):
+        entries = [
+            {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0}
+            for i, h in enumerate(handles[start : start + limits.MAX_BATCH_ENTRIES])
+        ]
+        # if this fails, they become visible after the 30 s timeout anyway
+        with contextlib.suppress(ClientError, BotoCoreError):
+            sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -173,7 +174,7 @@ def create_schedule_request(
     }
 
 
-def is_own_schedule(existing: dict[str, Any], request: dict[str, Any]) -> bool:
+def is_own_schedule(existing: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
     """After ConflictException: whether the schedule that exists is this very request (a
     retry after a crash, safe to count as done), not some other message's."""
     same_time = existing.get("ScheduleExpression") == request["ScheduleExpression"]

@@ -11,7 +11,7 @@ from typing import Any
 from sqsdelay import wire
 from sqsdelay._types import AttributeValue, Target
 from sqsdelay.clock import ClockOffset
-from sqsdelay.decision import Decision, Limits, Received, decide
+from sqsdelay.decision import Decision, Limits, Poison, Received, decide, parse_natural
 from sqsdelay.failures import FailureLog
 from sqsdelay.settings import Settings
 
@@ -42,6 +42,7 @@ def limits_of(settings: Settings) -> Limits:
         max_message_bytes=settings.max_message_bytes,
         invalid_delay=settings.invalid_delay,
         park_after_seconds=park_after_seconds(settings),
+        max_delay_seconds=settings.max_delay_seconds,
     )
 
 
@@ -101,6 +102,38 @@ def outgoing(received: Received, decision: Decision) -> Outgoing:
     return Outgoing(received, decision, decision.target, entry, size)
 
 
+def decide_one(
+    r: Received,
+    *,
+    local_ms: int,
+    offset_ms: int | None,
+    lim: Limits,
+    source_queue: str,
+    failures: FailureLog,
+) -> Outgoing | None:
+    """The outgoing entry of one record. Whatever a producer wrote, a record that cannot be
+    decided goes to the error queue with the reason; None when even that cannot be built
+    (the step then holds it, and it is never lost)."""
+    record = failures.get(r.message_id)
+    try:
+        decision = decide(
+            r,
+            local_now_ms=local_ms,
+            offset_ms=offset_ms,
+            lim=lim,
+            source_queue=source_queue,
+            own_failures=record.own_failures,
+            last_error=record.last_error,
+        )
+        return outgoing(r, decision)
+    except Exception as exc:  # a fault of ours must not stop the batch or the worker
+        reason = f"cannot be handled ({type(exc).__name__}: {str(exc)[:200]})"
+    try:
+        return outgoing(r, Poison(reason, dict(r.attributes)))
+    except Exception:
+        return None
+
+
 def decide_batch(
     received: list[Received],
     *,
@@ -109,26 +142,29 @@ def decide_batch(
     lim: Limits,
     source_queue: str,
     failures: FailureLog | None = None,
-) -> list[Outgoing]:
-    """Decide a received batch. First receives also feed the clock-offset estimate, which
-    the redeliveries in the same batch already use. `local_ms` is when the batch arrived."""
+) -> tuple[list[Outgoing], list[Received]]:
+    """Decide a received batch: the outgoing entries, and the records that could not even be
+    dead-lettered. First receives also feed the clock-offset estimate, which the redeliveries
+    in the same batch already use. `local_ms` is when the batch arrived."""
     for r in received:
-        first = r.system.get("ApproximateFirstReceiveTimestamp", "")
-        if r.receive_count == 1 and first.isdigit():
-            offset.observe(int(first), local_ms)
+        first = parse_natural(r.system.get("ApproximateFirstReceiveTimestamp"))
+        if r.receive_count == 1 and first is not None:
+            offset.observe(first, local_ms)
     estimate = offset.estimate()
     log = failures or FailureLog()
-    outs = []
+    outs: list[Outgoing] = []
+    stuck: list[Received] = []
     for r in received:
-        record = log.get(r.message_id)
-        decision = decide(
+        out = decide_one(
             r,
-            local_now_ms=local_ms,
+            local_ms=local_ms,
             offset_ms=estimate,
             lim=lim,
             source_queue=source_queue,
-            own_failures=record.own_failures,
-            last_error=record.last_error,
+            failures=log,
         )
-        outs.append(outgoing(r, decision))
-    return outs
+        if out is None:
+            stuck.append(r)
+        else:
+            outs.append(out)
+    return outs, stuck

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from sqsdelay import limits, names
-from sqsdelay._types import Target
-from sqsdelay.clients import MISSING_QUEUE_CODES, error_code, translate
+from sqsdelay.aws.callers import AsyncCaller, SyncCaller
+from sqsdelay.clients import MISSING_QUEUE_CODES
+from sqsdelay.core.calls import Call, Fault, Flow, adrive, drive
+from sqsdelay.core.step import Queues
 from sqsdelay.errors import DelayQueueMissing, InvalidQueueName, QueueMissing, SqsOperationError
 from sqsdelay.logs import get_logger
 from sqsdelay.parking import ParkTarget
@@ -58,8 +58,9 @@ class QueueTrio:
         """Raises InvalidQueueName for a destination too long to have a delay queue."""
         return names.delay_queue_name(self.destination)
 
-    def name(self, role: Target) -> str:
-        return {"destination": self.destination, "delay": self.delay, "error": self.error}[role]
+    def queues(self) -> Queues:
+        """The queues as the core step names them (raises for a name too long to delay)."""
+        return Queues(self.destination, self.delay, self.error)
 
 
 def trio(queue: str, settings: Settings) -> QueueTrio:
@@ -117,12 +118,13 @@ class QueueResolver:
             return DelayQueueMissing(operation, name, owner.requested, command)
         return QueueMissing(operation, name, f"queue does not exist; create it with: {command}")
 
-    def error(self, exc: Exception, operation: str, name: str) -> SqsOperationError:
-        """A typed error for a failed call on a queue; a missing queue is forgotten."""
-        if error_code(exc) in MISSING_QUEUE_CODES:
+    def failure(self, fault: Fault, operation: str, name: str) -> SqsOperationError:
+        """A typed error for a failed call on a queue; a missing queue is forgotten, and its
+        error says how to create it."""
+        if fault.code in MISSING_QUEUE_CODES:
             self.forget(name)
             return self.missing(operation, name)
-        return translate(exc, operation, name)
+        return SqsOperationError(operation, name, fault.code, fault.detail)
 
     def forget(self, name: str) -> None:
         for key in [k for k in self._urls if k[0] == name]:
@@ -132,25 +134,22 @@ class QueueResolver:
     def _request(name: str, account: str) -> Mapping[str, Any]:
         return {"QueueName": name, **({"QueueOwnerAWSAccountId": account} if account else {})}
 
-    def url(self, client: Any, name: str, account: str = "") -> str:
-        """The URL of a queue (boto3 client); raises a typed error if it cannot be had."""
+    def lookup(self, name: str, account: str = "") -> Flow[str]:
+        """The URL of a queue, asked for once; raises a typed error if it cannot be had."""
         if (name, account) not in self._urls:
-            try:
-                resp = client.get_queue_url(**self._request(name, account))
-            except (ClientError, BotoCoreError) as exc:
-                raise self.error(exc, "GetQueueUrl", name) from None
-            self._urls[(name, account)] = resp["QueueUrl"]
+            [reply] = yield [Call("sqs", "GetQueueUrl", self._request(name, account))]
+            if reply.fault is not None:
+                raise self.failure(reply.fault, "GetQueueUrl", name)
+            self._urls[(name, account)] = str(reply.response["QueueUrl"])
         return self._urls[(name, account)]
+
+    def url(self, client: Any, name: str, account: str = "") -> str:
+        """The URL of a queue (boto3 client)."""
+        return drive(self.lookup(name, account), SyncCaller({"sqs": client}))
 
     async def aurl(self, client: Any, name: str, account: str = "") -> str:
         """As `url`, for an aioboto3 client."""
-        if (name, account) not in self._urls:
-            try:
-                resp = await client.get_queue_url(**self._request(name, account))
-            except (ClientError, BotoCoreError) as exc:
-                raise self.error(exc, "GetQueueUrl", name) from None
-            self._urls[(name, account)] = resp["QueueUrl"]
-        return self._urls[(name, account)]
+        return await adrive(self.lookup(name, account), AsyncCaller({"sqs": client}))
 
     def find(self, client: Any, name: str) -> str | None:
         """The URL, or None when the queue does not exist (the installer's question)."""
@@ -175,3 +174,27 @@ def park_target(
         delay_queue_url=delay_queue_url,
         dead_letter_arn=arn,
     )
+
+
+class ParkTargets:
+    """Where each delay queue's parked messages go back to, looked up once per delay queue
+    (and account). None when parking is off or the queues cannot be looked up: the loop."""
+
+    def __init__(self, settings: Settings, resolver: QueueResolver) -> None:
+        self.settings = settings
+        self.resolver = resolver
+        self._targets: dict[tuple[str, str], ParkTarget] = {}
+
+    def lookup(self, t: QueueTrio, client: Any, account: str = "") -> Flow[ParkTarget | None]:
+        if self.settings.parking == "off":
+            return None
+        key = (t.delay, account)
+        if key not in self._targets:
+            try:
+                url = yield from self.resolver.lookup(t.delay, account)
+                error_url = yield from self.resolver.lookup(t.error, account)
+            except SqsOperationError as exc:
+                log.warning("scheduler.no_target", queue=t.delay, code=exc.code)
+                return None
+            self._targets[key] = park_target(self.settings, client, url, error_url)
+        return self._targets[key]

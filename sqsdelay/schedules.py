@@ -1,65 +1,66 @@
-"""EventBridge Scheduler calls (thin boto3 / aioboto3 adapters over `sqsdelay.parking`).
+"""EventBridge Scheduler calls, written once as flows (`sqsdelay.core.calls`) that every
+runtime drives: the worker, the Lambda handler and both senders.
 
-`create` answers a CreateSchedule the way `ParkStep.settle` and the sender read it: the
-error, if any, and on ConflictException the schedule that already exists. `cancel` deletes
-a parked message's schedule unless it is too late.
+`create` parks one message and answers the way `accepted` reads it: the fault, if any, and
+on ConflictException the schedule that already exists. `cancel` deletes a parked message's
+schedule unless it is too late.
 """
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Mapping
 from typing import Any
-
-from botocore.exceptions import BotoCoreError, ClientError
 
 from sqsdelay import parking
 from sqsdelay._types import CancelOutcome
-from sqsdelay.clients import error_code, translate
+from sqsdelay.backoff import BackoffTimer
+from sqsdelay.core.calls import Call, Fault, Flow
+from sqsdelay.errors import SqsOperationError
+from sqsdelay.logs import get_logger
 
-_ERRORS = (ClientError, BotoCoreError, OSError, TimeoutError)
-Answer = tuple[Exception | None, dict[str, Any] | None]
+log = get_logger("sqsdelay.schedules")
 
-
-def create(scheduler: Any, request: dict[str, Any]) -> Answer:
-    try:
-        scheduler.create_schedule(**request)
-    except _ERRORS as exc:
-        existing = None
-        if error_code(exc) == "ConflictException":  # a retry after a crash?
-            with contextlib.suppress(*_ERRORS):
-                existing = scheduler.get_schedule(
-                    Name=request["Name"], GroupName=request["GroupName"]
-                )
-        return exc, existing
-    return None, None
+Answer = tuple[Fault | None, Mapping[str, Any] | None]
 
 
-async def acreate(scheduler: Any, request: dict[str, Any]) -> Answer:
-    """As `create`, for an aioboto3 client."""
-    try:
-        await scheduler.create_schedule(**request)
-    except _ERRORS as exc:
-        existing = None
-        if error_code(exc) == "ConflictException":
-            with contextlib.suppress(*_ERRORS):
-                existing = await scheduler.get_schedule(
-                    Name=request["Name"], GroupName=request["GroupName"]
-                )
-        return exc, existing
-    return None, None
+def create(request: Mapping[str, Any], timeout: float | None = None) -> Flow[Answer]:
+    [reply] = yield [Call("scheduler", "CreateSchedule", request, timeout=timeout)]
+    if reply.fault is None or reply.fault.code != "ConflictException":
+        return reply.fault, None
+    # A retry after a crash? Read what exists, to tell our own schedule from another's.
+    name = {"Name": request["Name"], "GroupName": request["GroupName"]}
+    [found] = yield [Call("scheduler", "GetSchedule", name, timeout=timeout)]
+    return reply.fault, (found.response if found.fault is None else None)
 
 
-def accepted(answer: Answer, request: dict[str, Any]) -> bool:
+def accepted(answer: Answer, request: Mapping[str, Any]) -> bool:
     """Whether a CreateSchedule answer parked the message: it succeeded, or it met the very
     schedule this request describes (a retry after a crash)."""
-    error, existing = answer
-    if error is None:
+    fault, existing = answer
+    if fault is None:
         return True
-    conflict = error_code(error) == "ConflictException" and existing is not None
+    conflict = fault.code == "ConflictException" and existing is not None
     return conflict and parking.is_own_schedule(existing or {}, request)
 
 
-def outcome(schedule: dict[str, Any] | None, *, now: float, cycle: int) -> CancelOutcome | None:
+def settle(
+    answer: Answer, request: Mapping[str, Any], breaker: BackoffTimer, now: float
+) -> str | None:
+    """Read a CreateSchedule answer for a worker or a sender: None when the message is parked
+    (the breaker closes), else why not. A fault of Scheduler itself, or no answer, opens
+    the breaker, so that parking waits instead of asking again at once."""
+    if accepted(answer, request):
+        breaker.success(parking.BREAKER_KEY)
+        return None
+    fault = answer[0]
+    code = fault.code if fault else "Unknown"
+    if fault is None or fault.is_service_fault(parking.SERVICE_FAULT_CODES):
+        wait = breaker.failure(parking.BREAKER_KEY, now)
+        log.error("scheduler.unavailable", code=code, retry_in_seconds=wait)
+    return code
+
+
+def outcome(schedule: Mapping[str, Any] | None, *, now: float, cycle: int) -> CancelOutcome | None:
     """`too-late` when the schedule is gone or fires within Scheduler's precision; None
     when it may still be deleted."""
     if schedule is None:
@@ -70,44 +71,21 @@ def outcome(schedule: dict[str, Any] | None, *, now: float, cycle: int) -> Cance
     return None
 
 
-def _missing(exc: Exception, operation: str, name: str) -> None:
-    """ResourceNotFoundException is an answer (too late); anything else is an error."""
-    if error_code(exc) != "ResourceNotFoundException":
-        raise translate(exc, operation, name) from None
+def _gone(fault: Fault | None, operation: str, name: str) -> bool:
+    """ResourceNotFoundException is an answer (too late); any other fault is an error."""
+    if fault is None:
+        return False
+    if fault.code == "ResourceNotFoundException":
+        return True
+    raise SqsOperationError(operation, name, fault.code, fault.detail)
 
 
-def cancel(scheduler: Any, name: str, group: str, *, now: float, cycle: int) -> CancelOutcome:
-    try:
-        schedule = scheduler.get_schedule(Name=name, GroupName=group)
-    except (ClientError, BotoCoreError) as exc:
-        _missing(exc, "GetSchedule", name)
-        schedule = None
+def cancel(name: str, group: str, *, now: float, cycle: int) -> Flow[CancelOutcome]:
+    ident = {"Name": name, "GroupName": group}
+    [got] = yield [Call("scheduler", "GetSchedule", ident)]
+    schedule = None if _gone(got.fault, "GetSchedule", name) else got.response
     answer = outcome(schedule, now=now, cycle=cycle)
     if answer is not None:
         return answer
-    try:
-        scheduler.delete_schedule(Name=name, GroupName=group)
-    except (ClientError, BotoCoreError) as exc:
-        _missing(exc, "DeleteSchedule", name)
-        return "too-late"
-    return "cancelled"
-
-
-async def acancel(
-    scheduler: Any, name: str, group: str, *, now: float, cycle: int
-) -> CancelOutcome:
-    """As `cancel`, for an aioboto3 client."""
-    try:
-        schedule = await scheduler.get_schedule(Name=name, GroupName=group)
-    except (ClientError, BotoCoreError) as exc:
-        _missing(exc, "GetSchedule", name)
-        schedule = None
-    answer = outcome(schedule, now=now, cycle=cycle)
-    if answer is not None:
-        return answer
-    try:
-        await scheduler.delete_schedule(Name=name, GroupName=group)
-    except (ClientError, BotoCoreError) as exc:
-        _missing(exc, "DeleteSchedule", name)
-        return "too-late"
-    return "cancelled"
+    [deleted] = yield [Call("scheduler", "DeleteSchedule", ident)]
+    return "too-late" if _gone(deleted.fault, "DeleteSchedule", name) else "cancelled"

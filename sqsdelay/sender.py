@@ -1,11 +1,10 @@
 """Sending delayed messages: synchronous (boto3) and asyncio (aioboto3) senders.
 
-Both use the same pure planning (`plan`), so they behave the same way.
+Both drive the same flows (`_SenderCore`), so they behave the same way.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 import uuid
@@ -15,30 +14,30 @@ from datetime import UTC, datetime
 from typing import Any
 
 import aioboto3
-from botocore.exceptions import BotoCoreError, ClientError
 
 from sqsdelay import batching, limits, names, nservicebus, parking, schedules, wire
 from sqsdelay._types import Attributes, CancelOutcome, Route, Sent
+from sqsdelay.aws.callers import AsyncCaller, SyncCaller
 from sqsdelay.backoff import BackoffTimer
 from sqsdelay.clients import (
     client_kwargs,
-    error_code,
-    is_service_fault,
     scheduler_kwargs,
     sync_client,
     sync_scheduler,
 )
+from sqsdelay.core.calls import Call, Flow, adrive, drive, gather
 from sqsdelay.delays import DelayLike, delay_seconds, route
 from sqsdelay.errors import (
     BatchSendError,
     ConfigError,
+    InvalidDelay,
     InvalidMessage,
     MessageDelayTooLong,
     SqsOperationError,
 )
 from sqsdelay.logs import get_logger
 from sqsdelay.processing import park_after_seconds
-from sqsdelay.queues import QueueResolver, install_command, park_target
+from sqsdelay.queues import ParkTargets, QueueResolver, install_command
 from sqsdelay.settings import Settings, load_settings
 
 log = get_logger("sqsdelay.sender")
@@ -132,6 +131,13 @@ def plan(
     """Validate a message and decide where and how it is sent. No I/O."""
     destination = names.destination_name(queue, settings.queue_prefix)
     seconds = delay_seconds(message.delay, deliver_at=message.deliver_at, now=now)
+    if seconds > settings.max_delay_seconds:
+        years = settings.max_delay_seconds / limits.SECONDS_PER_YEAR
+        raise InvalidDelay(
+            f"a delay of {seconds} s is longer than the maximum of {settings.max_delay_seconds} s "
+            f"({years:g} years, SQSDELAY_MAX_DELAY_SECONDS): was it given in milliseconds? "
+            "Raise the setting if it is meant"
+        )
     try:
         where = route(
             seconds,
@@ -219,49 +225,6 @@ def park_request(
         return None
 
 
-class SenderParking:
-    """A sender's parking state: the threshold (computed once) and a circuit breaker, so
-    that a Scheduler in trouble costs one failed call per backoff, not one per send."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.after = park_after_seconds(settings)
-        # Scheduler's outages last longer than a send: wait 5 s first, then 10, 20 ...
-        self._breaker = BackoffTimer(base_seconds=5)
-
-    def paused(self, now: float) -> bool:
-        return self.after is None or self._breaker.retry_in(parking.BREAKER_KEY, now) > 0
-
-    def parked(
-        self,
-        planned: PlannedSend,
-        request: dict[str, Any],
-        answer: tuple[Exception | None, dict[str, Any] | None],
-        now: float,
-    ) -> bool:
-        """Whether the CreateSchedule answer parked it (a retried create that met its own
-        schedule counts); otherwise it is sent to the delay queue as usual."""
-        if schedules.accepted(answer, request):
-            self._breaker.success(parking.BREAKER_KEY)
-            return True
-        error = answer[0]
-        assert error is not None
-        code = error_code(error)
-        if is_service_fault(error, parking.SERVICE_FAULT_CODES):
-            wait = self._breaker.failure(parking.BREAKER_KEY, now)
-            log.error("scheduler.unavailable", code=code, retry_in_seconds=wait)
-        log.warning("delay.park_skipped", message_id=planned.request["MessageGroupId"], reason=code)
-        return False
-
-
-def _cancel_names(settings: Settings, resolver: QueueResolver, queue: str) -> tuple[str, str]:
-    if settings.parking == "off":
-        raise ConfigError(
-            "cancel works on parked messages: set SQSDELAY_PARKING=scheduler (a message in "
-            "the loop cannot be cancelled)"
-        )
-    return resolver.trio(queue).delay, settings.schedule_group
-
-
 def _result(
     planned: PlannedSend, url: str, message_id: str, index: int = 0, *, parked: bool = False
 ) -> SendResult:
@@ -341,7 +304,117 @@ def _entries(planned: Sequence[PlannedSend], batch: list[int]) -> list[dict[str,
     return [{"Id": str(i), **planned[i].request} for i in batch]
 
 
-class Sender:
+class _SenderCore:
+    """The rules of sending, written once as flows (`sqsdelay.core.calls`): plan, park at
+    send time, send, send in batches, cancel. `Sender` and `AsyncSender` only make the
+    calls, the way httpx's `Client` and `AsyncClient` share `BaseClient`."""
+
+    def __init__(self, settings: Settings | None, clock: Callable[[], float]) -> None:
+        self.settings = settings or load_settings()
+        self._clock = clock
+        self.resolver = QueueResolver(self.settings)
+        self._targets = ParkTargets(self.settings, self.resolver)
+        self._after = park_after_seconds(self.settings)
+        # Scheduler's outages last longer than a send: wait 5 s first, then 10, 20 ...
+        self._breaker = BackoffTimer(base_seconds=5)
+        self._client: Any = None  # the SQS client (its region names the error queue's ARN)
+
+    def _url(self, planned: PlannedSend) -> Flow[str]:
+        self.resolver.trio(planned.requested)  # names the queues, so that a miss has its fix
+        return (yield from self.resolver.lookup(planned.queue))
+
+    def _paused(self, now: float) -> bool:
+        """No parking: off, or the breaker is open after Scheduler failed."""
+        return self._after is None or self._breaker.retry_in(parking.BREAKER_KEY, now) > 0
+
+    def _park(self, planned: PlannedSend, now: float, index: int) -> Flow[SendResult | None]:
+        """Park at send time, skipping the first hop; None: send it as usual."""
+        if planned.route != "delay-queue" or self._paused(now):
+            return None
+        trio = self.resolver.trio(planned.requested)
+        target = yield from self._targets.lookup(trio, self._client)
+        if target is None:
+            return None
+        request = park_request(planned, self.settings, target, now=now, after=self._after)
+        if request is None:
+            return None
+        answer = yield from schedules.create(request, self.settings.call_timeout_seconds)
+        ident = planned.request["MessageGroupId"]
+        refused = schedules.settle(answer, request, self._breaker, self._clock())
+        if refused is not None:
+            log.warning("delay.park_skipped", message_id=ident, reason=refused)
+            return None
+        url = yield from self._url(planned)
+        return _result(planned, url, ident, index, parked=True)
+
+    def send_flow(self, queue: str, message: Message) -> Flow[SendResult]:
+        now = self._clock()
+        planned = plan(queue, message, self.settings, now=now)
+        parked = yield from self._park(planned, now, 0)
+        if parked is not None:
+            return parked
+        url = yield from self._url(planned)
+        [reply] = yield [Call("sqs", "SendMessage", planned.request, planned.queue)]
+        if reply.fault is not None:
+            raise self.resolver.failure(reply.fault, "SendMessage", planned.queue)
+        return _result(planned, url, reply.response["MessageId"])
+
+    def send_batch_flow(
+        self, queue: str, messages: Sequence[Message], raise_on_failure: bool
+    ) -> Flow[BatchResult]:
+        now = self._clock()
+        planned = [plan(queue, m, self.settings, now=now) for m in messages]
+        result = BatchResult()
+        # Parks go out `park_concurrency` at a time, and stop as soon as the breaker opens.
+        step = self.settings.park_concurrency
+        waiting = [i for i, p in enumerate(planned) if p.route == "delay-queue"]
+        for start in range(0, len(waiting), step):
+            if self._paused(self._clock()):
+                break
+            chunk = waiting[start : start + step]
+            parked = yield from gather([self._park(planned[i], now, i) for i in chunk])
+            result.sent += [r for r in parked if r is not None]
+        batches = _batches(planned, self.settings, skip={r.index for r in result.sent})
+        urls: dict[int, str] = {}
+        for batch in batches:
+            try:
+                urls[batch[0]] = yield from self._url(planned[batch[0]])
+            except SqsOperationError as exc:
+                _fail_batch(result, planned, batch, exc)
+        sendable = [b for b in batches if b[0] in urls]
+        entries = [{"Entries": _entries(planned, b)} for b in sendable]
+        replies = yield [
+            Call("sqs", "SendMessageBatch", e, planned[b[0]].queue)
+            for b, e in zip(sendable, entries, strict=True)
+        ]
+        for batch, reply in zip(sendable, replies, strict=True):
+            if reply.fault is not None:
+                err = self.resolver.failure(
+                    reply.fault, "SendMessageBatch", planned[batch[0]].queue
+                )
+                _fail_batch(result, planned, batch, err)
+            else:
+                _collect(result, planned, batch, urls[batch[0]], dict(reply.response))
+        return _finish(result, len(planned), raise_on_failure)
+
+    def cancel_flow(self, queue: str, message_id: str) -> Flow[CancelOutcome]:
+        """Cancel a parked message by the id `send` returned: `cancelled`, or `too-late`
+        when it is no longer parked (in its last hops, delivered, or never parked)."""
+        if self.settings.parking == "off":
+            raise ConfigError(
+                "cancel works on parked messages: set SQSDELAY_PARKING=scheduler (a message in "
+                "the loop cannot be cancelled)"
+            )
+        delay_queue = self.resolver.trio(queue).delay
+        name = parking.schedule_name(delay_queue, message_id)
+        cycle = self.settings.max_native_delay_seconds
+        group = self.settings.schedule_group
+        outcome = yield from schedules.cancel(name, group, now=self._clock(), cycle=cycle)
+        log.info("delay.cancel", message_id=message_id, queue=delay_queue, outcome=outcome)
+        return outcome
+
+
+class Sender(_SenderCore):
     """Synchronous sender (boto3)."""
 
     def __init__(
@@ -352,48 +425,12 @@ class Sender:
         scheduler: Any = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.settings = settings or load_settings()
+        super().__init__(settings, clock)
         self._client = client or sync_client(self.settings)
-        self._scheduler = scheduler
-        self._clock = clock
-        self.resolver = QueueResolver(self.settings)
-        self._parking = SenderParking(self.settings)
-
-    @property
-    def scheduler(self) -> Any:
-        if self._scheduler is None:
-            self._scheduler = sync_scheduler(self.settings)
-        return self._scheduler
-
-    def _url(self, planned: PlannedSend) -> str:
-        self.resolver.trio(planned.requested)
-        return self.resolver.url(self._client, planned.queue)
-
-    def _park(self, planned: PlannedSend, now: float, index: int = 0) -> SendResult | None:
-        """Park at send time (skipping the first hop); None: send it as usual."""
-        if self._parking.paused(now) or planned.route != "delay-queue":
-            return None
-        t = self.resolver.trio(planned.requested)
-        url = self._url(planned)
-        error_url = self.resolver.url(self._client, t.error)
-        target = park_target(self.settings, self._client, url, error_url)
-        request = park_request(planned, self.settings, target, now=now, after=self._parking.after)
-        if request is None:
-            return None
-        answer = schedules.create(self.scheduler, request)
-        if not self._parking.parked(planned, request, answer, self._clock()):
-            return None
-        return _result(planned, url, planned.request["MessageGroupId"], index, parked=True)
-
-    def cancel(self, queue: str, message_id: str) -> CancelOutcome:
-        """Cancel a parked message by the id `send` returned: `cancelled`, or `too-late`
-        when it is no longer parked (in its last hops, delivered, or never parked)."""
-        delay_queue, group = _cancel_names(self.settings, self.resolver, queue)
-        name = parking.schedule_name(delay_queue, message_id)
-        cycle = self.settings.max_native_delay_seconds
-        outcome = schedules.cancel(self.scheduler, name, group, now=self._clock(), cycle=cycle)
-        log.info("delay.cancel", message_id=message_id, queue=delay_queue, outcome=outcome)
-        return outcome
+        clients = {"sqs": self._client}
+        if self.settings.parking == "scheduler":
+            clients["scheduler"] = scheduler or sync_scheduler(self.settings)
+        self._caller = SyncCaller(clients, self.resolver, threads=self.settings.park_concurrency)
 
     def send(
         self,
@@ -406,49 +443,24 @@ class Sender:
         message_type: str | None = None,
     ) -> SendResult:
         message = Message(body, delay, deliver_at, attributes or {}, message_type)
-        now = self._clock()
-        planned = plan(queue, message, self.settings, now=now)
-        parked = self._park(planned, now)
-        if parked is not None:
-            return parked
-        url = self._url(planned)
-        try:
-            resp = self._client.send_message(QueueUrl=url, **planned.request)
-        except (ClientError, BotoCoreError) as exc:
-            raise self.resolver.error(exc, "SendMessage", planned.queue) from None
-        return _result(planned, url, resp["MessageId"])
+        return drive(self.send_flow(queue, message), self._caller)
 
     def send_batch(
         self, queue: str, messages: Sequence[Message], *, raise_on_failure: bool = True
     ) -> BatchResult:
-        """Send many messages in as few SendMessageBatch calls as the limits allow.
+        """Send many messages in as few SendMessageBatch calls as the limits allow, the
+        batches at once.
 
         Every message is validated before anything is sent. Raises `BatchSendError` (which
         carries the full result) if any entry failed, unless `raise_on_failure` is False.
         """
-        now = self._clock()
-        planned = [plan(queue, m, self.settings, now=now) for m in messages]
-        result = BatchResult()
-        parked = [self._park(p, now, i) for i, p in enumerate(planned)]
-        result.sent += [r for r in parked if r is not None]
-        for batch in _batches(planned, self.settings, skip={r.index for r in result.sent}):
-            try:
-                url = self._url(planned[batch[0]])
-                resp = self._client.send_message_batch(
-                    QueueUrl=url, Entries=_entries(planned, batch)
-                )
-            except SqsOperationError as exc:
-                _fail_batch(result, planned, batch, exc)
-                continue
-            except (ClientError, BotoCoreError) as exc:
-                err = self.resolver.error(exc, "SendMessageBatch", planned[batch[0]].queue)
-                _fail_batch(result, planned, batch, err)
-                continue
-            _collect(result, planned, batch, url, resp)
-        return _finish(result, len(planned), raise_on_failure)
+        return drive(self.send_batch_flow(queue, messages, raise_on_failure), self._caller)
+
+    def cancel(self, queue: str, message_id: str) -> CancelOutcome:
+        return drive(self.cancel_flow(queue, message_id), self._caller)
 
 
-class AsyncSender:
+class AsyncSender(_SenderCore):
     """asyncio sender (aioboto3). Use as `async with AsyncSender(settings) as sender:`."""
 
     def __init__(
@@ -457,58 +469,31 @@ class AsyncSender:
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.settings = settings or load_settings()
-        self._clock = clock
-        self.resolver = QueueResolver(self.settings)
-        self._parking = SenderParking(self.settings)
+        super().__init__(settings, clock)
         self._session = aioboto3.Session()
         self._stack = contextlib.AsyncExitStack()
-        self._client: Any = None
-        self._scheduler: Any = None
+        self._caller: AsyncCaller | None = None
 
     async def __aenter__(self) -> AsyncSender:
         kwargs = client_kwargs(self.settings, max_pool=50)
         self._client = await self._stack.enter_async_context(self._session.client("sqs", **kwargs))
+        clients = {"sqs": self._client}
         if self.settings.parking == "scheduler":
             kwargs = scheduler_kwargs(self.settings, max_pool=50)
-            self._scheduler = await self._stack.enter_async_context(
+            clients["scheduler"] = await self._stack.enter_async_context(
                 self._session.client("scheduler", **kwargs)
             )
+        self._caller = AsyncCaller(clients, self.resolver)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self._stack.aclose()
 
-    async def _url(self, planned: PlannedSend) -> str:
-        self.resolver.trio(planned.requested)
-        return await self.resolver.aurl(self._client, planned.queue)
-
-    async def _park(self, planned: PlannedSend, now: float, index: int = 0) -> SendResult | None:
-        """As `Sender._park`."""
-        if self._parking.paused(now) or planned.route != "delay-queue":
-            return None
-        t = self.resolver.trio(planned.requested)
-        url = await self._url(planned)
-        error_url = await self.resolver.aurl(self._client, t.error)
-        target = park_target(self.settings, self._client, url, error_url)
-        request = park_request(planned, self.settings, target, now=now, after=self._parking.after)
-        if request is None:
-            return None
-        answer = await schedules.acreate(self._scheduler, request)
-        if not self._parking.parked(planned, request, answer, self._clock()):
-            return None
-        return _result(planned, url, planned.request["MessageGroupId"], index, parked=True)
-
-    async def cancel(self, queue: str, message_id: str) -> CancelOutcome:
-        """As `Sender.cancel`."""
-        delay_queue, group = _cancel_names(self.settings, self.resolver, queue)
-        name = parking.schedule_name(delay_queue, message_id)
-        cycle = self.settings.max_native_delay_seconds
-        outcome = await schedules.acancel(
-            self._scheduler, name, group, now=self._clock(), cycle=cycle
-        )
-        log.info("delay.cancel", message_id=message_id, queue=delay_queue, outcome=outcome)
-        return outcome
+    @property
+    def caller(self) -> AsyncCaller:
+        if self._caller is None:
+            raise RuntimeError("use the sender as `async with AsyncSender(...) as sender:`")
+        return self._caller
 
     async def send(
         self,
@@ -521,46 +506,17 @@ class AsyncSender:
         message_type: str | None = None,
     ) -> SendResult:
         message = Message(body, delay, deliver_at, attributes or {}, message_type)
-        now = self._clock()
-        planned = plan(queue, message, self.settings, now=now)
-        parked = await self._park(planned, now)
-        if parked is not None:
-            return parked
-        url = await self._url(planned)
-        try:
-            resp = await self._client.send_message(QueueUrl=url, **planned.request)
-        except (ClientError, BotoCoreError) as exc:
-            raise self.resolver.error(exc, "SendMessage", planned.queue) from None
-        return _result(planned, url, resp["MessageId"])
+        return await adrive(self.send_flow(queue, message), self.caller)
 
     async def send_batch(
         self, queue: str, messages: Sequence[Message], *, raise_on_failure: bool = True
     ) -> BatchResult:
-        """As `Sender.send_batch`; the batches go out concurrently."""
-        now = self._clock()
-        planned = [plan(queue, m, self.settings, now=now) for m in messages]
-        result = BatchResult()
-        parked = await asyncio.gather(*(self._park(p, now, i) for i, p in enumerate(planned)))
-        result.sent += [r for r in parked if r is not None]
+        """As `Sender.send_batch`."""
+        return await adrive(self.send_batch_flow(queue, messages, raise_on_failure), self.caller)
 
-        async def one(batch: list[int]) -> None:
-            try:
-                url = await self._url(planned[batch[0]])
-                resp = await self._client.send_message_batch(
-                    QueueUrl=url, Entries=_entries(planned, batch)
-                )
-            except SqsOperationError as exc:
-                _fail_batch(result, planned, batch, exc)
-                return
-            except (ClientError, BotoCoreError) as exc:
-                err = self.resolver.error(exc, "SendMessageBatch", planned[batch[0]].queue)
-                _fail_batch(result, planned, batch, err)
-                return
-            _collect(result, planned, batch, url, resp)
-
-        skip = {r.index for r in result.sent}
-        await asyncio.gather(*(one(b) for b in _batches(planned, self.settings, skip)))
-        return _finish(result, len(planned), raise_on_failure)
+    async def cancel(self, queue: str, message_id: str) -> CancelOutcome:
+        """As `Sender.cancel`."""
+        return await adrive(self.cancel_flow(queue, message_id), self.caller)
 
 
 __all__ = [

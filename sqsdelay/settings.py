@@ -34,6 +34,13 @@ class Settings(BaseSettings):
         description="the FIFO cycle, 1..900; lower only for tests and demos",
     )
     unrestricted: bool = Field(default=True, description="sender: allow delays above 900 s")
+    max_delay_seconds: int = Field(
+        default=limits.DEFAULT_MAX_DELAY_SECONDS,
+        ge=limits.MAX_NATIVE_DELAY_SECONDS,
+        le=limits.MAX_DELAY_SECONDS,
+        description="the longest delay accepted (default ten years, at most a century); the "
+        "worker dead-letters a longer one",
+    )
     error_queue: str = Field(default="error", description="where poison messages go")
     wire_format: WireFormat = Field(
         default="raw",
@@ -58,6 +65,12 @@ class Settings(BaseSettings):
         default=None,
         description="parking: the role Scheduler sends with (sqs:SendMessage on the delay and "
         "error queues)",
+    )
+    park_concurrency: int = Field(
+        default=10,
+        ge=1,
+        le=100,
+        description="parking: CreateSchedule calls made at once",
     )
     schedule_group: str = Field(
         default="sqsdelay",
@@ -100,7 +113,8 @@ class Settings(BaseSettings):
         default=limits.DEFAULT_CALL_TIMEOUT_SECONDS,
         gt=0,
         le=60,
-        description="worker: time limit of each send, delete or visibility change",
+        description="time limit of each call a worker or sender makes (Scheduler's included), "
+        "receives aside",
     )
     max_receive_failure_seconds: float = Field(
         default=300.0,
@@ -140,7 +154,7 @@ class Settings(BaseSettings):
         if self.parking == "scheduler" and not self.scheduler_role_arn:
             raise ValueError(
                 "SQSDELAY_PARKING=scheduler needs SQSDELAY_SCHEDULER_ROLE_ARN, the role "
-                "infra/queues.yaml creates (output SchedulerRoleArn)"
+                "infra/error-queue.yaml creates with Parking=scheduler (output SchedulerRoleArn)"
             )
         from sqsdelay.parking import min_park_after_seconds
 
@@ -152,9 +166,24 @@ class Settings(BaseSettings):
             )
         return self
 
+    def batch_budget_seconds(self) -> float:
+        """How long the calls of one received batch may take, every kind counted (Scheduler,
+        sends, delete, hold): inside the visibility timeout, so that no message reappears
+        while it is in hand, and at most STOP_CALLS call time limits."""
+        return min(
+            limits.BATCH_BUDGET_SHARE * self.visibility_timeout_seconds,
+            self.call_budget_seconds(),
+        )
+
+    def call_budget_seconds(self) -> float:
+        """STOP_CALLS call time limits: the most any batch's calls may take (the Lambda's
+        visibility timeout is the queue's, so only this bounds it, with its remaining time)."""
+        return limits.STOP_CALLS * self.call_timeout_seconds
+
     def stop_budget_seconds(self) -> float:
-        """The longest a graceful stop can take (what ECS's stopTimeout must cover)."""
-        return self.wait_time_seconds + limits.STOP_CALLS * self.call_timeout_seconds
+        """The longest a graceful stop can take (what ECS's stopTimeout must cover): the polls
+        in progress return, then the batches in hand finish within their budget."""
+        return self.wait_time_seconds + self.batch_budget_seconds()
 
 
 def env_name(field: str) -> str:

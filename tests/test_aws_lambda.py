@@ -188,3 +188,22 @@ def test_module_handler_reads_settings_from_the_environment(
     assert aws_lambda.handler({"Records": records}, None) == {"batchItemFailures": []}
     (got,) = Collector(sqs, urls["destination"]).until(1, timeout=10)
     assert got.body == "now" and got.at - started < 5
+
+
+def test_one_record_that_cannot_be_handled_fails_alone(cycle: Any, sqs: Any) -> None:
+    # An unexpected error used to fail the whole invocation, and the records already handed
+    # over were delivered again.
+    s, urls, arn = cycle
+    for body in ("a", "b"):
+        send_raw(sqs, urls["delay"], body, "0")
+    records = receive_records(sqs, urls["delay"], arn, 2)
+    odd = {**records[0], "messageId": "odd", "receiptHandle": records[0]["receiptHandle"]}
+    odd["messageAttributes"] = {"n": {"dataType": "String", "stringValue": 5}}
+    due = {**records[1], "attributes": {**records[1]["attributes"], "SentTimestamp": "²"}}
+    handler = Handler(s, client=sqs)
+    result = handler({"Records": [odd, due, records[1]]}, None)
+    assert result == {"batchItemFailures": [{"itemIdentifier": "odd"}]}
+    got = Collector(sqs, urls["destination"]).until(1, timeout=10)
+    assert [g.body for g in got] == ["b"]
+    errors = Collector(sqs, urls["error"]).until(1, timeout=10)  # the broken timestamp
+    assert [e.body for e in errors] == ["b"]

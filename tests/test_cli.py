@@ -117,6 +117,23 @@ def test_body_file(env: dict[str, str], tmp_path: Path) -> None:
             "SQSDELAY_UNRESTRICTED",
         ),
         (["install", "orders", "--check", "--fix"], "exclude each other"),
+        # milliseconds given as seconds: 3,170 years
+        (["send", "orders", "--delay", "99999999999", "--body", "x"], "given in milliseconds"),
+        (
+            [
+                "--parking",
+                "scheduler",
+                "--scheduler-role-arn",
+                "arn:aws:iam::123456789012:role/r",
+                "send",
+                "orders",
+                "--delay",
+                "9" * 30,
+                "--body",
+                "x",
+            ],
+            "SQSDELAY_MAX_DELAY_SECONDS",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line_and_no_traceback(

@@ -14,6 +14,7 @@ from sqsdelay.clock import ClockOffset
 from sqsdelay.decision import (
     HandOver,
     Limits,
+    Park,
     Poison,
     Received,
     Requeue,
@@ -198,7 +199,7 @@ received = st.builds(
         skew,
         native,
     ),
-    delay=st.integers(0, 10**9),
+    delay=st.integers(0, limits.DEFAULT_MAX_DELAY_SECONDS),
     sent=st.integers(T, T + 10**12),
     lag=st.integers(0, 10**7),
     count=st.integers(1, 5),
@@ -280,3 +281,34 @@ def test_relative_carry_without_due_at_drifts() -> None:
     """The reason for sqsdelay.DueAt: rounding up every cycle accumulates (never early)."""
     result = simulate(31_536_000, seed=1, carry_due_at=False)
     assert result.lateness_ms > 60_000
+
+
+@pytest.mark.parametrize("due", ["²", "٣", "9" * 5000, "1e3", "-5"])
+def test_a_due_time_that_is_not_ascii_digits_falls_back_to_the_delay(due: str) -> None:
+    m = msg(
+        "1925",
+        sent=T,
+        first=T,
+        extra={limits.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": due}},
+    )
+    d = decide(m, local_now_ms=T, offset_ms=None, lim=Limits())
+    assert isinstance(d, Requeue) and d.due_ms == T + 1_925_000
+
+
+def test_a_delay_too_large_for_any_date_is_poison_with_parking_on() -> None:
+    lim = Limits(park_after_seconds=10_020)
+    for delay in ("9" * 30, str(limits.DEFAULT_MAX_DELAY_SECONDS + 1)):
+        d = decide(msg(delay, sent=T, first=T), local_now_ms=T, offset_ms=None, lim=lim)
+        assert isinstance(d, Poison) and "SQSDELAY_MAX_DELAY_SECONDS" in d.reason
+
+
+def test_a_redelivery_parks_again_whatever_the_local_clock_says() -> None:
+    # A crash between CreateSchedule and the delete: the redelivery must meet its own
+    # schedule (same name, time and input), not loop while the schedule also fires.
+    lim = Limits(max_native_delay_seconds=2, park_after_seconds=6)
+    first = decide(msg("14", sent=T, first=T + 1000), local_now_ms=T, offset_ms=0, lim=lim)
+    later = T + 9000  # 5 s left: under the threshold by the local clock
+    again = msg("14", sent=T, first=T + 1000, count=2)
+    redelivered = decide(again, local_now_ms=later, offset_ms=0, lim=lim)
+    assert isinstance(first, Park) and isinstance(redelivered, Park)
+    assert (redelivered.fire_ms, redelivered.attributes) == (first.fire_ms, first.attributes)

@@ -24,6 +24,7 @@ from sqsdelay.sender import Message, Sender
 from sqsdelay.settings import Settings
 from tests import cfn
 from tests.conftest import wait_for
+from tests.support.crash import crash_before_delete
 from tests.test_aws_lambda import invoke_as_lambda, lambda_record
 from tests.test_container import one, stages
 from tests.workerkit import Collector
@@ -465,6 +466,7 @@ def test_parking_grants_exactly_the_scheduler_calls_the_worker_makes(
     make_settings: Callable[..., Settings],
     sqs: Any,
     moto_url: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The worker parks a message and meets its own schedule after a "crash" (Create, then
     Conflict and Get): those calls, and passing the Scheduler role, are all it is granted."""
@@ -483,12 +485,8 @@ def test_parking_grants_exactly_the_scheduler_calls_the_worker_makes(
     installer.run(["orders"])
     installer.schedule_group(["orders"])
     Sender(make_settings(max_native_delay_seconds=1), client=sqs).send("orders", "p", delay=60)
+    crash_before_delete(monkeypatch)
     crashed = RunningWorker(s, ["orders"])
-
-    async def no_delete(trio: Any, sent: list[Any]) -> None:
-        return None
-
-    crashed.worker._delete = no_delete  # type: ignore[method-assign]
     with crashed:
         wait_for(lambda: crashed.worker.stats.events["delay.parked"] >= 2, timeout=30)
         calls = {api for api, _ in crashed.worker.stats.calls}

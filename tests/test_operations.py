@@ -167,3 +167,25 @@ def test_a_failed_replay_keeps_the_message(make_settings: Any, sqs: Any) -> None
     assert "EndpointConnectionError" in next(iter(result.failed.values()))
     (kept,) = Collector(sqs, urls["error"]).until(1, timeout=5)
     assert kept.body == "keep me"
+
+
+def test_replay_stops_at_its_limit_and_its_scan(make_settings: Any, sqs: Any) -> None:
+    s: Settings = make_settings()
+    urls = {
+        r.spec.name.removeprefix(s.queue_prefix): str(r.url)
+        for r in Installer(s, client=sqs).run(["orders"])
+    }
+    ours = failure(s.queue_prefix + "orders-delay.fifo", delay_seconds="5")
+    for start in range(0, 25, 10):
+        entries = [
+            {"Id": str(i), "MessageBody": f"m{i}", "MessageAttributes": ours}
+            for i in range(start, min(25, start + 10))
+        ]
+        sqs.send_message_batch(QueueUrl=urls["error"], Entries=entries)
+    # The old loop asked SQS for 10 at a time whatever was left, and could replay 20 here.
+    assert len(replay_errors(s, "orders", limit=12, client=sqs).replayed) == 12
+    # A shared error queue is not scanned whole: 5 looked at, 5 replayed, the rest stay.
+    result = replay_errors(s, "orders", limit=100, scan=5, client=sqs)
+    assert len(result.replayed) == 5
+    attrs = sqs.get_queue_attributes(QueueUrl=urls["error"], AttributeNames=["All"])["Attributes"]
+    assert int(attrs["ApproximateNumberOfMessages"]) == 25 - 12 - 5

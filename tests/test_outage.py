@@ -53,7 +53,7 @@ def test_worker_waits_out_an_outage(make_settings: Callable[..., Settings], sqs:
     )
     urls = start_outage(s, sqs)
     running = WorkerThread(s, ["orders"])
-    running.worker.breaker = BackoffTimer(base_seconds=0.5, cap_seconds=2)
+    running.worker.state.sends = BackoffTimer(base_seconds=0.5, cap_seconds=2)
     with running:
         stats = running.worker.stats
         wait_for(lambda: stats.requests["ChangeMessageVisibilityBatch"] >= REDELIVERIES, 60)
@@ -68,7 +68,7 @@ def test_lambda_waits_out_an_outage(make_settings: Callable[..., Settings], sqs:
     s = make_settings(max_native_delay_seconds=1, max_attempts=1)
     urls = start_outage(s, sqs)
     handler = Handler(s, client=sqs)
-    handler.breaker = BackoffTimer(base_seconds=0.5, cap_seconds=2)
+    handler.state.sends = BackoffTimer(base_seconds=0.5, cap_seconds=2)
 
     def invoke() -> None:
         invoke_as_lambda(sqs, urls["delay"], handler)

@@ -21,6 +21,7 @@ from sqsdelay.installer import Installer
 from sqsdelay.sender import Message, Sender
 from sqsdelay.settings import Settings, load_settings
 from tests.conftest import wait_for
+from tests.support.crash import crash_before_delete
 from tests.workerkit import Collector, RunningWorker
 
 CYCLE = 2
@@ -247,23 +248,22 @@ def test_cancel_cli_prints_the_outcome_and_exits_3_when_too_late(
 
 
 def test_a_crash_between_create_schedule_and_delete_delivers_once(
-    parked: Settings, make_settings: Callable[..., Settings], sqs: Any, scheduler: Any
+    parked: Settings,
+    make_settings: Callable[..., Settings],
+    sqs: Any,
+    scheduler: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     urls = install(parked, sqs, scheduler)
     plain = make_settings(max_native_delay_seconds=CYCLE)
     started = time.time()
     Sender(plain, client=sqs).send("orders", "once", delay=14)
-    # The worker creates the schedule, then "crashes" before its delete.
-    original = RunningWorker(parked, ["orders"])
-    deletes: list[int] = []
-
-    async def no_delete(trio: Any, sent: list[Any]) -> None:
-        deletes.append(len(sent))
-
-    original.worker._delete = no_delete  # type: ignore[method-assign]
-    with original:
+    # The worker creates the schedule, then "crashes" before its delete: no delete is made.
+    deletes = crash_before_delete(monkeypatch)
+    with RunningWorker(parked, ["orders"]):
         wait_for(lambda: schedules(scheduler, parked), timeout=20)
-    assert deletes  # the original stays in the queue and comes back
+        wait_for(lambda: deletes, timeout=20)
+    monkeypatch.undo()
     with RunningWorker(parked, ["orders"]) as running:
         collector = Collector(sqs, urls["orders"])
         collector.until(1, timeout=40)

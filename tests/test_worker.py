@@ -231,7 +231,9 @@ def test_failed_delete_after_requeue_does_not_duplicate(
     finally:
         proxy.close()
     assert proxy.cut_count == 4
-    assert stats.events["delete_failed"] == 1
+    # Each delete is cut off at the batch's budget, so the 4 cut attempts may span several
+    # deletes; each failed delete used up at least one of them.
+    assert 1 <= stats.events["delete_failed"] <= proxy.cut_count
     assert [g.body for g in dest.got] == ["once"]
     requeues = events(out, "delay.requeued")
     # the retried requeue reused the dedup id of the same physical message
@@ -323,19 +325,45 @@ def test_a_backlog_gets_parallel_receive_loops_within_the_limit(
     assert requests["SendMessageBatch"] <= moved / 5 + 6
 
 
-def test_a_batch_near_the_visibility_timeout_is_warned_about(
+def test_a_batch_past_its_budget_makes_no_more_calls(
     make_settings: Callable[..., Settings], sqs: Any
 ) -> None:
+    # Past the budget a message in hand could reappear (visibility timeout) and be handed
+    # over twice: the step makes no further call, and the message simply comes back.
     s = make_settings(max_native_delay_seconds=1, wait_time_seconds=1, visibility_timeout_seconds=2)
     setup_queues(s, sqs)
     out = capture_logs()
     ticks = iter(range(10**9))
     clock = lambda: time.time() + 2 * next(ticks)  # noqa: E731 - each reading 2 s later
     Sender(s, client=sqs).send("orders", "slow", delay=2)
-    with RunningWorker(s, ["orders"], clock=clock):
-        (slow, *_) = wait_for(lambda: events(out, "worker.slow_batch"), timeout=20)
-    assert slow["level"] == "warning" and slow["visibility_timeout_seconds"] == 2
-    assert slow["seconds"] >= 1
+    with RunningWorker(s, ["orders"], clock=clock) as running:
+        late = wait_for(lambda: events(out, "batch.out_of_time"), timeout=20)
+        requests = running.worker.stats.requests
+    assert late[0]["level"] == "warning"
+    assert requests["SendMessageBatch"] == 0 and requests["DeleteMessageBatch"] == 0
+
+
+def test_a_mangled_due_time_does_not_stop_the_worker(fast: Settings, sqs: Any) -> None:
+    # "²" passes str.isdigit() but not int(): it used to end the worker, then the next one.
+    urls = setup_queues(fast, sqs)
+    for i, due in enumerate(["²", "9" * 5000]):
+        sqs.send_message(
+            QueueUrl=urls["orders-delay.fifo"],
+            MessageBody=f"mangled {i}",
+            MessageGroupId=f"g{i}",
+            MessageDeduplicationId=f"d{i}",
+            MessageAttributes={
+                limits.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "3"},
+                limits.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": due},
+            },
+        )
+    collector = Collector(sqs, urls["orders"])
+    with RunningWorker(fast, ["orders"]) as running:
+        collector.until(2, timeout=30)
+        Sender(fast, client=sqs).send("orders", "after", delay=CYCLE + 1)
+        got = collector.until(3, timeout=30)
+        assert running._thread.is_alive()
+    assert sorted(g.body for g in got) == ["after", "mangled 0", "mangled 1"]
 
 
 def teardown_module() -> None:

@@ -1,0 +1,63 @@
+"""What both drivers (the ECS worker, the Lambda handler) hold to run the core step on a
+received batch: its configuration and state, and the park targets of each delay queue."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqsdelay.core.calls import Flow
+from sqsdelay.core.step import Outcome, StepConfig, StepState, handle
+from sqsdelay.decision import Received
+from sqsdelay.processing import limits_of
+from sqsdelay.queues import ParkTargets, QueueResolver, QueueTrio
+from sqsdelay.settings import Settings
+
+
+class BatchRunner:
+    def __init__(
+        self,
+        settings: Settings,
+        resolver: QueueResolver,
+        clock: Callable[[], float],
+        *,
+        delete: bool,
+    ) -> None:
+        self.config = StepConfig(
+            limits=limits_of(settings),
+            call_timeout=settings.call_timeout_seconds,
+            max_bytes=settings.max_message_bytes,
+            park_concurrency=settings.park_concurrency,
+            delete=delete,
+        )
+        self.state = StepState()
+        self.park_targets = ParkTargets(settings, resolver)
+        self._clock = clock
+
+    def flow(
+        self,
+        received: list[Received],
+        trio: QueueTrio,
+        client: Any,
+        *,
+        local_ms: int,
+        deadline: float,
+        account: str = "",
+        outcome: Outcome | None = None,
+    ) -> Flow[Outcome]:
+        """The step on one batch from `trio`'s delay queue, after the park target lookup
+        (`client` names the region of the error queue's ARN)."""
+        target = yield from self.park_targets.lookup(trio, client, account)
+        return (
+            yield from handle(
+                received,
+                queues=trio.queues(),
+                park_target=target,
+                config=self.config,
+                state=self.state,
+                clock=self._clock,
+                local_ms=local_ms,
+                deadline=deadline,
+                outcome=outcome,
+            )
+        )

@@ -1,0 +1,1 @@
+"""The pure core: rules and flows that make no calls (see docs/architecture.md)."""

@@ -1,0 +1,437 @@
+"""The batch step: decide, park, send, delete and hold one received batch, without I/O.
+
+`handle` is a flow (`sqsdelay.core.calls`). It yields the calls it needs (CreateSchedule and
+GetSchedule, SendMessageBatch, DeleteMessageBatch, ChangeMessageVisibilityBatch) and is sent
+their answers; the ECS worker and the Lambda handler only make those calls. Every rule lives
+here: the breakers are consulted before each round of calls, every call has a time limit
+inside the batch's budget, and each record ends in exactly one of `END`: handed over,
+requeued, parked, dead-lettered or held for a backoff. Nothing one record does, or raises,
+changes what happens to another.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sqsdelay import batching, parking, schedules
+from sqsdelay._types import Target
+from sqsdelay.backoff import BackoffTimer, retry_backoff_seconds, visibility_seconds
+from sqsdelay.clock import ClockOffset
+from sqsdelay.core.calls import Call, Fault, Flow, gather
+from sqsdelay.decision import Limits, Park, Received
+from sqsdelay.errors import InvalidMessage
+from sqsdelay.failures import FailureLog, is_message_fault
+from sqsdelay.limits import MAX_BATCH_ENTRIES, MAX_MESSAGE_BYTES
+from sqsdelay.logs import get_logger
+from sqsdelay.processing import Outgoing, decide_batch, outgoing
+
+log = get_logger("sqsdelay.step")
+
+End = Literal["handed-over", "requeued", "parked", "dead-lettered", "held"]
+END: dict[str, End] = {
+    "delay.handed_over": "handed-over",
+    "delay.requeued": "requeued",
+    "delay.parked": "parked",
+    "delay.dead_lettered": "dead-lettered",
+}
+# The share of a batch's budget each phase may use up to: parking first (the loop is always
+# a fallback), then the sends, and the delete and hold with whatever is left.
+PARK_SHARE = 0.5
+SEND_SHARE = 0.85
+
+
+@dataclass
+class Stats:
+    """Calls made (per API and queue or schedule group) and messages moved (per event)."""
+
+    calls: Counter[tuple[str, str]] = field(default_factory=Counter)
+    events: Counter[str] = field(default_factory=Counter)
+
+    def attach(self, client: Any) -> None:
+        """Count every call a boto3 or aioboto3 client makes, with the queue or schedule
+        group it names."""
+
+        def count(model: Any, params: dict[str, Any], **_: Any) -> None:
+            queue = params.get("QueueName") or str(params.get("QueueUrl", "")).rsplit("/", 1)[-1]
+            self.calls[(model.name, queue or str(params.get("GroupName", "")))] += 1
+
+        client.meta.events.register("before-parameter-build", count)
+
+    @property
+    def requests(self) -> Counter[str]:
+        """Calls per API."""
+        per_api: Counter[str] = Counter()
+        for (api, _), n in self.calls.items():
+            per_api[api] += n
+        return per_api
+
+    def as_dict(self) -> dict[str, Any]:
+        requests = self.requests
+        return {
+            "requests": dict(requests),
+            "messages": dict(self.events),
+            "requests_total": sum(requests.values()),
+        }
+
+
+@dataclass(frozen=True)
+class Queues:
+    """The three queues of one destination, by role."""
+
+    destination: str
+    delay: str
+    error: str
+
+    def of(self, target: Target) -> str:
+        return {"destination": self.destination, "delay": self.delay, "error": self.error}[target]
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    limits: Limits
+    call_timeout: float
+    max_bytes: int = MAX_MESSAGE_BYTES
+    park_concurrency: int = 10
+    # The ECS worker deletes what it moved; Lambda deletes every record it is not told failed.
+    delete: bool = True
+
+
+class StepState:
+    """What lasts from batch to batch in one runtime: the clock offset, the breakers (sends
+    per target queue; Scheduler), the message failure counts and the statistics."""
+
+    def __init__(self) -> None:
+        self.offset = ClockOffset()
+        self.sends = BackoffTimer()
+        self.scheduler = BackoffTimer()
+        self.failures = FailureLog()
+        self.stats = Stats()
+
+
+@dataclass(frozen=True)
+class Held:
+    source: Received
+    wait_seconds: int
+    reason: str
+
+
+@dataclass
+class Outcome:
+    """Where each record of the batch ended, by SQS MessageId; `held`, what to report or
+    keep out of sight; `unhidden`, held records whose visibility change failed."""
+
+    ends: dict[str, End] = field(default_factory=dict)
+    held: list[Held] = field(default_factory=list)
+    delete_failed: int = 0
+    unhidden: int = 0
+
+
+@dataclass(frozen=True)
+class _Batch:
+    queue: str
+    outs: list[Outgoing]
+
+    def entries(self) -> list[dict[str, Any]]:
+        return [{"Id": str(i), **o.entry} for i, o in enumerate(self.outs)]
+
+
+class _Budget:
+    def __init__(self, clock: Callable[[], float], deadline: float, call_timeout: float) -> None:
+        self.clock = clock
+        self.start = clock()
+        self.deadline = deadline
+        self.call_timeout = call_timeout
+
+    def timeout(self, share: float = 1.0) -> float:
+        """The time limit of a call made now in a phase that may use `share` of the budget;
+        at most 0 when that phase has no time left."""
+        end = self.start + share * (self.deadline - self.start)
+        return min(self.call_timeout, end - self.clock())
+
+
+def handle(
+    received: list[Received],
+    *,
+    queues: Queues,
+    park_target: parking.ParkTarget | None,
+    config: StepConfig,
+    state: StepState,
+    clock: Callable[[], float],
+    local_ms: int,
+    deadline: float,
+    outcome: Outcome | None = None,
+) -> Flow[Outcome]:
+    """The flow of one received batch; `local_ms` is when it arrived (local clock), and no
+    call starts after `deadline` (a `clock()` time). A driver that passes `outcome` can see
+    where records ended even if the flow fails half-way."""
+    step = _Step(queues, park_target, config, state, clock, deadline, outcome or Outcome())
+    outs, stuck = decide_batch(
+        received,
+        local_ms=local_ms,
+        offset=state.offset,
+        lim=config.limits,
+        source_queue=queues.delay,
+        failures=state.failures,
+    )
+    for r in stuck:
+        log.error("delay.unhandled", message_id=r.message_id, queue=queues.delay)
+        step.hold(r, retry_backoff_seconds(r.receive_count), "cannot be handled")
+    rest = yield from step.park(outs)
+    yield from step.send(rest)
+    if config.delete:
+        yield from step.delete()
+    yield from step.hide()
+    return step.outcome
+
+
+class _Step:
+    def __init__(
+        self,
+        queues: Queues,
+        park_target: parking.ParkTarget | None,
+        config: StepConfig,
+        state: StepState,
+        clock: Callable[[], float],
+        deadline: float,
+        outcome: Outcome,
+    ) -> None:
+        self.queues = queues
+        self.target = park_target
+        self.config = config
+        self.state = state
+        self.clock = clock
+        self.budget = _Budget(clock, deadline, config.call_timeout)
+        self.outcome = outcome
+        self.done: list[Outgoing] = []  # sent or parked: the originals may be deleted
+
+    # -- ends ------------------------------------------------------------------------------
+
+    def hold(self, source: Received, wait_seconds: int, reason: str) -> None:
+        self.outcome.ends[source.message_id] = "held"
+        self.outcome.held.append(Held(source, wait_seconds, reason))
+
+    def moved(self, out: Outgoing, **fields: Any) -> None:
+        d = out.decision
+        self.done.append(out)
+        self.outcome.ends[out.source.message_id] = END[d.event]
+        self.state.stats.events[d.event] += 1
+        self.state.failures.forget(out.source.message_id)
+        getattr(log, d.level)(
+            d.event,
+            message_id=out.source.message_id,
+            group_id=out.source.system.get("MessageGroupId"),
+            destination=self.queues.destination,
+            receive_count=out.source.receive_count,
+            size_bytes=out.size,
+            **fields,
+            **d.log_fields(),
+        )
+
+    # -- parking ---------------------------------------------------------------------------
+
+    def park(self, outs: list[Outgoing]) -> Flow[list[Outgoing]]:
+        """CreateSchedule for every Park decision, `park_concurrency` at a time while the
+        breaker is closed and the budget lasts; every park that does not happen becomes the
+        requeue the loop would have made. Returns what is left to send."""
+        rest: list[Outgoing] = []
+        todo: list[tuple[Outgoing, dict[str, Any]]] = []
+        for out in outs:
+            request = self._park_request(out) if isinstance(out.decision, Park) else None
+            if isinstance(request, dict):
+                todo.append((out, request))
+            else:
+                rest.append(self._loop(out, request) if request else out)
+        while todo:
+            timeout = self.budget.timeout(PARK_SHARE)
+            if self.state.scheduler.retry_in(parking.BREAKER_KEY, self.clock()) > 0:
+                rest += [self._loop(o, "scheduler backing off") for o, _ in todo]
+                break
+            if timeout <= 0:
+                rest += [self._loop(o, "no time left in the batch to park") for o, _ in todo]
+                break
+            now, todo = todo[: self.config.park_concurrency], todo[self.config.park_concurrency :]
+            answers = yield from gather([schedules.create(r, timeout) for _, r in now])
+            for (out, request), answer in zip(now, answers, strict=True):
+                refused = schedules.settle(answer, request, self.state.scheduler, self.clock())
+                if refused is None:
+                    fires = request["ScheduleExpression"]
+                    self.moved(out, schedule=request["Name"], fires=fires)
+                else:
+                    rest.append(self._loop(out, refused))
+        return rest
+
+    def _park_request(self, out: Outgoing) -> dict[str, Any] | str:
+        """The CreateSchedule request, or why the message stays in the loop."""
+        d = out.decision
+        assert isinstance(d, Park)
+        if self.target is None:
+            return "no park target"
+        try:
+            return parking.create_schedule_request(
+                name=parking.schedule_name(self.queues.delay, d.message_id),
+                fire_ms=d.fire_ms,
+                target=self.target,
+                body=out.source.body,
+                attributes=d.attributes,
+                group_id=d.fallback.group_id,
+                dedup=parking.dedup_id(d.message_id, d.due_ms),
+            )
+        except InvalidMessage as exc:
+            return str(exc)
+
+    def _loop(self, out: Outgoing, reason: str) -> Outgoing:
+        """Keep it in the loop: the requeue the decision would have made without parking."""
+        assert isinstance(out.decision, Park)
+        self.state.stats.events["delay.park_skipped"] += 1
+        log.warning("delay.park_skipped", message_id=out.source.message_id, reason=reason[:200])
+        return outgoing(out.source, out.decision.fallback)
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def send(self, outs: list[Outgoing]) -> Flow[None]:
+        """SendMessageBatch, grouped by target queue within the entry and size limits, the
+        batches of a round at once. A batch refused whole for its content is retried entry by
+        entry to find the culprit; a target that fails backs off and its messages are held."""
+        batches = [
+            _Batch(self.queues.of(outs[b[0]].target), [outs[i] for i in b])
+            for b in batching.chunk(
+                outs, key=lambda o: o.target, size=lambda o: o.size, max_bytes=self.config.max_bytes
+            )
+        ]
+        while batches:
+            timeout = self.budget.timeout(SEND_SHARE)
+            ready: list[_Batch] = []
+            for batch in batches:
+                wait = self.state.sends.retry_in(batch.queue, self.clock())
+                if timeout <= 0:
+                    self._hold_all(batch, retry_backoff_seconds(1), "no time left in the batch")
+                elif wait > 0:  # the target is backing off: do not even try
+                    self._hold_all(batch, visibility_seconds(wait), "target backing off")
+                else:
+                    ready.append(batch)
+            calls = [
+                Call("sqs", "SendMessageBatch", {"Entries": b.entries()}, b.queue, timeout)
+                for b in ready
+            ]
+            replies = yield calls
+            batches = []
+            for batch, reply in zip(ready, replies, strict=True):
+                if reply.fault is None:
+                    self._settled(batch, reply.response)
+                else:
+                    batches += self._failed(batch, reply.fault)
+
+    def _hold_all(self, batch: _Batch, wait: int, reason: str) -> None:
+        for out in batch.outs:
+            self.hold(out.source, wait, reason)
+
+    def _settled(self, batch: _Batch, response: Mapping[str, Any]) -> None:
+        self.state.sends.success(batch.queue)
+        ok, failed = batching.read_batch_response(
+            dict(response), (str(i) for i in range(len(batch.outs)))
+        )
+        for i, out in enumerate(batch.outs):
+            if str(i) in ok:
+                self.moved(out)
+            else:
+                f = failed[str(i)]
+                self._entry_failed(batch.queue, out, f.code, f.message)
+
+    def _failed(self, batch: _Batch, fault: Fault) -> list[_Batch]:
+        """A whole call failed: the batches to try next (one per entry when SQS blamed the
+        content); otherwise the target backs off and the messages are held."""
+        if is_message_fault(fault.code):
+            if len(batch.outs) > 1:
+                return [_Batch(batch.queue, [o]) for o in batch.outs]
+            self._entry_failed(batch.queue, batch.outs[0], fault.code, fault.detail)
+            return []
+        wait = self.state.sends.failure(batch.queue, self.clock())
+        log.error(
+            "destination.unavailable",
+            queue=batch.queue,
+            code=fault.code,
+            detail=fault.detail[:300],
+            retry_in_seconds=wait,
+        )
+        for out in batch.outs:
+            error = f"{fault.code}: {fault.detail[:200]}"
+            self.state.failures.record(out.source.message_id, error, message_fault=False)
+            self.hold(out.source, visibility_seconds(wait), fault.code)
+        return []
+
+    def _entry_failed(self, queue: str, out: Outgoing, code: str, detail: str) -> None:
+        fault = is_message_fault(code)
+        record = self.state.failures.record(
+            out.source.message_id, f"{code}: {detail[:200]}", message_fault=fault
+        )
+        log.warning(
+            "delay.send_failed",
+            message_id=out.source.message_id,
+            queue=queue,
+            code=code,
+            detail=detail[:300],
+            message_fault=fault,
+        )
+        attempt = record.own_failures if fault else out.source.receive_count
+        self.hold(out.source, retry_backoff_seconds(attempt), code)
+
+    # -- delete and hold -------------------------------------------------------------------
+
+    def delete(self) -> Flow[None]:
+        """Delete the originals of what was sent or parked. A failed delete brings the message
+        back after the visibility timeout: a requeue is then dropped by FIFO deduplication, a
+        hand-over may be delivered twice."""
+        done = self.done
+        step = MAX_BATCH_ENTRIES
+        chunks = [done[i : i + step] for i in range(0, len(done), step)]
+        entries = [
+            [{"Id": str(i), "ReceiptHandle": o.source.receipt_handle} for i, o in enumerate(c)]
+            for c in chunks
+        ]
+        failed = yield from self._delay_queue_calls("DeleteMessageBatch", entries)
+        self.outcome.delete_failed = failed
+        self.state.stats.events["delete_failed"] += failed
+        if failed:
+            log.warning("delay.delete_failed", queue=self.queues.delay, count=failed)
+
+    def hide(self) -> Flow[None]:
+        """Keep held messages out of sight for their backoff (the worker and Lambda alike:
+        otherwise they come back after the queue's visibility timeout, whatever the cause)."""
+        held = self.outcome.held
+        step = MAX_BATCH_ENTRIES
+        entries = [
+            [
+                {
+                    "Id": str(i),
+                    "ReceiptHandle": h.source.receipt_handle,
+                    "VisibilityTimeout": h.wait_seconds,
+                }
+                for i, h in enumerate(held[start : start + step])
+            ]
+            for start in range(0, len(held), step)
+        ]
+        failed = yield from self._delay_queue_calls("ChangeMessageVisibilityBatch", entries)
+        self.outcome.unhidden = failed
+        if failed:
+            log.warning("delay.backoff_failed", queue=self.queues.delay, count=failed)
+
+    def _delay_queue_calls(self, api: str, entries: list[list[dict[str, Any]]]) -> Flow[int]:
+        """One round of batch calls on the delay queue; how many entries failed."""
+        if not entries:
+            return 0
+        timeout = self.budget.timeout()
+        if timeout <= 0:
+            log.warning("batch.out_of_time", queue=self.queues.delay, api=api)
+            return sum(len(e) for e in entries)
+        calls = [Call("sqs", api, {"Entries": e}, self.queues.delay, timeout) for e in entries]
+        replies = yield calls
+        failed = 0
+        for chunk, reply in zip(entries, replies, strict=True):
+            if reply.fault is not None:
+                failed += len(chunk)
+            else:
+                failed += len(reply.response.get("Failed", []))
+        return failed

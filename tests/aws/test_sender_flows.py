@@ -1,0 +1,50 @@
+"""The senders' shared flows driven by the stub SQS and Scheduler, call by call."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from sqsdelay.core.calls import drive
+from sqsdelay.parking import min_park_after_seconds
+from sqsdelay.sender import Message, Sender
+from sqsdelay.settings import Settings
+from tests.support.stub import StubAws
+
+FAKE = SimpleNamespace(meta=SimpleNamespace(partition="aws", region_name="us-east-1"))
+DAYS_3 = 3 * 86_400
+
+
+def parking_sender(concurrency: int) -> Sender:
+    s = Settings(
+        region="us-east-1",
+        parking="scheduler",
+        scheduler_role_arn="arn:aws:iam::123456789012:role/sqsdelay-scheduler",
+        park_after_seconds=min_park_after_seconds(900),
+        park_concurrency=concurrency,
+    )
+    return Sender(s, client=FAKE, scheduler=FAKE)
+
+
+def test_a_batch_parks_in_bounded_rounds_and_stops_when_scheduler_fails() -> None:
+    # AsyncSender used to start every park at once, so the breaker was asked before any
+    # answer came, and one park's error lost the others' results.
+    stub = StubAws()
+    stub.throttle("CreateSchedule")
+    sender = parking_sender(concurrency=3)
+    messages = [Message(f"m{i}", delay=DAYS_3) for i in range(7)]
+    result = drive(sender.send_batch_flow("orders", messages, True), stub)
+    creates = [r for r in stub.rounds if r and r[0].api == "CreateSchedule"]
+    assert [len(r) for r in creates] == [3]  # one bounded round, then the breaker held
+    assert sorted(r.index for r in result.sent) == list(range(7)) and not result.failed
+    assert {r.route for r in result.sent} == {"delay-queue"}
+    assert len(stub.queues["orders-delay.fifo"]) == 7
+
+
+def test_a_batch_parks_every_message_it_can() -> None:
+    stub = StubAws()
+    sender = parking_sender(concurrency=4)
+    messages = [Message(f"m{i}", delay=DAYS_3) for i in range(10)] + [Message("soon", delay=5)]
+    result = drive(sender.send_batch_flow("orders", messages, True), stub)
+    creates = [len(r) for r in stub.rounds if r and r[0].api == "CreateSchedule"]
+    assert creates == [4, 4, 2] and len(stub.schedules) == 10
+    assert sorted(r.route for r in result.sent) == ["direct"] + ["parked"] * 10

@@ -1,0 +1,151 @@
+"""A stub SQS and EventBridge Scheduler that answer a core flow's calls in memory.
+
+In the spirit of dramatiq's StubBroker: no server, and every call can be made to fail on
+demand. `fail(api, code)` answers with an error (nothing happens), `timeout(api)` gives no
+answer (nothing happens), `drop(api)` does the call and loses the answer, `fail_entries`
+refuses entries of a batch one by one. Rules apply to `times` calls (None: all).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqsdelay.core.calls import Call, Fault, Reply
+
+
+@dataclass
+class _Rule:
+    api: str
+    fault: Fault
+    queue: str | None = None
+    times: int | None = None
+    effect: bool = False  # the call takes effect although its answer is lost
+    entries: bool = False  # refuse each entry instead of the whole call
+
+
+@dataclass
+class StubAws:
+    advance: Callable[[float], None] | None = None  # a virtual clock moved by call time
+    queues: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    deleted: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    hidden: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    schedules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)
+    rounds: list[list[Call]] = field(default_factory=list)
+    rules: list[_Rule] = field(default_factory=list)
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+
+    # -- faults on demand ------------------------------------------------------------------
+
+    def fail(
+        self,
+        api: str,
+        code: str,
+        *,
+        queue: str | None = None,
+        times: int | None = None,
+        status: int = 400,
+    ) -> None:
+        self.rules.append(_Rule(api, Fault(code, "stubbed", status), queue, times))
+
+    def throttle(self, api: str, *, queue: str | None = None, times: int | None = None) -> None:
+        self.fail(api, "ThrottlingException", queue=queue, times=times)
+
+    def timeout(self, api: str, *, queue: str | None = None, times: int | None = None) -> None:
+        fault = Fault("TimeoutError", "no answer", answered=False)
+        self.rules.append(_Rule(api, fault, queue, times))
+
+    def drop(self, api: str, *, queue: str | None = None, times: int | None = None) -> None:
+        fault = Fault("ReadTimeoutError", "answer lost", answered=False)
+        self.rules.append(_Rule(api, fault, queue, times, effect=True))
+
+    def fail_entries(self, api: str, code: str, *, queue: str | None = None) -> None:
+        self.rules.append(_Rule(api, Fault(code, "stubbed entry"), queue, entries=True))
+
+    # -- the calls -------------------------------------------------------------------------
+
+    def __call__(self, calls: list[Call]) -> list[Reply]:
+        self.rounds.append(list(calls))
+        replies = [self._one(c) for c in calls]
+        if self.advance is not None and calls:
+            # A round lasts as long as its slowest call: an unanswered one, its whole limit.
+            waited = [
+                c.timeout or 0.0
+                for c, r in zip(calls, replies, strict=True)
+                if r.fault is not None and not r.fault.answered
+            ]
+            self.advance(max(waited, default=0.01))
+        return replies
+
+    def _rule(self, call: Call) -> _Rule | None:
+        for rule in self.rules:
+            if rule.api == call.api and rule.queue in (None, call.queue) and rule.times != 0:
+                if rule.times is not None:
+                    rule.times -= 1
+                return rule
+        return None
+
+    def _one(self, call: Call) -> Reply:
+        self.calls.append(call)
+        rule = self._rule(call)
+        if rule is not None and not rule.entries:
+            if rule.effect:
+                self._do(call, None)
+            return Reply(fault=rule.fault)
+        answer = self._do(call, rule)
+        return Reply(fault=answer) if isinstance(answer, Fault) else Reply(answer)
+
+    def _do(self, call: Call, rule: _Rule | None) -> dict[str, Any] | Fault:
+        p = call.params
+        queue = call.queue or ""
+        if call.api == "GetQueueUrl":
+            return {"QueueUrl": f"https://sqs.stub/123456789012/{p['QueueName']}"}
+        if call.api in ("SendMessageBatch", "DeleteMessageBatch", "ChangeMessageVisibilityBatch"):
+            ok, failed = [], []
+            for entry in p["Entries"]:
+                if rule is not None and rule.entries:
+                    failed.append(
+                        {
+                            "Id": entry["Id"],
+                            "Code": rule.fault.code,
+                            "Message": rule.fault.detail,
+                            "SenderFault": True,
+                        }
+                    )
+                    continue
+                if call.api == "SendMessageBatch":
+                    message = {k: v for k, v in entry.items() if k != "Id"}
+                    message["MessageId"] = f"m{next(self._ids)}"
+                    self.queues[queue].append(message)
+                    ok.append({"Id": entry["Id"], "MessageId": message["MessageId"]})
+                elif call.api == "DeleteMessageBatch":
+                    self.deleted[queue].append(entry["ReceiptHandle"])
+                    ok.append({"Id": entry["Id"]})
+                else:
+                    self.hidden[queue].append(entry)
+                    ok.append({"Id": entry["Id"]})
+            return {"Successful": ok, "Failed": failed}
+        if call.api == "SendMessage":
+            message = {**p, "MessageId": f"m{next(self._ids)}"}
+            self.queues[queue].append(message)
+            return {"MessageId": message["MessageId"]}
+        if call.api == "CreateSchedule":
+            if p["Name"] in self.schedules:
+                return Fault("ConflictException", "schedule exists", 409)
+            self.schedules[p["Name"]] = dict(p)
+            return {"ScheduleArn": f"arn:aws:scheduler:::schedule/{p['GroupName']}/{p['Name']}"}
+        if call.api in ("GetSchedule", "DeleteSchedule"):
+            if p["Name"] not in self.schedules:
+                return Fault("ResourceNotFoundException", "no such schedule", 404)
+            found = self.schedules[p["Name"]]
+            if call.api == "DeleteSchedule":
+                del self.schedules[p["Name"]]
+            return dict(found)
+        raise AssertionError(f"the stub does not answer {call.api}")
+
+    def count(self, api: str, queue: str | None = None) -> int:
+        return sum(1 for c in self.calls if c.api == api and queue in (None, c.queue))
