@@ -1,16 +1,28 @@
-"""structlog set-up: JSON lines by default, a console renderer for humans.
+"""Logging: structlog events carried by the standard `logging` module.
+
+As a library, sqsdelay logs to the `sqsdelay` logger and stays silent unless the application
+configures logging (a NullHandler, as the logging HOWTO asks of libraries). Each record's
+message is the event in logfmt, and the event's fields travel as `record.sqsdelay_event`.
+The CLI, the worker and the Lambda call `configure()`, which writes JSON lines (or console
+lines for humans) to stderr and, optionally, to an append-only event file.
 
 Message bodies and credentials are never logged: a processor redacts such keys whatever
-the caller passes.
+the caller passes, before any handler sees the event.
 """
+
+from __future__ import annotations
 
 import logging
 import sys
 from collections.abc import MutableMapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 import structlog
+
+ROOT = "sqsdelay"
+EVENT_FIELD = "sqsdelay_event"  # the LogRecord attribute that holds the event's fields
 
 REDACTED_KEYS = frozenset(
     {
@@ -26,6 +38,8 @@ REDACTED_KEYS = frozenset(
     }
 )
 
+logging.getLogger(ROOT).addHandler(logging.NullHandler())
+
 
 def redact(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for key in list(event):
@@ -34,21 +48,69 @@ def redact(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Mutab
     return event
 
 
-class _Tee:
-    """Writes each line to the console stream and to an append-only event file."""
+class _Text:
+    """The event in logfmt, rendered only if a handler asks for the record's message."""
 
-    def __init__(self, stream: TextIO, path: Path) -> None:
-        self._stream = stream
-        self._file = path.open("a", encoding="utf-8")
+    __slots__ = ("fields",)
+    _render = structlog.processors.LogfmtRenderer(key_order=["event"], drop_missing=True)
 
-    def write(self, text: str) -> int:
-        self._stream.write(text)
-        self._file.write(text)
-        return len(text)
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self.fields = fields
 
-    def flush(self) -> None:
-        self._stream.flush()
-        self._file.flush()
+    def __str__(self) -> str:
+        return str(self._render(None, "", dict(self.fields)))
+
+
+def _to_logging(
+    _logger: Any, _method: str, event: MutableMapping[str, Any]
+) -> tuple[tuple[str, _Text], dict[str, Any]]:
+    """The `logging` call: readable text, with the fields kept apart for `EventFormatter`.
+
+    All fields travel in one attribute, so a field named like a LogRecord attribute ("name",
+    "module") cannot clash with it.
+    """
+    fields = dict(event)
+    return ("%s", _Text(fields)), {"extra": {EVENT_FIELD: fields}}
+
+
+def get_logger(name: str) -> Any:
+    """A structlog logger on the stdlib logger `name`, whatever the global structlog set-up."""
+    return structlog.wrap_logger(
+        logging.getLogger(name),
+        processors=[
+            structlog.stdlib.filter_by_level,
+            structlog.contextvars.merge_contextvars,
+            redact,
+            structlog.processors.format_exc_info,
+            _to_logging,
+        ],
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+
+
+class EventFormatter(logging.Formatter):
+    """Renders a record as one JSON (or console) line with the event's own fields."""
+
+    def __init__(self, fmt: str = "json") -> None:
+        super().__init__()
+        self._render: Any = (
+            structlog.processors.JSONRenderer()
+            if fmt == "json"
+            else structlog.dev.ConsoleRenderer(colors=False)
+        )
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, EVENT_FIELD, None)
+        event = dict(fields) if fields is not None else {"event": record.getMessage()}
+        event["level"] = record.levelname.lower()
+        stamp = datetime.fromtimestamp(record.created, tz=UTC)
+        event["timestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return str(self._render(None, record.levelname.lower(), event))
+
+
+class _Owned:
+    """Marks the handlers `configure()` installed, so that a second call replaces them."""
 
 
 def configure(
@@ -58,30 +120,29 @@ def configure(
     stream: TextIO | None = None,
     file: Path | None = None,
 ) -> None:
-    """Configure structlog. Logs go to stderr so that stdout stays for command output."""
-    out: Any = stream or sys.stderr
+    """Log sqsdelay's events as lines. Console lines go to stderr: stdout is for command output.
+
+    The event file is machine-read (by the cost report), so it always gets JSON lines.
+    """
+    logger = logging.getLogger(ROOT)
+    for old in [h for h in logger.handlers if isinstance(h, _Owned)]:
+        logger.removeHandler(old)
+        old.close()
+    console = _OwnedStream(stream or sys.stderr)
+    console.setFormatter(EventFormatter(fmt))
+    logger.addHandler(console)
     if file is not None:
-        fmt = "json"  # the event file is machine-read (cost report), so always JSON
-        out = _Tee(out, file)
-    renderer: Any = (
-        structlog.processors.JSONRenderer()
-        if fmt == "json"
-        else structlog.dev.ConsoleRenderer(colors=False)
-    )
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            redact,
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        logger_factory=structlog.PrintLoggerFactory(out),
-        cache_logger_on_first_use=False,
-    )
+        events = _OwnedFile(file, encoding="utf-8")
+        events.setFormatter(EventFormatter("json"))
+        logger.addHandler(events)
+    logger.setLevel(level)
+    # the application's own handlers (if any) do not print the same line a second time
+    logger.propagate = False
 
 
-def get_logger(name: str) -> Any:
-    return structlog.get_logger(name)
+class _OwnedStream(logging.StreamHandler[TextIO], _Owned):
+    pass
+
+
+class _OwnedFile(logging.FileHandler, _Owned):
+    pass

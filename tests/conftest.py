@@ -11,7 +11,6 @@ from typing import Any
 
 import boto3
 import pytest
-import structlog
 
 from sqsdelay import logs
 from sqsdelay.emulator import Emulator
@@ -102,11 +101,10 @@ def count_requests(client: Any) -> list[str]:
 
 @pytest.fixture(autouse=True)
 def _logs_to_the_real_stderr() -> Iterator[None]:
-    """A test that configures logging under capsys leaves structlog writing to a captured
-    stream that is closed afterwards; point it back at stderr after every test."""
+    """A test that configures logging under capsys leaves it writing to a captured stream
+    that is closed afterwards; point it back at stderr after every test."""
     yield
-    if structlog.is_configured():
-        logs.configure("json", "INFO", stream=sys.stderr)
+    logs.configure("json", "INFO", stream=sys.stderr)
 
 
 @pytest.fixture(scope="session")

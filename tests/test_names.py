@@ -122,22 +122,21 @@ def test_not_a_delay_queue() -> None:
 
 
 def test_a_rewritten_name_is_said_once() -> None:
-    from structlog.testing import capture_logs
+    import io
+    import json
 
+    from sqsdelay import logs
     from sqsdelay.queues import QueueResolver
     from sqsdelay.settings import Settings
 
+    out = io.StringIO()
+    logs.configure("json", "INFO", stream=out)
     resolver = QueueResolver(Settings(queue_prefix="p-"))
-    with capture_logs() as logged:
-        assert resolver.trio("Sales.Orders").delay == "p-Sales-Orders-delay.fifo"
-        resolver.trio("Sales.Orders")
-        resolver.trio("orders")
+    assert resolver.trio("Sales.Orders").delay == "p-Sales-Orders-delay.fifo"
+    resolver.trio("Sales.Orders")
+    resolver.trio("orders")
+    logged = [json.loads(line) for line in out.getvalue().splitlines()]
     rewritten = [e for e in logged if e["event"] == "queue.name_rewritten"]
-    assert rewritten == [
-        {
-            "event": "queue.name_rewritten",
-            "log_level": "warning",
-            "queue": "Sales.Orders",
-            "destination": "p-Sales-Orders",
-        }
+    assert [(e["level"], e["queue"], e["destination"]) for e in rewritten] == [
+        ("warning", "Sales.Orders", "p-Sales-Orders")
     ]

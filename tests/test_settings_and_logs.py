@@ -1,8 +1,12 @@
 import io
 import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
-import structlog
 
 from sqsdelay import logs
 from sqsdelay.errors import ConfigError
@@ -48,7 +52,7 @@ def test_invalid_settings_give_one_clear_line(
 def test_json_logs_have_the_contract_fields_and_never_bodies() -> None:
     out = io.StringIO()
     logs.configure("json", "INFO", stream=out)
-    structlog.get_logger("t").info(
+    logs.get_logger("sqsdelay.t").info(
         "delay.scheduled", message_id="m", body="secret body", aws_secret_access_key="k"
     )
     line = json.loads(out.getvalue())
@@ -61,8 +65,8 @@ def test_json_logs_have_the_contract_fields_and_never_bodies() -> None:
 def test_console_renderer_and_level_filter() -> None:
     out = io.StringIO()
     logs.configure("console", "WARNING", stream=out)
-    structlog.get_logger("t").info("hidden")
-    structlog.get_logger("t").warning("shown", x=1)
+    logs.get_logger("sqsdelay.t").info("hidden")
+    logs.get_logger("sqsdelay.t").warning("shown", x=1)
     assert "hidden" not in out.getvalue() and "shown" in out.getvalue()
     assert not out.getvalue().startswith("{")
 
@@ -72,7 +76,7 @@ def test_log_file_gets_json_lines(tmp_path: object) -> None:
 
     path = Path(str(tmp_path)) / "events.jsonl"
     logs.configure("console", "INFO", stream=io.StringIO(), file=path)
-    structlog.get_logger("t").info("delay.scheduled", delay_seconds=5)
+    logs.get_logger("sqsdelay.t").info("delay.scheduled", delay_seconds=5)
     assert json.loads(path.read_text())["delay_seconds"] == 5
 
 
@@ -105,3 +109,55 @@ def test_queues_setting_is_comma_separated(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("SQSDELAY_QUEUES", "orders, billing,,")
     assert load_settings().queues == ["orders", "billing"]
     assert load_settings(queues="a,b").queues == ["a", "b"]
+
+
+def test_a_field_named_like_a_log_record_attribute_is_kept() -> None:
+    out = io.StringIO()
+    logs.configure("json", "INFO", stream=out)
+    logs.get_logger("sqsdelay.t").info("queue.created", name="orders", module="m", args=1)
+    line = json.loads(out.getvalue())
+    assert (line["name"], line["module"], line["args"]) == ("orders", "m", 1)
+
+
+def test_configure_again_replaces_and_closes_the_event_file(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    logs.configure("json", "INFO", stream=io.StringIO(), file=first)
+    handlers = list(logging.getLogger("sqsdelay").handlers)
+    logs.configure("json", "INFO", stream=io.StringIO(), file=second)
+    logs.get_logger("sqsdelay.t").info("delay.scheduled")
+    files = [h for h in handlers if isinstance(h, logging.FileHandler)]
+    assert files and all(h.stream is None for h in files)  # closed
+    assert first.read_text() == "" and "delay.scheduled" in second.read_text()
+
+
+LIBRARY_USE = """
+import logging, sys
+from sqsdelay.sender import Sender
+if sys.argv[1] == "configured":
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s %(message)s")
+Sender().send("orders", "secret body", delay=5)
+"""
+
+
+@pytest.mark.parametrize("app", ["silent", "configured"])
+def test_as_a_library_it_logs_through_logging_and_only_if_asked(
+    app: str, make_settings: Any, sqs: Any, env: dict[str, str]
+) -> None:
+    from sqsdelay.installer import Installer
+
+    Installer(make_settings(), client=sqs).run(["orders"])
+    done = subprocess.run(
+        [sys.executable, "-c", LIBRARY_USE, app],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stderr == ""
+    if app == "silent":
+        assert done.stdout == ""
+    else:
+        ours = [x for x in done.stdout.splitlines() if x.startswith("sqsdelay.")]
+        assert len(ours) == 1 and ours[0].startswith("sqsdelay.sender event=delay.scheduled ")
+        assert "route=direct" in ours[0] and "secret" not in done.stdout
