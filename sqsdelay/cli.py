@@ -14,17 +14,47 @@ import sys
 from collections.abc import Callable
 from inspect import Parameter, Signature
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import typer
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+from rich.console import Console
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+from typer.core import TyperGroup, TyperOption
 
 from sqsdelay import limits, logs
 from sqsdelay.delays import parse_delay
 from sqsdelay.errors import InvalidInput, InvalidMessage, SqsDelayError
-from sqsdelay.settings import Settings, env_name, load_settings
+from sqsdelay.extras import require
+from sqsdelay.settings import Settings, load_settings
+
+
+class _CommandsFirst(TyperGroup):
+    """Help with the commands first, then the settings flags in panels by who reads them.
+
+    Typer prints options before commands; a new user looks for the commands. The flags are
+    drawn by `_print_settings`, which keeps their names whole at 80 columns.
+    """
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:  # typer's own click types
+        flags = [p for p in self.params if isinstance(p, TyperOption) and p.name in _PANEL_OF]
+        for p in flags:
+            p.hidden = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            for p in flags:
+                p.hidden = False
+        _print_settings(Console())
+
 
 app = typer.Typer(
     name="sqsdelay",
+    cls=_CommandsFirst,
     help="Unrestricted delayed delivery for Amazon SQS.",
     no_args_is_help=True,
     add_completion=False,
@@ -55,31 +85,106 @@ def command(fn: Callable[..., int]) -> Callable[..., None]:
     return run
 
 
-def _settings_flags(ctx: typer.Context, **flags: str | bool | None) -> None:
-    ctx.obj = {k: v for k, v in flags.items() if v is not None}
+# The settings flags by who reads them; tests check that every setting has its panel.
+PANELS: dict[str, tuple[str, ...]] = {
+    "Connection": ("endpoint_url", "region", "call_timeout_seconds"),
+    "Queues": (
+        "queue_prefix",
+        "error_queue",
+        "max_native_delay_seconds",
+        "visibility_timeout_seconds",
+        "delay_queue_retention_seconds",
+        "max_message_bytes",
+        "kms_key_id",
+    ),
+    "Sender": ("unrestricted", "max_delay_seconds", "wire_format"),
+    "Worker": (
+        "queues",
+        "concurrency",
+        "wait_time_seconds",
+        "invalid_delay",
+        "max_attempts",
+        "max_receive_failure_seconds",
+        "stats_interval_seconds",
+    ),
+    "Parking": (
+        "parking",
+        "park_after_seconds",
+        "scheduler_role_arn",
+        "park_concurrency",
+        "schedule_group",
+    ),
+    "Logging": ("log_format", "log_level", "log_file"),
+    "Cost report": ("spark_class_archive",),
+}
+_PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
+
+
+def _flag(info: FieldInfo) -> tuple[Any, str]:
+    """The type typer parses the flag as, and the one the help shows (Settings validates)."""
+    annotation = info.annotation
+    if annotation is bool:
+        return bool, ""
+    if get_origin(annotation) is Literal:
+        return annotation, "|".join(str(v) for v in get_args(annotation))
+    kinds = [k for k in get_args(annotation) if k is not type(None)] or [annotation]
+    choices = [str(v) for k in kinds if get_origin(k) is Literal for v in get_args(k)]
+    if choices:  # a choice or a file
+        return str, "|".join([*choices, "FILE"])
+    if get_origin(kinds[0]) is list:
+        return str, "NAME,NAME"
+    shown = {int: "INTEGER", float: "NUMBER", Path: "FILE"}
+    return kinds[0], shown.get(kinds[0], "TEXT")
+
+
+def _default_text(name: str, info: FieldInfo) -> str:
+    if info.annotation is bool:
+        return ("" if info.default else "no-") + name.replace("_", "-")
+    if info.default in (None, "", PydanticUndefined):
+        return ""
+    return str(info.default)
+
+
+def _print_settings(console: Console) -> None:
+    intro = (
+        "Settings flags go before the command. Each has an environment variable of the same "
+        "name: --max-attempts is SQSDELAY_MAX_ATTEMPTS."
+    )
+    console.print(Padding(Text(intro), (0, 1)))
+    for panel, names in PANELS.items():
+        table = Table(box=None, show_header=False, expand=True, padding=(0, 1, 0, 0))
+        table.add_column(no_wrap=True, style="bold cyan")
+        table.add_column(no_wrap=True, style="yellow")
+        table.add_column(ratio=1)
+        for name in names:
+            info = Settings.model_fields[name]
+            flag = "--" + name.replace("_", "-")
+            if info.annotation is bool:
+                flag += "\n--no-" + flag[2:]
+            text = Text((info.description or "").removeprefix(f"{panel.lower()}: "))
+            if default := _default_text(name, info):
+                text.append(f" [default: {default}]", style="dim")
+            table.add_row(flag, _flag(info)[1], text)
+        console.print(Panel(table, title=panel, title_align="left", border_style="dim"))
 
 
 def _generated_callback() -> Callable[..., None]:
-    """A callback with one `--name` flag per Settings field, so the two never drift apart.
-
-    Values are taken as text and validated by Settings, exactly like the environment.
-    """
+    """A callback with one `--name` flag per Settings field, so the two never drift apart."""
     params = [Parameter("ctx", Parameter.POSITIONAL_OR_KEYWORD)]
     annotations: dict[str, Any] = {"ctx": typer.Context, "return": None}
     for name, info in Settings.model_fields.items():
         flag = "--" + name.replace("_", "-")
-        switch = info.annotation is bool  # --name / --no-name, like any other CLI switch
+        kind = _flag(info)[0]
         option = typer.Option(
             None,
-            f"{flag}/--no-{flag[2:]}" if switch else flag,
-            help=f"{info.description} [env: {env_name(name)}]",
-            show_default=False,
+            f"{flag}/--no-{flag[2:]}" if kind is bool else flag,
+            case_sensitive=False,
         )
         params.append(Parameter(name, Parameter.KEYWORD_ONLY, default=option))
-        annotations[name] = bool | None if switch else str | None
+        annotations[name] = kind | None
 
-    def callback(ctx: typer.Context, **flags: str | bool | None) -> None:
-        _settings_flags(ctx, **flags)
+    def callback(ctx: typer.Context, **flags: Any) -> None:
+        ctx.obj = {k: v for k, v in flags.items() if v is not None}
 
     callback.__signature__ = Signature(params)  # type: ignore[attr-defined]
     callback.__annotations__ = annotations
@@ -144,8 +249,10 @@ def cancel(
     queue: Annotated[str, typer.Argument(help="destination queue (without prefix)")],
     message_id: Annotated[str, typer.Argument(help="the message_id that send printed")],
 ) -> int:
-    """Cancel a parked message. Prints cancelled (exit 0) or too-late (exit 3: it is in its
-    last hops or delivered, and will arrive)."""
+    """Cancel a parked message.
+
+    Prints cancelled (exit 0) or too-late (exit 3: it is in its last hops or delivered, and
+    will arrive)."""
     from sqsdelay.sender import Sender
 
     outcome = Sender(settings_of(ctx)).cancel(queue, message_id)
@@ -284,8 +391,9 @@ def replay_errors(
 def emulator(
     port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 4566,
 ) -> int:
-    """Run the embedded SQS emulator (moto server, with a runner that fires its Scheduler
-    schedules) on 127.0.0.1 until Ctrl-C."""
+    """Run the embedded SQS emulator on 127.0.0.1 until Ctrl-C.
+
+    A moto server, with a runner that fires its Scheduler schedules."""
     import threading
 
     from sqsdelay.emulator import Emulator
@@ -358,15 +466,14 @@ def cost_report(
     batch_fill: Annotated[
         int, typer.Option(help="messages per batch call, 1..10")
     ] = limits.MAX_BATCH_ENTRIES,
-    cycle_seconds: Annotated[
-        int, typer.Option(help="delay queue cycle")
-    ] = limits.MAX_NATIVE_DELAY_SECONDS,
     input_format: Annotated[
         str, typer.Option("--format", help="auto, json, csv, parquet")
     ] = "auto",
     master: Annotated[str | None, typer.Option(help="Spark master (default local[2])")] = None,
 ) -> int:
-    """Estimate what delayed delivery costs, per destination, month and delay band (Spark)."""
+    """Estimate what delayed delivery costs, per destination, month and delay band (Spark).
+
+    The delay queue cycle is SQSDELAY_MAX_NATIVE_DELAY_SECONDS (--max-native-delay-seconds)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -376,6 +483,7 @@ def cost_report(
     from sqsdelay.cost.run import run_report
     from sqsdelay.cost.whatif import load_what_if
 
+    require("spark", "the cost report")
     if input and what_if:
         raise InvalidInput("give --input or --what-if, not both")
     if not 1 <= batch_fill <= 10:
@@ -390,7 +498,7 @@ def cost_report(
             output=str(output),
             pricing=p,
             batch_fill=batch_fill,
-            cycle_seconds=cycle_seconds,
+            cycle_seconds=settings.max_native_delay_seconds,
             what_if=spec,
             input_format=input_format,
             master=master,
@@ -426,6 +534,7 @@ def demo(
     ),
 ) -> int:
     """The whole system end to end on the embedded emulator with a compressed cycle."""
+    require("emulator", "the demo")
     from sqsdelay.demo import run
 
     return run(output)

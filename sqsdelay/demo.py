@@ -18,6 +18,7 @@ from rich.table import Table
 from sqsdelay import logs
 from sqsdelay.clients import sync_client
 from sqsdelay.emulator import Emulator
+from sqsdelay.extras import MissingExtra, require
 from sqsdelay.installer import Installer
 from sqsdelay.sender import Sender
 from sqsdelay.settings import Settings
@@ -194,6 +195,11 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
 
 
 def _cost_report(events: Path, output: Path, console: Console) -> int:
+    try:
+        require("spark", "the cost report")
+    except MissingExtra as missing:  # the delivery above is the demo; the report is a bonus
+        console.print(f"cost report skipped: {missing}", markup=False)
+        return 0
     from sqsdelay.cost.pricing import load_pricing
     from sqsdelay.cost.run import run_report
 

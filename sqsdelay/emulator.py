@@ -16,19 +16,16 @@ from types import TracebackType
 from typing import Any
 
 from sqsdelay import parking
-from sqsdelay.errors import ConfigError
+from sqsdelay.extras import require
 
 
 class Emulator:
     """`with Emulator() as emu: emu.url` runs a moto SQS server on 127.0.0.1."""
 
     def __init__(self, port: int = 0, host: str = "127.0.0.1", *, schedules: bool = True) -> None:
-        try:
-            from moto.server import ThreadedMotoServer
-        except ImportError:  # pragma: no cover - depends on the install
-            raise ConfigError(
-                "the embedded emulator needs moto: pip install 'sqsdelay[emulator]'"
-            ) from None
+        require("emulator", "the embedded emulator")
+        from moto.server import ThreadedMotoServer
+
         self._server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
         self.url = ""
         self._schedules = schedules

@@ -168,3 +168,50 @@ def test_check_exits_1_listing_problems_and_fix_repairs(env: dict[str, str], sqs
     fixed = run(env, "install", "orders", "--fix")
     assert fixed.returncode == 0, fixed.stdout
     assert run(env, "install", "orders", "--check").returncode == 0
+
+
+def test_help_at_80_columns_lists_the_commands_first_and_every_flag_whole(
+    env: dict[str, str],
+) -> None:
+    from sqsdelay.cli import PANELS
+    from sqsdelay.settings import Settings
+
+    result = run({**env, "COLUMNS": "80", "NO_COLOR": "1", "TERM": "dumb"}, "--help")
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in text
+    titles = ["Commands", *PANELS]
+    at = [next(i for i, line in enumerate(lines) if f"─ {t} ─" in line) for t in titles]
+    assert at == sorted(at), "the commands first, then the panels in their order"
+    for panel, names in PANELS.items():
+        start = at[titles.index(panel)]
+        block = "\n".join(lines[start : start + 40])
+        for name in names:
+            assert f"│ --{name.replace('_', '-')} " in block, (panel, name)
+    # every setting has its panel, once
+    placed = [n for names in PANELS.values() for n in names]
+    assert sorted(placed) == sorted(Settings.model_fields)
+    # real types, choices and defaults
+    for flag, shown in [
+        ("--max-attempts", "INTEGER"),
+        ("--call-timeout-seconds", "NUMBER"),
+        ("--wire-format", "raw|nservicebus"),
+        ("--log-level", "DEBUG|INFO|WARNING|ERROR"),
+        ("--log-file", "FILE"),
+        ("--spark-class-archive", "auto|off|FILE"),
+    ]:
+        row = next(line for line in lines if f"│ {flag} " in line)
+        assert row.split()[2] == shown, row
+    assert "[default: 900]" in text and "--no-unrestricted" in text
+
+
+def test_flags_parse_as_their_types(env: dict[str, str]) -> None:
+    bad = run(env, "--max-attempts", "many", "send", "orders", "--delay", "1", "--body", "x")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "'--max-attempts'" in bad.stderr and "integer" in bad.stderr
+    wrong = run(env, "--log-format", "xml", "send", "orders", "--delay", "1", "--body", "x")
+    assert wrong.returncode == 2 and "json" in wrong.stderr
+    # choices take any case, as the environment variables do
+    ok = run(env, "--log-level", "debug", "cost-estimate", "--delay", "1000")
+    assert ok.returncode == 0, ok.stderr

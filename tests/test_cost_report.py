@@ -226,9 +226,13 @@ def test_cost_estimate_prints_the_reference_numbers() -> None:
 
 @pytest.mark.slow
 def test_cost_report_cli(event_log: Path, tmp_path: Path) -> None:
-    result = cli("cost-report", "--input", str(event_log), "--output", str(tmp_path / "r"))
+    out = tmp_path / "r"
+    # the cycle is the worker's setting, not a flag of its own
+    cycle = ("--max-native-delay-seconds", "300")
+    result = cli(*cycle, "cost-report", "--input", str(event_log), "--output", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Batched (this worker)" in result.stdout and "report.html" in result.stdout
+    assert json.loads((out / "summary.json").read_text())["cycle_seconds"] == 300
     empty = tmp_path / "empty.jsonl"
     empty.write_text("{}\n")
     bad = cli("cost-report", "--input", str(empty), "--output", str(tmp_path / "r2"))

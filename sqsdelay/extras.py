@@ -1,0 +1,24 @@
+"""The optional extras and the one way a command says it needs one."""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+
+from sqsdelay.errors import ConfigError
+
+# what each extra brings that a command imports (pyproject.toml's optional-dependencies)
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "emulator": ("moto",),
+    "spark": ("pyspark", "pandas", "matplotlib"),
+}
+
+
+class MissingExtra(ConfigError):
+    """A command needs an extra that is not installed (exit 2: nothing was done)."""
+
+
+def require(extra: str, what: str) -> None:
+    """Raise `MissingExtra`, naming the pip command, if `extra`'s modules are missing."""
+    missing = [m for m in EXTRAS[extra] if find_spec(m) is None]
+    if missing:
+        raise MissingExtra(f"{what} needs {', '.join(missing)}: pip install 'sqsdelay[{extra}]'")
