@@ -16,6 +16,7 @@ $(STAMP): $(DEPS)
 lint: $(STAMP)
 	$(BIN)/ruff check sqsdelay tests scripts
 	$(BIN)/ruff format --check sqsdelay tests scripts
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict sqsdelay

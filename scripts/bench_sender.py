@@ -16,8 +16,8 @@ from typing import Any
 from benchkit import EmulatorProcess, client, fauxqs_installed
 
 from sqsdelay import logs
-from sqsdelay.installer import Installer
-from sqsdelay.sender import AsyncSender, Message, Sender
+from sqsdelay.aws.installer import Installer
+from sqsdelay.aws.sender import AsyncSender, Message, Sender
 from sqsdelay.settings import Settings
 
 

@@ -27,12 +27,13 @@ from typing import Any
 import aioboto3
 from benchkit import EmulatorProcess, client, env_for, fauxqs_installed, percentile, run_worker
 
-from sqsdelay import limits, logs
-from sqsdelay.installer import Installer
-from sqsdelay.sender import Sender
+from sqsdelay import logs
+from sqsdelay.aws.installer import Installer
+from sqsdelay.aws.sender import Sender
+from sqsdelay.core import wirenames
 from sqsdelay.settings import Settings
 
-FAR = {limits.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000000"}}
+FAR = {wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000000"}}
 
 
 def install(url: str, prefix: str, queues: list[str], cycle: int) -> dict[str, str]:

@@ -14,7 +14,7 @@ import argparse
 import json
 
 from sqsdelay.cost.pricing import load_pricing, park_break_even_seconds
-from sqsdelay.simulation import simulate
+from sqsdelay.dev.simulation import simulate
 
 DELAYS = {"1 day": 86_400, "30 days": 30 * 86_400, "1 year": 365 * 86_400}
 

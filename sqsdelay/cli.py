@@ -26,8 +26,9 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup, TyperOption
 
-from sqsdelay import limits, logs
-from sqsdelay.delays import parse_delay
+from sqsdelay import logs
+from sqsdelay.core import quotas
+from sqsdelay.core.delays import parse_delay
 from sqsdelay.errors import InvalidInput, InvalidMessage, SqsDelayError
 from sqsdelay.extras import require
 from sqsdelay.settings import Settings, load_settings
@@ -223,7 +224,7 @@ def send(
     ] = None,
 ) -> int:
     """Send one delayed message; prints one JSON line with message_id, route and queue_url."""
-    from sqsdelay.sender import Sender
+    from sqsdelay.aws.sender import Sender
 
     settings = settings_of(ctx)
     seconds = parse_delay(delay)
@@ -253,7 +254,7 @@ def cancel(
 
     Prints cancelled (exit 0) or too-late (exit 3: it is in its last hops or delivered, and
     will arrive)."""
-    from sqsdelay.sender import Sender
+    from sqsdelay.aws.sender import Sender
 
     outcome = Sender(settings_of(ctx)).cancel(queue, message_id)
     print(outcome)
@@ -275,7 +276,7 @@ def install(
     ] = False,
 ) -> int:
     """Create (idempotently), check or fix each destination, its delay queue and the error queue."""
-    from sqsdelay.installer import Installer
+    from sqsdelay.aws.installer import Installer
 
     if check and fix:
         raise InvalidInput("--check and --fix exclude each other")
@@ -314,7 +315,7 @@ def worker(
     """Run the delay worker until SIGTERM/SIGINT (the ECS service)."""
     import asyncio
 
-    from sqsdelay.worker import Worker
+    from sqsdelay.aws.worker import Worker
 
     settings = settings_of(ctx, concurrency=concurrency)
     names = queues or settings.queues
@@ -336,7 +337,7 @@ def inspect(
     from rich.console import Console
     from rich.table import Table
 
-    from sqsdelay.operations import inspect as inspect_queues
+    from sqsdelay.aws.operations import inspect as inspect_queues
 
     states = inspect_queues(settings_of(ctx), queues)
     table = Table(title="sqsdelay queues")
@@ -374,7 +375,7 @@ def replay_errors(
     ] = 1000,
 ) -> int:
     """Move failed messages of QUEUE from the error queue back to its delay queue."""
-    from sqsdelay.operations import replay_errors as replay
+    from sqsdelay.aws.operations import replay_errors as replay
 
     if limit < 1 or scan < 1:
         raise InvalidInput("--limit and --scan must be at least 1")
@@ -396,7 +397,7 @@ def emulator(
     A moto server, with a runner that fires its Scheduler schedules."""
     import threading
 
-    from sqsdelay.emulator import Emulator
+    from sqsdelay.dev.emulator import Emulator
 
     with Emulator(port=port) as emu:
         print(f"SQS emulator listening on {emu.url}; export SQSDELAY_ENDPOINT_URL={emu.url}")
@@ -412,7 +413,7 @@ def cost_estimate(
     size_bytes: Annotated[int, typer.Option(help="body + attributes")] = 1024,
     batch_fill: Annotated[
         int, typer.Option(help="messages per batch call, 1..10")
-    ] = limits.MAX_BATCH_ENTRIES,
+    ] = quotas.MAX_BATCH_ENTRIES,
     pricing: Annotated[Path | None, typer.Option(help="price file (YAML)")] = None,
 ) -> int:
     """Cost of one delayed message: the reference formula next to our exact and batched counts."""
@@ -465,7 +466,7 @@ def cost_report(
     pricing: Annotated[Path | None, typer.Option(help="price file (YAML)")] = None,
     batch_fill: Annotated[
         int, typer.Option(help="messages per batch call, 1..10")
-    ] = limits.MAX_BATCH_ENTRIES,
+    ] = quotas.MAX_BATCH_ENTRIES,
     input_format: Annotated[
         str, typer.Option("--format", help="auto, json, csv, parquet")
     ] = "auto",
@@ -535,7 +536,7 @@ def demo(
 ) -> int:
     """The whole system end to end on the embedded emulator with a compressed cycle."""
     require("emulator", "the demo")
-    from sqsdelay.demo import run
+    from sqsdelay.dev.demo import run
 
     return run(output)
 

@@ -10,8 +10,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from sqsdelay import limits
-from sqsdelay._types import InvalidDelayAction, Parking, WireFormat
+from sqsdelay.core import defaults, quotas
+from sqsdelay.core.decision import Limits
+from sqsdelay.core.types import InvalidDelayAction, Parking, WireFormat
 from sqsdelay.errors import ConfigError
 
 ENV_PREFIX = "SQSDELAY_"
@@ -28,16 +29,16 @@ class Settings(BaseSettings):
         description="worker: comma-separated destination queues when none are given",
     )
     max_native_delay_seconds: int = Field(
-        default=limits.MAX_NATIVE_DELAY_SECONDS,
+        default=quotas.MAX_NATIVE_DELAY_SECONDS,
         ge=1,
-        le=limits.MAX_NATIVE_DELAY_SECONDS,
+        le=quotas.MAX_NATIVE_DELAY_SECONDS,
         description="the FIFO cycle, 1..900; lower only for tests and demos",
     )
     unrestricted: bool = Field(default=True, description="sender: allow delays above 900 s")
     max_delay_seconds: int = Field(
-        default=limits.DEFAULT_MAX_DELAY_SECONDS,
-        ge=limits.MAX_NATIVE_DELAY_SECONDS,
-        le=limits.MAX_DELAY_SECONDS,
+        default=defaults.DEFAULT_MAX_DELAY_SECONDS,
+        ge=quotas.MAX_NATIVE_DELAY_SECONDS,
+        le=defaults.MAX_DELAY_SECONDS,
         description="the longest delay accepted (default ten years, at most a century); the "
         "worker dead-letters a longer one",
     )
@@ -78,39 +79,39 @@ class Settings(BaseSettings):
         description="parking: the EventBridge Scheduler schedule group",
     )
     max_attempts: int = Field(
-        default=limits.DEFAULT_MAX_ATTEMPTS,
+        default=defaults.DEFAULT_MAX_ATTEMPTS,
         ge=1,
         le=1000,
         description="failures caused by the message itself before it is dead-lettered",
     )
     visibility_timeout_seconds: int = Field(
-        default=limits.DEFAULT_VISIBILITY_TIMEOUT_SECONDS,
+        default=defaults.DEFAULT_VISIBILITY_TIMEOUT_SECONDS,
         ge=1,
-        le=limits.MAX_VISIBILITY_TIMEOUT_SECONDS,
+        le=quotas.MAX_VISIBILITY_TIMEOUT_SECONDS,
         description="worker: visibility timeout on receive",
     )
     delay_queue_retention_seconds: int = Field(
-        default=limits.MIN_DELAY_QUEUE_RETENTION_SECONDS,
-        ge=limits.MIN_DELAY_QUEUE_RETENTION_SECONDS,
-        le=limits.MAX_RETENTION_SECONDS,
+        default=defaults.MIN_DELAY_QUEUE_RETENTION_SECONDS,
+        ge=defaults.MIN_DELAY_QUEUE_RETENTION_SECONDS,
+        le=quotas.MAX_RETENTION_SECONDS,
         description="delay queue retention",
     )
     max_message_bytes: int = Field(
-        default=limits.MAX_MESSAGE_BYTES,
+        default=quotas.MAX_MESSAGE_BYTES,
         ge=1024,
-        le=limits.MAX_MESSAGE_BYTES,
+        le=quotas.MAX_MESSAGE_BYTES,
         description="body + attributes size limit, checked before sending",
     )
     kms_key_id: str | None = Field(default=None, description="KMS key for queue encryption")
     concurrency: int = Field(default=4, ge=1, le=64, description="worker: receive loops per queue")
     wait_time_seconds: int = Field(
-        default=limits.LONG_POLL_SECONDS,
+        default=quotas.LONG_POLL_SECONDS,
         ge=0,
-        le=limits.LONG_POLL_SECONDS,
+        le=quotas.LONG_POLL_SECONDS,
         description="worker: long-poll wait",
     )
     call_timeout_seconds: float = Field(
-        default=limits.DEFAULT_CALL_TIMEOUT_SECONDS,
+        default=defaults.DEFAULT_CALL_TIMEOUT_SECONDS,
         gt=0,
         le=60,
         description="time limit of each call a worker or sender makes (Scheduler's included), "
@@ -156,7 +157,7 @@ class Settings(BaseSettings):
                 "SQSDELAY_PARKING=scheduler needs SQSDELAY_SCHEDULER_ROLE_ARN, the role "
                 "infra/error-queue.yaml creates with Parking=scheduler (output SchedulerRoleArn)"
             )
-        from sqsdelay.parking import min_park_after_seconds
+        from sqsdelay.core.parking import min_park_after_seconds
 
         least = min_park_after_seconds(self.max_native_delay_seconds)
         if self.park_after_seconds is not None and self.park_after_seconds < least:
@@ -166,19 +167,41 @@ class Settings(BaseSettings):
             )
         return self
 
+    def limits(self) -> Limits:
+        """The decision's limits, as the worker and the Lambda handler are configured."""
+        return Limits(
+            max_native_delay_seconds=self.max_native_delay_seconds,
+            max_attempts=self.max_attempts,
+            max_message_bytes=self.max_message_bytes,
+            invalid_delay=self.invalid_delay,
+            park_after_seconds=self.park_after(),
+            max_delay_seconds=self.max_delay_seconds,
+        )
+
+    def park_after(self) -> int | None:
+        """The park threshold in force: None with parking off; else the setting, or the
+        break-even computed from the price list for the configured cycle."""
+        if self.parking == "off":
+            return None
+        if self.park_after_seconds is not None:
+            return self.park_after_seconds
+        from sqsdelay.cost.pricing import load_pricing, park_break_even_seconds
+
+        return park_break_even_seconds(load_pricing(), cycle_seconds=self.max_native_delay_seconds)
+
     def batch_budget_seconds(self) -> float:
         """How long the calls of one received batch may take, every kind counted (Scheduler,
         sends, delete, hold): inside the visibility timeout, so that no message reappears
         while it is in hand, and at most STOP_CALLS call time limits."""
         return min(
-            limits.BATCH_BUDGET_SHARE * self.visibility_timeout_seconds,
+            defaults.BATCH_BUDGET_SHARE * self.visibility_timeout_seconds,
             self.call_budget_seconds(),
         )
 
     def call_budget_seconds(self) -> float:
         """STOP_CALLS call time limits: the most any batch's calls may take (the Lambda's
         visibility timeout is the queue's, so only this bounds it, with its remaining time)."""
-        return limits.STOP_CALLS * self.call_timeout_seconds
+        return defaults.STOP_CALLS * self.call_timeout_seconds
 
     def stop_budget_seconds(self) -> float:
         """The longest a graceful stop can take (what ECS's stopTimeout must cover): the polls

@@ -13,7 +13,7 @@ import boto3
 import pytest
 
 from sqsdelay import logs
-from sqsdelay.emulator import Emulator
+from sqsdelay.dev.emulator import Emulator
 from sqsdelay.settings import Settings
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")

@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sqsdelay.aws.queues import ParkTargets, QueueResolver, QueueTrio
 from sqsdelay.core.calls import Flow
+from sqsdelay.core.decision import Received
 from sqsdelay.core.step import Outcome, StepConfig, StepState, handle
-from sqsdelay.decision import Received
-from sqsdelay.processing import limits_of
-from sqsdelay.queues import ParkTargets, QueueResolver, QueueTrio
 from sqsdelay.settings import Settings
 
 
@@ -24,7 +23,7 @@ class BatchRunner:
         delete: bool,
     ) -> None:
         self.config = StepConfig(
-            limits=limits_of(settings),
+            limits=settings.limits(),
             call_timeout=settings.call_timeout_seconds,
             max_bytes=settings.max_message_bytes,
             park_concurrency=settings.park_concurrency,

@@ -21,7 +21,7 @@ from sqsdelay.core.calls import Call, Fault, Reply, adrive, drive
 from sqsdelay.errors import SqsOperationError
 
 if TYPE_CHECKING:
-    from sqsdelay.queues import QueueResolver
+    from sqsdelay.aws.queues import QueueResolver
 
 ERRORS = (ClientError, BotoCoreError, OSError, TimeoutError)
 

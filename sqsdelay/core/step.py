@@ -16,17 +16,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqsdelay import batching, parking, schedules
-from sqsdelay._types import Target
-from sqsdelay.backoff import BackoffTimer, retry_backoff_seconds, visibility_seconds
-from sqsdelay.clock import ClockOffset
+from sqsdelay.core import batching, parking, schedules
+from sqsdelay.core.backoff import BackoffTimer, retry_backoff_seconds, visibility_seconds
 from sqsdelay.core.calls import Call, Fault, Flow, gather
-from sqsdelay.decision import Limits, Park, Received
+from sqsdelay.core.clock import ClockOffset
+from sqsdelay.core.decision import Limits, Park, Received
+from sqsdelay.core.failures import FailureLog, is_message_fault
+from sqsdelay.core.processing import Outgoing, decide_batch, outgoing
+from sqsdelay.core.quotas import MAX_BATCH_ENTRIES, MAX_MESSAGE_BYTES
+from sqsdelay.core.types import Target
 from sqsdelay.errors import InvalidMessage
-from sqsdelay.failures import FailureLog, is_message_fault
-from sqsdelay.limits import MAX_BATCH_ENTRIES, MAX_MESSAGE_BYTES
 from sqsdelay.logs import get_logger
-from sqsdelay.processing import Outgoing, decide_batch, outgoing
 
 log = get_logger("sqsdelay.step")
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from sqsdelay import limits, parking
+from sqsdelay.core import parking, quotas
 from sqsdelay.errors import ConfigError
 
 SECONDS_PER_MONTH = 30 * 24 * 3600  # the month used for idle polling: 30 days
@@ -266,7 +266,7 @@ def park_break_even_seconds(
 
 def idle_polls_per_month(pollers: int = 1) -> int:
     """One 20 s long poll at a time per delay queue: ~130,000 requests a month each."""
-    return pollers * SECONDS_PER_MONTH // limits.LONG_POLL_SECONDS
+    return pollers * SECONDS_PER_MONTH // quotas.LONG_POLL_SECONDS
 
 
 def tiered_cost(fifo_requests: float, standard_requests: float, pricing: Pricing) -> float:

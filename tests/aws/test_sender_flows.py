@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.core.calls import drive
-from sqsdelay.parking import min_park_after_seconds
-from sqsdelay.sender import Message, Sender
+from sqsdelay.core.parking import min_park_after_seconds
 from sqsdelay.settings import Settings
 from tests.support.stub import StubAws
 

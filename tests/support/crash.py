@@ -20,5 +20,5 @@ def crash_before_delete(monkeypatch: pytest.MonkeyPatch) -> list[Call]:
                 return Reply(fault=Fault("Crashed", answered=False))
             return await super()._one(call)
 
-    monkeypatch.setattr("sqsdelay.worker.AsyncCaller", CrashBeforeDelete)
+    monkeypatch.setattr("sqsdelay.aws.worker.AsyncCaller", CrashBeforeDelete)
     return deletes

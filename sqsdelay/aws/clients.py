@@ -1,0 +1,92 @@
+"""Building boto3 / aioboto3 SQS clients from settings (the only place that knows how)."""
+
+import ipaddress
+from typing import Any
+from urllib.parse import urlparse
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sqsdelay.core import quotas
+from sqsdelay.errors import ConfigError, QueueMissing, SqsOperationError
+from sqsdelay.settings import Settings
+
+# Standard retry mode backs off on throttling; our own code handles per-entry failures.
+_BOTO_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5)
+# Long polls hold the connection for up to 20 s, so a polling client's read timeout must be
+# longer; clients that never long-poll use the call timeout instead.
+LONG_POLL_READ_TIMEOUT = quotas.LONG_POLL_SECONDS + 10
+MISSING_QUEUE_CODES = frozenset({"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"})
+
+
+def _is_loopback(url: str) -> bool:
+    host = urlparse(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def client_kwargs(
+    settings: Settings, *, max_pool: int = 10, read_timeout: float | None = None
+) -> dict[str, Any]:
+    """Keyword arguments for `client("sqs", ...)`, shared by boto3 and aioboto3."""
+    timeout = read_timeout or settings.call_timeout_seconds
+    kwargs: dict[str, Any] = {
+        "config": _BOTO_CONFIG.merge(Config(read_timeout=timeout, max_pool_connections=max_pool))
+    }
+    session = boto3.session.Session()
+    region = settings.region or session.region_name
+    if settings.endpoint_url:
+        kwargs["endpoint_url"] = settings.endpoint_url
+        # A local emulator accepts any credentials; only there do we supply placeholders.
+        if _is_loopback(settings.endpoint_url):
+            region = region or "us-east-1"
+            if session.get_credentials() is None:
+                kwargs["aws_access_key_id"] = "testing"
+                kwargs["aws_secret_access_key"] = "testing"  # noqa: S105 - emulator only
+    if not region:
+        raise ConfigError("no AWS region configured: set SQSDELAY_REGION (or AWS_REGION)")
+    kwargs["region_name"] = region
+    return kwargs
+
+
+def sync_client(settings: Settings) -> Any:
+    return boto3.client("sqs", **client_kwargs(settings))
+
+
+def scheduler_kwargs(settings: Settings, **kwargs: Any) -> dict[str, Any]:
+    """As `client_kwargs`, for EventBridge Scheduler: SQSDELAY_ENDPOINT_URL applies only when
+    it is a local emulator (which serves every API); elsewhere it is an SQS endpoint."""
+    out = client_kwargs(settings, **kwargs)
+    if settings.endpoint_url and not _is_loopback(settings.endpoint_url):
+        del out["endpoint_url"]
+    return out
+
+
+def sync_scheduler(settings: Settings) -> Any:
+    return boto3.client("scheduler", **scheduler_kwargs(settings))
+
+
+def error_code(exc: Exception) -> str:
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Code", "Unknown"))
+    return type(exc).__name__
+
+
+def translate(exc: Exception, operation: str, queue: str) -> SqsOperationError:
+    """Turn a botocore failure into a typed error naming the operation and the queue."""
+    code = error_code(exc)
+    if code in MISSING_QUEUE_CODES:
+        # Only QueueResolver knows which `sqsdelay install` command would create it.
+        return QueueMissing(operation, queue, "queue does not exist")
+    if isinstance(exc, ClientError):
+        detail = str(exc.response.get("Error", {}).get("Message", "")) or str(exc)
+    elif isinstance(exc, BotoCoreError):
+        detail = str(exc)
+    else:
+        detail = repr(exc)
+    return SqsOperationError(operation, queue, code, detail)

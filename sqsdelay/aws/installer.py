@@ -1,0 +1,335 @@
+"""Queue installers: create, check and fix a destination, its delay queue and the error queue.
+
+The attribute rules are pure (`expected_attributes`, `check_queue`); `Installer` is the
+boto3 adapter around them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sqsdelay.aws.clients import error_code, sync_client, sync_scheduler, translate
+from sqsdelay.aws.queues import QueueResolver, install_command, trio
+from sqsdelay.core import defaults, quotas, wirenames
+from sqsdelay.logs import get_logger
+from sqsdelay.settings import Settings
+
+log = get_logger("sqsdelay.aws.installer")
+Role = Literal["destination", "delay", "error"]
+ERROR_QUEUE_RETENTION_SECONDS = quotas.MAX_RETENTION_SECONDS
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    role: Role
+    name: str
+    requested: str  # the destination as the user named it: what `sqsdelay install` takes
+
+
+@dataclass(frozen=True)
+class Problem:
+    queue: str
+    problem: str
+    fix: str
+    attributes: dict[str, str] = field(default_factory=dict)  # what --fix would set
+    needs_force: bool = False
+    warning: bool = False  # advice only: `--check` still passes
+
+
+def specs(queues: Sequence[str], settings: Settings) -> list[QueueSpec]:
+    """Every queue the named destinations need, error queue once, in creation order."""
+    out: list[QueueSpec] = []
+    for queue in queues:
+        t = trio(queue, settings)
+        out.append(QueueSpec("destination", t.destination, queue))
+        out.append(QueueSpec("delay", t.delay, queue))
+    if queues:
+        out.append(QueueSpec("error", trio(queues[0], settings).error, queues[0]))
+    return out
+
+
+def _sse(settings: Settings) -> dict[str, str]:
+    if settings.kms_key_id:
+        return {"KmsMasterKeyId": settings.kms_key_id}
+    return {"SqsManagedSseEnabled": "true"}
+
+
+def expected_attributes(role: Role, settings: Settings) -> dict[str, str]:
+    """Attributes a queue of this role is created with."""
+    if role == "delay":
+        return {
+            "FifoQueue": "true",
+            "DelaySeconds": str(settings.max_native_delay_seconds),
+            "MessageRetentionPeriod": str(settings.delay_queue_retention_seconds),
+            "VisibilityTimeout": str(defaults.DELAY_QUEUE_VISIBILITY_TIMEOUT_SECONDS),
+            **quotas.HIGH_THROUGHPUT_ATTRIBUTES,
+            **_sse(settings),
+        }
+    if role == "error":
+        return {"MessageRetentionPeriod": str(ERROR_QUEUE_RETENTION_SECONDS), **_sse(settings)}
+    return _sse(settings)
+
+
+def _int(attrs: dict[str, str], name: str) -> int:
+    try:
+        return int(attrs.get(name, "0"))
+    except ValueError:
+        return 0
+
+
+def held_messages(attrs: dict[str, str]) -> int:
+    return sum(
+        _int(attrs, n)
+        for n in (
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        )
+    )
+
+
+def check_queue(spec: QueueSpec, attrs: dict[str, str], settings: Settings) -> list[Problem]:
+    """Every problem with a queue's attributes, each with its fix. Pure."""
+    q = spec.name
+    fix = install_command(settings, spec.requested, options="--fix")
+    fifo = attrs.get("FifoQueue", "false").lower() == "true"
+    problems: list[Problem] = []
+    # A queue's type follows from its name (only `.fifo` names are FIFO, and our names are
+    # validated), so only attributes can be wrong.
+    if spec.role == "destination":
+        return problems
+    if spec.role == "error":
+        if _int(attrs, "MessageRetentionPeriod") < ERROR_QUEUE_RETENTION_SECONDS:
+            problems.append(
+                Problem(
+                    q,
+                    f"retention is {attrs.get('MessageRetentionPeriod')} s; failed "
+                    f"messages are best kept {ERROR_QUEUE_RETENTION_SECONDS} s (14 days). "
+                    "An NServiceBus endpoint sets it to its MaxTimeToLive at every start, "
+                    "so agree on one value; --fix only ever raises it",
+                    fix,
+                    {"MessageRetentionPeriod": str(ERROR_QUEUE_RETENTION_SECONDS)},
+                    warning=True,
+                )
+            )
+        return problems
+    want_delay = settings.max_native_delay_seconds
+    have_delay = _int(attrs, "DelaySeconds")
+    if have_delay != want_delay:
+        problems.append(_delay_problem(q, fix, have_delay, want_delay, held_messages(attrs)))
+    want_retention = settings.delay_queue_retention_seconds
+    if _int(attrs, "MessageRetentionPeriod") < want_retention:
+        problems.append(
+            Problem(
+                q,
+                f"retention is {attrs.get('MessageRetentionPeriod')} s, less than "
+                f"{want_retention} s: messages could expire between cycles",
+                fix,
+                {"MessageRetentionPeriod": str(want_retention)},
+            )
+        )
+    if attrs.get("RedrivePolicy"):
+        problems.append(
+            Problem(
+                q,
+                "delay queue has a redrive policy; it would dead-letter messages that "
+                "are only waiting",
+                fix,
+                {"RedrivePolicy": ""},
+            )
+        )
+    if attrs.get("SqsManagedSseEnabled", "false").lower() != "true" and not attrs.get(
+        "KmsMasterKeyId"
+    ):
+        problems.append(Problem(q, "server-side encryption is off", fix, _sse(settings)))
+    slow = {k: v for k, v in quotas.HIGH_THROUGHPUT_ATTRIBUTES.items() if attrs.get(k) != v}
+    if fifo and slow:
+        problems.append(
+            Problem(
+                q,
+                "high-throughput mode is off (NServiceBus creates delay queues without it): "
+                "sends are limited to 300 calls/s per API action",
+                fix,
+                slow,
+                warning=True,
+            )
+        )
+    return problems
+
+
+def _delay_problem(queue: str, fix: str, have: int, want: int, held: int) -> Problem:
+    """DelaySeconds differs. Changing it needs --force when the queue holds messages (the
+    change applies to them too) or when it would go below 900: an NServiceBus endpoint that
+    shares the queue then refuses to start (DelayedMessagesPump.Initialize)."""
+    reasons = []
+    if held:
+        reasons.append(f"the queue holds {held} messages and the change applies to them too")
+    if want < wirenames.NSERVICEBUS_QUEUE_DELAY_SECONDS <= have:
+        reasons.append(
+            f"below {wirenames.NSERVICEBUS_QUEUE_DELAY_SECONDS} s an NServiceBus endpoint that "
+            "uses this queue refuses to start; lower it only for tests and demos"
+        )
+    return Problem(
+        queue,
+        f"DelaySeconds is {have}, expected {want}" + "".join(f"; {r}" for r in reasons),
+        fix + (" --force" if reasons else ""),
+        {"DelaySeconds": str(want)},
+        needs_force=bool(reasons),
+    )
+
+
+@dataclass
+class QueueReport:
+    spec: QueueSpec
+    url: str | None = None
+    created: bool = False
+    fixed: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+@dataclass
+class GroupReport:
+    """The EventBridge Scheduler schedule group that parking needs."""
+
+    name: str
+    exists: bool
+    created: bool = False
+    problems: list[Problem] = field(default_factory=list)
+
+
+class Installer:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        client: Any = None,
+        scheduler: Any = None,
+        sleep: Callable[[float], None] = time.sleep,
+        read_back_seconds: float = 10.0,
+    ) -> None:
+        self.settings = settings
+        self._client = client or sync_client(settings)
+        self._scheduler = scheduler
+        self.resolver = QueueResolver(settings)
+        self._sleep = sleep
+        self._read_back_seconds = read_back_seconds
+
+    def _call(self, operation: str, queue: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        try:
+            return fn(**kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, operation, queue) from None
+
+    def _attributes(self, spec: QueueSpec, url: str, expect: dict[str, str]) -> dict[str, str]:
+        """Read attributes back; a new queue may briefly report old values (DelaySeconds 0),
+        so poll until no problem touches an attribute just set, or the deadline passes."""
+        deadline = time.monotonic() + self._read_back_seconds
+        pause = 0.05
+        while True:
+            attrs: dict[str, str] = self._call(
+                "GetQueueAttributes",
+                spec.name,
+                self._client.get_queue_attributes,
+                QueueUrl=url,
+                AttributeNames=["All"],
+            )["Attributes"]
+            settled = not any(
+                set(p.attributes) & set(expect) for p in check_queue(spec, attrs, self.settings)
+            )
+            if settled or time.monotonic() >= deadline:
+                return attrs
+            self._sleep(pause)
+            pause = min(pause * 2, 1.0)
+
+    def run(
+        self, queues: Sequence[str], *, create: bool = True, fix: bool = False, force: bool = False
+    ) -> list[QueueReport]:
+        reports = []
+        for spec in specs(queues, self.settings):
+            report = QueueReport(spec, url=self.resolver.find(self._client, spec.name))
+            expected = expected_attributes(spec.role, self.settings)
+            if report.url is None:
+                if not (create or fix):
+                    report.problems.append(
+                        Problem(
+                            spec.name,
+                            "queue does not exist",
+                            install_command(self.settings, spec.requested),
+                        )
+                    )
+                    reports.append(report)
+                    continue
+                report.url = str(
+                    self._call(
+                        "CreateQueue",
+                        spec.name,
+                        self._client.create_queue,
+                        QueueName=spec.name,
+                        Attributes=expected,
+                    )["QueueUrl"]
+                )
+                report.created = True
+                log.info("queue.created", queue=spec.name, role=spec.role)
+            attrs = self._attributes(spec, report.url, expected if report.created else {})
+            problems = check_queue(spec, attrs, self.settings)
+            if fix:
+                problems = self._fix(report, problems, force)
+            report.problems = problems
+            reports.append(report)
+        return reports
+
+    def _fix(self, report: QueueReport, problems: list[Problem], force: bool) -> list[Problem]:
+        attempted = [p for p in problems if p.attributes and (force or not p.needs_force)]
+        if not attempted:
+            return problems
+        assert report.url is not None
+        changes = {k: v for p in attempted for k, v in p.attributes.items()}
+        self._call(
+            "SetQueueAttributes",
+            report.spec.name,
+            self._client.set_queue_attributes,
+            QueueUrl=report.url,
+            Attributes=changes,
+        )
+        log.info("queue.fixed", queue=report.spec.name, attributes=sorted(changes))
+        # Re-check: a change the service did not apply stays a problem.
+        after = check_queue(
+            report.spec, self._attributes(report.spec, report.url, changes), self.settings
+        )
+        still = {k for p in after for k in p.attributes}
+        report.fixed = [p.problem for p in attempted if not still & set(p.attributes)]
+        return after
+
+    def schedule_group(self, queues: Sequence[str], *, create: bool = True) -> GroupReport:
+        """Create (or with create=False, check) the schedule group parking uses."""
+        name = self.settings.schedule_group
+        scheduler = self._scheduler or sync_scheduler(self.settings)
+        try:
+            group = scheduler.get_schedule_group(Name=name)
+        except (ClientError, BotoCoreError) as exc:
+            if error_code(exc) != "ResourceNotFoundException":
+                raise translate(exc, "GetScheduleGroup", name) from None
+            group = None
+        if group is None and not create:
+            fix = install_command(self.settings, *queues)
+            return GroupReport(name, False, problems=[Problem(name, "does not exist", fix)])
+        if group is None:
+            # Create only when missing: CreateScheduleGroup on an existing name is refused
+            # by AWS, and moto would even replace the group (and its schedules).
+            try:
+                scheduler.create_schedule_group(Name=name)
+            except (ClientError, BotoCoreError) as exc:
+                raise translate(exc, "CreateScheduleGroup", name) from None
+            log.info("schedule_group.created", group=name)
+            return GroupReport(name, True, created=True)
+        report = GroupReport(name, True)
+        if group.get("State", "ACTIVE") != "ACTIVE":
+            report.problems.append(
+                Problem(name, f"state is {group['State']}", "wait, or choose another group")
+            )
+        return report

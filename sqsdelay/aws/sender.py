@@ -1,0 +1,538 @@
+"""Sending delayed messages: synchronous (boto3) and asyncio (aioboto3) senders.
+
+Both drive the same flows (`_SenderCore`), so they behave the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import aioboto3
+
+from sqsdelay.aws.callers import AsyncCaller, SyncCaller
+from sqsdelay.aws.clients import (
+    client_kwargs,
+    scheduler_kwargs,
+    sync_client,
+    sync_scheduler,
+)
+from sqsdelay.aws.queues import ParkTargets, QueueResolver, install_command
+from sqsdelay.core import (
+    batching,
+    defaults,
+    names,
+    nservicebus,
+    parking,
+    schedules,
+    wire,
+    wirenames,
+)
+from sqsdelay.core.backoff import BackoffTimer
+from sqsdelay.core.calls import Call, Flow, adrive, drive, gather
+from sqsdelay.core.delays import DelayLike, delay_seconds, route
+from sqsdelay.core.types import Attributes, CancelOutcome, Route, Sent
+from sqsdelay.errors import (
+    BatchSendError,
+    ConfigError,
+    InvalidDelay,
+    InvalidMessage,
+    MessageDelayTooLong,
+    SqsOperationError,
+)
+from sqsdelay.logs import get_logger
+from sqsdelay.settings import Settings, load_settings
+
+log = get_logger("sqsdelay.aws.sender")
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message to send. Give either `delay` (seconds or timedelta) or `deliver_at`.
+
+    `message_type` is the receiving NServiceBus endpoint's message type (the .NET type's full
+    name): required when SQSDELAY_WIRE_FORMAT=nservicebus; in raw mode it is sent as the
+    `MessageTypeFullName` attribute that NServiceBus.AmazonSQS 6+ reads."""
+
+    body: str
+    delay: DelayLike | None = None
+    deliver_at: datetime | None = None
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    message_type: str | None = None
+
+
+@dataclass(frozen=True)
+class PlannedSend:
+    requested: str  # the queue as the caller named it, without the prefix
+    destination: str
+    queue: str
+    route: Route
+    delay_seconds: int
+    size_bytes: int
+    request: dict[str, Any]
+    nservicebus_message_id: str | None = None
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """`message_id`: SQS's id; for a parked message (no SQS message yet) the message's own
+    id, the one `cancel` takes (also `group_id` on the delay-queue route)."""
+
+    message_id: str
+    route: Sent
+    queue: str
+    queue_url: str
+    destination: str
+    delay_seconds: int
+    size_bytes: int
+    index: int = 0
+    group_id: str | None = None  # delay-queue route: stable id of the message across hops
+    nservicebus_message_id: str | None = None  # the NServiceBus.MessageId it carries
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "message_id": self.message_id,
+            "route": self.route,
+            "queue": self.queue,
+            "queue_url": self.queue_url,
+            "destination": self.destination,
+            "delay_seconds": self.delay_seconds,
+            "size_bytes": self.size_bytes,
+            "group_id": self.group_id,
+            "nservicebus_message_id": self.nservicebus_message_id,
+        }
+
+
+@dataclass(frozen=True)
+class SendFailure:
+    index: int
+    queue: str
+    code: str
+    message: str
+
+
+@dataclass
+class BatchResult:
+    """Per-entry outcome of a batch send, in input order."""
+
+    sent: list[SendResult] = field(default_factory=list)
+    failed: list[SendFailure] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def plan(
+    queue: str,
+    message: Message,
+    settings: Settings,
+    *,
+    now: float,
+    new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+) -> PlannedSend:
+    """Validate a message and decide where and how it is sent. No I/O."""
+    destination = names.destination_name(queue, settings.queue_prefix)
+    seconds = delay_seconds(message.delay, deliver_at=message.deliver_at, now=now)
+    if seconds > settings.max_delay_seconds:
+        years = settings.max_delay_seconds / defaults.SECONDS_PER_YEAR
+        raise InvalidDelay(
+            f"a delay of {seconds} s is longer than the maximum of {settings.max_delay_seconds} s "
+            f"({years:g} years, SQSDELAY_MAX_DELAY_SECONDS): was it given in milliseconds? "
+            "Raise the setting if it is meant"
+        )
+    try:
+        where = route(
+            seconds,
+            max_native_delay=settings.max_native_delay_seconds,
+            unrestricted=settings.unrestricted,
+        )
+    except MessageDelayTooLong as exc:
+        raise MessageDelayTooLong(f"{exc} ({install_command(settings, queue)})") from None
+    wire.check_body(message.body)
+    attributes: Attributes = dict(message.attributes)
+    wire.check_user_attributes(attributes)
+    # One id names the message everywhere: envelope, NServiceBus.MessageId, group, dedup.
+    ident = new_id()
+    body = message.body
+    nsb_id: str | None = None
+    if settings.wire_format == "nservicebus":
+        body = nservicebus.envelope(
+            message.body,
+            message_id=ident,
+            message_type=nservicebus.check_message_type(message.message_type),
+            time_sent=datetime.fromtimestamp(now, UTC),
+        )
+        nsb_id = ident  # NServiceBus sets the attribute on every send (SqsPreparedMessage)
+    elif message.message_type is not None:
+        attributes[wirenames.MESSAGE_TYPE_ATTRIBUTE] = wire.string_attribute(
+            nservicebus.check_message_type(message.message_type)
+        )
+    request: dict[str, Any] = {"MessageBody": body}
+    if where == "direct":
+        target = destination
+        if seconds:
+            request["DelaySeconds"] = seconds
+    else:
+        target = names.delay_queue_name(destination)
+        attributes[wirenames.DELAY_ATTRIBUTE] = wire.string_attribute(str(seconds))
+        # One group per message, so no message ever blocks another.
+        request["MessageGroupId"] = request["MessageDeduplicationId"] = nsb_id = ident
+    if nsb_id is not None:
+        attributes[wirenames.MESSAGE_ID_ATTRIBUTE] = wire.string_attribute(nsb_id)
+    wire.check_fits(body, attributes, settings.max_message_bytes)
+    if attributes:
+        request["MessageAttributes"] = attributes
+    return PlannedSend(
+        requested=queue,
+        destination=destination,
+        queue=target,
+        route=where,
+        delay_seconds=seconds,
+        size_bytes=wire.message_size(body, attributes),
+        request=request,
+        nservicebus_message_id=nsb_id,
+    )
+
+
+def park_request(
+    planned: PlannedSend,
+    settings: Settings,
+    target: parking.ParkTarget,
+    *,
+    now: float,
+    after: int | None,
+) -> dict[str, Any] | None:
+    """The CreateSchedule request that parks a planned delay-queue send at once, or None
+    when it should go to the delay queue as usual: parking off (`after` None), not enough
+    delay, or no room for the sqsdelay.DueAt attribute or in Scheduler's input."""
+    if after is None or planned.route != "delay-queue" or planned.delay_seconds <= after:
+        return None
+    ident = planned.request["MessageGroupId"]
+    due = int(now * 1000) + planned.delay_seconds * 1000
+    fire = parking.fire_at_ms(due, settings.max_native_delay_seconds)
+    attrs = parking.back_attributes(planned.request.get("MessageAttributes", {}), due, fire)
+    body = planned.request["MessageBody"]
+    try:
+        wire.check_fits(body, attrs, settings.max_message_bytes)
+        return parking.create_schedule_request(
+            name=parking.schedule_name(planned.queue, ident),
+            fire_ms=fire,
+            target=target,
+            body=body,
+            attributes=attrs,
+            group_id=ident,
+            dedup=parking.dedup_id(ident, due),
+        )
+    except InvalidMessage:
+        return None
+
+
+def _result(
+    planned: PlannedSend, url: str, message_id: str, index: int = 0, *, parked: bool = False
+) -> SendResult:
+    result = SendResult(
+        message_id=message_id,
+        route="parked" if parked else planned.route,
+        queue=planned.queue,
+        queue_url=url,
+        destination=planned.destination,
+        delay_seconds=planned.delay_seconds,
+        size_bytes=planned.size_bytes,
+        index=index,
+        group_id=planned.request.get("MessageGroupId"),
+        nservicebus_message_id=planned.nservicebus_message_id,
+    )
+    log.info(
+        "delay.scheduled",
+        message_id=message_id,
+        destination=planned.destination,
+        queue=planned.queue,
+        delay_seconds=planned.delay_seconds,
+        size_bytes=planned.size_bytes,
+        route=result.route,
+        group_id=result.group_id,
+    )
+    return result
+
+
+def _batches(
+    planned: Sequence[PlannedSend], settings: Settings, skip: set[int] | None = None
+) -> list[list[int]]:
+    """Batches of indexes into `planned`, leaving out `skip` (already parked)."""
+    batches = batching.chunk(
+        planned,
+        key=lambda p: p.queue,
+        size=lambda p: p.size_bytes,
+        max_bytes=settings.max_message_bytes,
+    )
+    return [kept for b in batches if (kept := [i for i in b if i not in (skip or set())])]
+
+
+def _collect(
+    result: BatchResult,
+    planned: Sequence[PlannedSend],
+    batch: list[int],
+    url: str,
+    response: dict[str, Any],
+) -> None:
+    ok, failed = batching.read_batch_response(response, (str(i) for i in batch))
+    for index in batch:
+        entry_id = str(index)
+        if entry_id in ok:
+            result.sent.append(_result(planned[index], url, ok[entry_id]["MessageId"], index))
+        else:
+            f = failed[entry_id]
+            result.failed.append(SendFailure(index, planned[index].queue, f.code, f.message))
+
+
+def _fail_batch(
+    result: BatchResult, planned: Sequence[PlannedSend], batch: list[int], err: SqsOperationError
+) -> None:
+    for index in batch:
+        result.failed.append(SendFailure(index, planned[index].queue, err.code, err.detail))
+
+
+def _finish(result: BatchResult, total: int, raise_on_failure: bool) -> BatchResult:
+    result.sent.sort(key=lambda r: r.index)
+    result.failed.sort(key=lambda f: f.index)
+    if result.failed:
+        log.error("delay.batch_failed", failed=len(result.failed), total=total)
+        if raise_on_failure:
+            raise BatchSendError(result, len(result.failed), total)
+    return result
+
+
+def _entries(planned: Sequence[PlannedSend], batch: list[int]) -> list[dict[str, Any]]:
+    return [{"Id": str(i), **planned[i].request} for i in batch]
+
+
+class _SenderCore:
+    """The rules of sending, written once as flows (`sqsdelay.core.calls`): plan, park at
+    send time, send, send in batches, cancel. `Sender` and `AsyncSender` only make the
+    calls, the way httpx's `Client` and `AsyncClient` share `BaseClient`."""
+
+    def __init__(self, settings: Settings | None, clock: Callable[[], float]) -> None:
+        self.settings = settings or load_settings()
+        self._clock = clock
+        self.resolver = QueueResolver(self.settings)
+        self._targets = ParkTargets(self.settings, self.resolver)
+        self._after = self.settings.park_after()
+        # Scheduler's outages last longer than a send: wait 5 s first, then 10, 20 ...
+        self._breaker = BackoffTimer(base_seconds=5)
+        self._client: Any = None  # the SQS client (its region names the error queue's ARN)
+
+    def _url(self, planned: PlannedSend) -> Flow[str]:
+        self.resolver.trio(planned.requested)  # names the queues, so that a miss has its fix
+        return (yield from self.resolver.lookup(planned.queue))
+
+    def _paused(self, now: float) -> bool:
+        """No parking: off, or the breaker is open after Scheduler failed."""
+        return self._after is None or self._breaker.retry_in(parking.BREAKER_KEY, now) > 0
+
+    def _park(self, planned: PlannedSend, now: float, index: int) -> Flow[SendResult | None]:
+        """Park at send time, skipping the first hop; None: send it as usual."""
+        if planned.route != "delay-queue" or self._paused(now):
+            return None
+        trio = self.resolver.trio(planned.requested)
+        target = yield from self._targets.lookup(trio, self._client)
+        if target is None:
+            return None
+        request = park_request(planned, self.settings, target, now=now, after=self._after)
+        if request is None:
+            return None
+        answer = yield from schedules.create(request, self.settings.call_timeout_seconds)
+        ident = planned.request["MessageGroupId"]
+        refused = schedules.settle(answer, request, self._breaker, self._clock())
+        if refused is not None:
+            log.warning("delay.park_skipped", message_id=ident, reason=refused)
+            return None
+        url = yield from self._url(planned)
+        return _result(planned, url, ident, index, parked=True)
+
+    def send_flow(self, queue: str, message: Message) -> Flow[SendResult]:
+        now = self._clock()
+        planned = plan(queue, message, self.settings, now=now)
+        parked = yield from self._park(planned, now, 0)
+        if parked is not None:
+            return parked
+        url = yield from self._url(planned)
+        [reply] = yield [Call("sqs", "SendMessage", planned.request, planned.queue)]
+        if reply.fault is not None:
+            raise self.resolver.failure(reply.fault, "SendMessage", planned.queue)
+        return _result(planned, url, reply.response["MessageId"])
+
+    def send_batch_flow(
+        self, queue: str, messages: Sequence[Message], raise_on_failure: bool
+    ) -> Flow[BatchResult]:
+        now = self._clock()
+        planned = [plan(queue, m, self.settings, now=now) for m in messages]
+        result = BatchResult()
+        # Parks go out `park_concurrency` at a time, and stop as soon as the breaker opens.
+        step = self.settings.park_concurrency
+        waiting = [i for i, p in enumerate(planned) if p.route == "delay-queue"]
+        for start in range(0, len(waiting), step):
+            if self._paused(self._clock()):
+                break
+            chunk = waiting[start : start + step]
+            parked = yield from gather([self._park(planned[i], now, i) for i in chunk])
+            result.sent += [r for r in parked if r is not None]
+        batches = _batches(planned, self.settings, skip={r.index for r in result.sent})
+        urls: dict[int, str] = {}
+        for batch in batches:
+            try:
+                urls[batch[0]] = yield from self._url(planned[batch[0]])
+            except SqsOperationError as exc:
+                _fail_batch(result, planned, batch, exc)
+        sendable = [b for b in batches if b[0] in urls]
+        entries = [{"Entries": _entries(planned, b)} for b in sendable]
+        replies = yield [
+            Call("sqs", "SendMessageBatch", e, planned[b[0]].queue)
+            for b, e in zip(sendable, entries, strict=True)
+        ]
+        for batch, reply in zip(sendable, replies, strict=True):
+            if reply.fault is not None:
+                err = self.resolver.failure(
+                    reply.fault, "SendMessageBatch", planned[batch[0]].queue
+                )
+                _fail_batch(result, planned, batch, err)
+            else:
+                _collect(result, planned, batch, urls[batch[0]], dict(reply.response))
+        return _finish(result, len(planned), raise_on_failure)
+
+    def cancel_flow(self, queue: str, message_id: str) -> Flow[CancelOutcome]:
+        """Cancel a parked message by the id `send` returned: `cancelled`, or `too-late`
+        when it is no longer parked (in its last hops, delivered, or never parked)."""
+        if self.settings.parking == "off":
+            raise ConfigError(
+                "cancel works on parked messages: set SQSDELAY_PARKING=scheduler (a message in "
+                "the loop cannot be cancelled)"
+            )
+        delay_queue = self.resolver.trio(queue).delay
+        name = parking.schedule_name(delay_queue, message_id)
+        cycle = self.settings.max_native_delay_seconds
+        group = self.settings.schedule_group
+        outcome = yield from schedules.cancel(name, group, now=self._clock(), cycle=cycle)
+        log.info("delay.cancel", message_id=message_id, queue=delay_queue, outcome=outcome)
+        return outcome
+
+
+class Sender(_SenderCore):
+    """Synchronous sender (boto3)."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        client: Any = None,
+        scheduler: Any = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(settings, clock)
+        self._client = client or sync_client(self.settings)
+        clients = {"sqs": self._client}
+        if self.settings.parking == "scheduler":
+            clients["scheduler"] = scheduler or sync_scheduler(self.settings)
+        self._caller = SyncCaller(clients, self.resolver, threads=self.settings.park_concurrency)
+
+    def send(
+        self,
+        queue: str,
+        body: str,
+        *,
+        delay: DelayLike | None = None,
+        deliver_at: datetime | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        message_type: str | None = None,
+    ) -> SendResult:
+        message = Message(body, delay, deliver_at, attributes or {}, message_type)
+        return drive(self.send_flow(queue, message), self._caller)
+
+    def send_batch(
+        self, queue: str, messages: Sequence[Message], *, raise_on_failure: bool = True
+    ) -> BatchResult:
+        """Send many messages in as few SendMessageBatch calls as the limits allow, the
+        batches at once.
+
+        Every message is validated before anything is sent. Raises `BatchSendError` (which
+        carries the full result) if any entry failed, unless `raise_on_failure` is False.
+        """
+        return drive(self.send_batch_flow(queue, messages, raise_on_failure), self._caller)
+
+    def cancel(self, queue: str, message_id: str) -> CancelOutcome:
+        return drive(self.cancel_flow(queue, message_id), self._caller)
+
+
+class AsyncSender(_SenderCore):
+    """asyncio sender (aioboto3). Use as `async with AsyncSender(settings) as sender:`."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(settings, clock)
+        self._session = aioboto3.Session()
+        self._stack = contextlib.AsyncExitStack()
+        self._caller: AsyncCaller | None = None
+
+    async def __aenter__(self) -> AsyncSender:
+        kwargs = client_kwargs(self.settings, max_pool=50)
+        self._client = await self._stack.enter_async_context(self._session.client("sqs", **kwargs))
+        clients = {"sqs": self._client}
+        if self.settings.parking == "scheduler":
+            kwargs = scheduler_kwargs(self.settings, max_pool=50)
+            clients["scheduler"] = await self._stack.enter_async_context(
+                self._session.client("scheduler", **kwargs)
+            )
+        self._caller = AsyncCaller(clients, self.resolver)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._stack.aclose()
+
+    @property
+    def caller(self) -> AsyncCaller:
+        if self._caller is None:
+            raise RuntimeError("use the sender as `async with AsyncSender(...) as sender:`")
+        return self._caller
+
+    async def send(
+        self,
+        queue: str,
+        body: str,
+        *,
+        delay: DelayLike | None = None,
+        deliver_at: datetime | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        message_type: str | None = None,
+    ) -> SendResult:
+        message = Message(body, delay, deliver_at, attributes or {}, message_type)
+        return await adrive(self.send_flow(queue, message), self.caller)
+
+    async def send_batch(
+        self, queue: str, messages: Sequence[Message], *, raise_on_failure: bool = True
+    ) -> BatchResult:
+        """As `Sender.send_batch`."""
+        return await adrive(self.send_batch_flow(queue, messages, raise_on_failure), self.caller)
+
+    async def cancel(self, queue: str, message_id: str) -> CancelOutcome:
+        """As `Sender.cancel`."""
+        return await adrive(self.cancel_flow(queue, message_id), self.caller)
+
+
+__all__ = [
+    "AsyncSender",
+    "BatchResult",
+    "Message",
+    "SendFailure",
+    "SendResult",
+    "Sender",
+    "plan",
+]

@@ -1,0 +1,250 @@
+"""The delay worker: drains `<queue>-delay.fifo` queues with asyncio (aioboto3).
+
+Each received batch is handed to the shared step (`core.step.handle`), which decides, parks,
+sends, deletes and holds; this driver only makes the calls it asks for (`AsyncCaller`).
+Only the originals whose send succeeded are deleted. Everything else stays in the delay
+queue, out of sight for a backoff, until it succeeds.
+
+On SIGTERM/SIGINT no new poll starts; the polls in progress return (the broker has already
+handed them their messages, which would otherwise stay invisible for the whole visibility
+timeout) and what they bring is handled like any other batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aioboto3
+
+from sqsdelay.aws.batches import BatchRunner
+from sqsdelay.aws.callers import AsyncCaller
+from sqsdelay.aws.clients import LONG_POLL_READ_TIMEOUT, client_kwargs, scheduler_kwargs
+from sqsdelay.aws.queues import QueueResolver, QueueTrio
+from sqsdelay.core import quotas
+from sqsdelay.core.backoff import BackoffTimer
+from sqsdelay.core.calls import Call, Fault, adrive
+from sqsdelay.core.processing import SYSTEM_ATTRIBUTES, from_boto
+from sqsdelay.core.step import Stats
+from sqsdelay.errors import ReceiveUnavailable, SqsDelayError
+from sqsdelay.logs import get_logger
+from sqsdelay.settings import Settings
+
+log = get_logger("sqsdelay.aws.worker")
+
+
+@dataclass
+class QueueLoops:
+    """One destination's queues and the receive loops draining its delay queue."""
+
+    trio: QueueTrio
+    loops: int = 0
+    peak_loops: int = 0
+
+
+class Worker:
+    def __init__(
+        self,
+        settings: Settings,
+        queues: Sequence[str],
+        *,
+        clock: Callable[[], float] = time.time,
+        concurrency: int | None = None,
+    ) -> None:
+        self.settings = settings
+        self.concurrency = concurrency or settings.concurrency
+        self._clock = clock
+        self.resolver = QueueResolver(settings)
+        self.queues = [QueueLoops(self.resolver.trio(q)) for q in queues]
+        self.batches = BatchRunner(settings, self.resolver, clock, delete=True)
+        self.state = self.batches.state
+        self.stats = self.state.stats
+        # Receives back off on their own: a working receive says nothing about sends.
+        self.receive_breaker = BackoffTimer()
+        self._stop = asyncio.Event()
+        self._fatal: SqsDelayError | None = None
+        self._last_receive_ok = clock()
+        self._client: Any = None
+        self._caller: AsyncCaller | None = None
+
+    def stop(self) -> None:
+        """Stop receiving; polls in progress and work in hand are finished."""
+        self._stop.set()
+
+    @property
+    def caller(self) -> AsyncCaller:
+        assert self._caller is not None, "the worker is not running"
+        return self._caller
+
+    async def run(self, *, handle_signals: bool = True) -> Stats:
+        """Run until stopped; returns the statistics. Raises ReceiveUnavailable when receives
+        keep failing for longer than SQSDELAY_MAX_RECEIVE_FAILURE_SECONDS (so that ECS
+        replaces the task)."""
+        loop = asyncio.get_running_loop()
+        if handle_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.add_signal_handler(sig, self.stop)
+        session = aioboto3.Session()
+        pool = max(10, len(self.queues) * self.concurrency * 2)
+        kwargs = client_kwargs(self.settings, max_pool=pool, read_timeout=LONG_POLL_READ_TIMEOUT)
+        async with contextlib.AsyncExitStack() as stack:
+            client = await stack.enter_async_context(session.client("sqs", **kwargs))
+            self._client = client
+            self.stats.attach(client)
+            clients = {"sqs": client}
+            if self.settings.parking == "scheduler":
+                scheduler = await stack.enter_async_context(
+                    session.client("scheduler", **scheduler_kwargs(self.settings, max_pool=pool))
+                )
+                self.stats.attach(scheduler)
+                clients["scheduler"] = scheduler
+            self._caller = AsyncCaller(clients, self.resolver)
+            for q in self.queues:  # a missing delay queue stops the start with its fix
+                await adrive(self.resolver.lookup(q.trio.delay), self.caller)
+            log.info(
+                "worker.started",
+                queues=[q.trio.delay for q in self.queues],
+                concurrency=self.concurrency,
+                max_native_delay_seconds=self.settings.max_native_delay_seconds,
+            )
+            self._last_receive_ok = self._clock()
+            stats_task = asyncio.create_task(self._report_stats())
+            async with asyncio.TaskGroup() as tg:
+                for q in self.queues:
+                    self._spawn(tg, q)
+            stats_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stats_task
+        log.info("worker.stopped", **self.stats.as_dict())
+        if self._fatal is not None:
+            raise self._fatal
+        return self.stats
+
+    def _spawn(self, tg: asyncio.TaskGroup, q: QueueLoops) -> None:
+        q.loops += 1
+        q.peak_loops = max(q.peak_loops, q.loops)
+        tg.create_task(self._receive_loop(tg, q, first=q.loops == 1))
+
+    async def _report_stats(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.stats_interval_seconds)
+            log.info(
+                "worker.stats",
+                offset_ms=self.state.offset.estimate(),
+                loops={q.trio.destination: q.loops for q in self.queues},
+                **self.stats.as_dict(),
+            )
+
+    async def _wait_or_stop(self, seconds: float) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), timeout=seconds)
+
+    def _receive_call(self, q: QueueLoops) -> Call:
+        params = {
+            "MaxNumberOfMessages": quotas.MAX_BATCH_ENTRIES,
+            "WaitTimeSeconds": self.settings.wait_time_seconds,
+            "VisibilityTimeout": self.settings.visibility_timeout_seconds,
+            "MessageAttributeNames": ["All"],
+            "MessageSystemAttributeNames": list(SYSTEM_ATTRIBUTES),
+        }
+        # No time limit of ours: WaitTimeSeconds and the client's read timeout bound it.
+        return Call("sqs", "ReceiveMessage", params, q.trio.delay)
+
+    def _receive_failed(self, q: QueueLoops, fault: Fault) -> float:
+        """Back off after a failed receive; give up when receives fail for too long."""
+        now = self._clock()
+        failing_for = now - self._last_receive_ok
+        if failing_for > self.settings.max_receive_failure_seconds:
+            self._fatal = ReceiveUnavailable(
+                f"receives from {q.trio.delay!r} have failed for {failing_for:.0f} s "
+                f"(last error {fault.code}); exiting so that the service replaces this worker "
+                "(SQSDELAY_MAX_RECEIVE_FAILURE_SECONDS)"
+            )
+            log.error("worker.unhealthy", queue=q.trio.delay, code=fault.code, seconds=failing_for)
+            self.stop()
+            return 0.0
+        wait = self.receive_breaker.failure(q.trio.delay, now)
+        log.error(
+            "queue.receive_failed", queue=q.trio.delay, code=fault.code, retry_in_seconds=wait
+        )
+        return wait
+
+    async def _receive_loop(self, tg: asyncio.TaskGroup, q: QueueLoops, *, first: bool) -> None:
+        try:
+            while not self._stop.is_set():
+                [reply] = await self.caller([self._receive_call(q)])
+                if reply.fault is not None:
+                    await self._wait_or_stop(self._receive_failed(q, reply.fault))
+                    continue
+                self._last_receive_ok = self._clock()
+                self.receive_breaker.success(q.trio.delay)
+                messages: list[dict[str, Any]] = list(reply.response.get("Messages", []))
+                full = len(messages) == quotas.MAX_BATCH_ENTRIES
+                if full and q.loops < self.concurrency and not self._stop.is_set():
+                    self._spawn(tg, q)  # there is a backlog: poll in parallel
+                if messages:
+                    await self._process(q.trio, messages)
+                elif not first:
+                    return  # idle: back to a single long poll per queue
+        finally:
+            q.loops -= 1
+
+    async def _process(self, trio: QueueTrio, raw: list[dict[str, Any]]) -> None:
+        started = self._clock()
+        try:
+            flow = self.batches.flow(
+                [from_boto(m) for m in raw],
+                trio,
+                self._client,
+                local_ms=int(started * 1000),
+                deadline=started + self.settings.batch_budget_seconds(),
+            )
+            await adrive(flow, self.caller)
+        except Exception:  # a fault of ours: the batch comes back after its visibility timeout
+            log.exception("batch.failed", queue=trio.delay, count=len(raw))
+
+
+class WorkerThread:
+    """Runs a Worker on its own event loop in a background thread (demo, tests, embedding).
+
+    `with WorkerThread(settings, ["orders"]) as running: ...` stops it on exit and re-raises
+    anything the worker raised.
+    """
+
+    def __init__(self, settings: Settings, queues: Sequence[str], **kwargs: Any) -> None:
+        import threading
+
+        self.worker = Worker(settings, queues, **kwargs)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="sqsdelay-worker", daemon=True)
+        self.error: BaseException | None = None
+
+    def _run(self) -> None:
+        try:
+            self._loop.run_until_complete(self.worker.run(handle_signals=False))
+        except BaseException as exc:  # re-raised by stop()
+            self.error = exc
+
+    def start(self) -> WorkerThread:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30) -> None:
+        self._loop.call_soon_threadsafe(self.worker.stop)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise RuntimeError(f"worker did not stop within {timeout} s")
+        if self.error is not None:
+            raise self.error
+
+    def __enter__(self) -> WorkerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,343 @@
+"""What to do with a message received from a delay queue (pure).
+
+All arithmetic is in integer milliseconds of broker time; the remaining delay is rounded up
+to whole seconds only at the end, so a message is never delivered early.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from sqsdelay.core import defaults, parking, quotas, wire, wirenames
+from sqsdelay.core.types import Attributes, InvalidDelayAction, Target
+from sqsdelay.errors import InvalidMessage
+
+# ASCII digits only: str.isdigit() and \d accept "²" and other digits int() refuses or
+# NServiceBus reads differently.
+_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_MILLIS = re.compile(r"[0-9]{1,16}", re.ASCII)
+
+
+def parse_natural(text: object) -> int | None:
+    """A whole number of at most 16 ASCII digits (a broker timestamp in epoch ms, our due
+    time, a count or a delay), or None if the text is not one."""
+    return int(text) if isinstance(text, str) and _MILLIS.fullmatch(text) else None
+
+
+@dataclass(frozen=True)
+class Received:
+    """A message as received from a delay queue, in boto3's shape."""
+
+    message_id: str
+    receipt_handle: str
+    body: str
+    attributes: Attributes = field(default_factory=dict)
+    system: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def receive_count(self) -> int:
+        count = parse_natural(self.system.get("ApproximateReceiveCount", "1"))
+        return count if count else 1
+
+
+@dataclass(frozen=True)
+class Requeue:
+    """Send back to the delay queue; the attribute carries the delay left after this hop."""
+
+    target: ClassVar[Target] = "delay"
+    event: ClassVar[str] = "delay.requeued"
+    level: ClassVar[str] = "info"
+
+    remaining_seconds: int
+    due_ms: int
+    attributes: Attributes
+    group_id: str
+    dedup_id: str
+
+    def request(self) -> dict[str, Any]:
+        return {"MessageGroupId": self.group_id, "MessageDeduplicationId": self.dedup_id}
+
+    def log_fields(self) -> dict[str, Any]:
+        return {"remaining_seconds": self.remaining_seconds, "due_at_ms": self.due_ms}
+
+
+@dataclass(frozen=True)
+class HandOver:
+    """Send to the destination with DelaySeconds = the remaining delay."""
+
+    target: ClassVar[Target] = "destination"
+    event: ClassVar[str] = "delay.handed_over"
+    level: ClassVar[str] = "info"
+
+    remaining_seconds: int
+    due_ms: int
+    attributes: Attributes
+
+    def request(self) -> dict[str, Any]:
+        return {"DelaySeconds": self.remaining_seconds} if self.remaining_seconds else {}
+
+    def log_fields(self) -> dict[str, Any]:
+        return {"remaining_seconds": self.remaining_seconds, "due_at_ms": self.due_ms}
+
+
+@dataclass(frozen=True)
+class Poison:
+    """Move to the error queue with the reason."""
+
+    target: ClassVar[Target] = "error"
+    event: ClassVar[str] = "delay.dead_lettered"
+    level: ClassVar[str] = "error"
+
+    reason: str
+    attributes: Attributes
+
+    def request(self) -> dict[str, Any]:
+        return {}
+
+    def log_fields(self) -> dict[str, Any]:
+        return {"reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Park:
+    """Put into a one-time schedule that sends it back to the delay queue shortly before it
+    is due (sqsdelay.core.parking). `fallback` is the requeue to make when Scheduler refuses."""
+
+    target: ClassVar[Target] = "delay"
+    event: ClassVar[str] = "delay.parked"
+    level: ClassVar[str] = "info"
+
+    remaining_seconds: int
+    due_ms: int
+    attributes: Attributes  # as Scheduler sends it back
+    message_id: str  # the id send printed (NServiceBus.MessageId): names the schedule
+    fire_ms: int  # when the schedule sends it back (parking.fire_at_ms)
+    fallback: Requeue
+
+    def request(self) -> dict[str, Any]:
+        return {}
+
+    def log_fields(self) -> dict[str, Any]:
+        return {"remaining_seconds": self.remaining_seconds, "due_at_ms": self.due_ms}
+
+
+Decision = Requeue | HandOver | Poison | Park
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_native_delay_seconds: int = quotas.MAX_NATIVE_DELAY_SECONDS
+    max_attempts: int = defaults.DEFAULT_MAX_ATTEMPTS
+    max_message_bytes: int = quotas.MAX_MESSAGE_BYTES
+    # "error": a missing or bad delay attribute is poison; "deliver": hand it over at once,
+    # as NServiceBus's pump does (it reads such a delay as 0).
+    invalid_delay: InvalidDelayAction = "error"
+    # Park in EventBridge Scheduler what has more than this many seconds left (None: never).
+    park_after_seconds: int | None = None
+    # The longest delay a message may carry (SQSDELAY_MAX_DELAY_SECONDS).
+    max_delay_seconds: int = defaults.DEFAULT_MAX_DELAY_SECONDS
+
+
+def requeue_dedup_id(received: Received) -> str:
+    """Same physical message, same id: a retried requeue inside the FIFO dedup window is
+    dropped by SQS, while every new cycle (a new SQS MessageId) gets a fresh id."""
+    origin = received.system.get("MessageDeduplicationId", "")
+    return hashlib.sha256(f"{origin}|{received.message_id}".encode()).hexdigest()
+
+
+def _timestamp(system: Mapping[str, str], name: str) -> int:
+    value = system.get(name)
+    ms = parse_natural(value)
+    if ms is None:
+        shown = value[:40] if isinstance(value, str) else value
+        raise InvalidMessage(f"broker attribute {name} is missing or not a timestamp ({shown!r})")
+    return ms
+
+
+def _delay(attributes: Attributes, max_seconds: int) -> int:
+    value = attributes.get(wirenames.DELAY_ATTRIBUTE)
+    if value is None:
+        raise InvalidMessage(f"no {wirenames.DELAY_ATTRIBUTE} attribute")
+    text = value.get("StringValue", "")
+    if not isinstance(text, str) or not _INTEGER.fullmatch(text.strip()):
+        shown = text[:40] if isinstance(text, str) else type(text).__name__
+        raise InvalidMessage(f"{wirenames.DELAY_ATTRIBUTE} is not an integer ({shown!r})")
+    text = text.strip()
+    if text.startswith("-") and text.strip("-0"):
+        raise InvalidMessage(f"{wirenames.DELAY_ATTRIBUTE} is negative ({text[:40]})")
+    # More digits than any allowed delay has: compared as text, so int() never sees 5000 of them.
+    if len(text.lstrip("+-0")) > len(str(max_seconds)) or int(text) > max_seconds:
+        raise InvalidMessage(
+            f"{wirenames.DELAY_ATTRIBUTE} is {text[:40]} s, above the maximum delay of "
+            f"{max_seconds} s (SQSDELAY_MAX_DELAY_SECONDS); raise the setting and replay it if "
+            "it is meant"
+        )
+    return int(text)
+
+
+def _due_at(attributes: Attributes, sent_ms: int, max_seconds: int) -> int | None:
+    """Our own attribute; if someone mangled it (not a time, or further off than any delay
+    may be), the NServiceBus delay decides instead."""
+    value = attributes.get(wirenames.DUE_AT_ATTRIBUTE)
+    due = parse_natural(value.get("StringValue")) if value else None
+    return due if due is not None and due - sent_ms <= max_seconds * 1000 else None
+
+
+def _string(attributes: Attributes, name: str) -> str | None:
+    value = attributes.get(name)
+    return value.get("StringValue") if value else None
+
+
+def _without_own(attributes: Attributes) -> Attributes:
+    return {k: v for k, v in attributes.items() if k not in wirenames.OWN_ATTRIBUTES}
+
+
+def failure_attributes(
+    received: Received, reason: str, source_queue: str, max_bytes: int
+) -> Attributes:
+    """Attributes for the error queue: the original ones, with our delay attributes folded
+    into one `sqsdelay.Failure` record (reason and what replay needs), when it fits."""
+    original = received.attributes
+    record = {
+        "reason": reason,
+        "queue": source_queue,
+        "delay_seconds": _string(original, wirenames.DELAY_ATTRIBUTE),
+        "due_at": _string(original, wirenames.DUE_AT_ATTRIBUTE),
+        "receive_count": received.receive_count,
+    }
+    attrs = _without_own(original)
+    attrs[wirenames.FAILURE_ATTRIBUTE] = wire.string_attribute(json.dumps(record)[:4096])
+    try:
+        wire.check_fits(received.body, attrs, max_bytes)
+    except InvalidMessage:
+        return dict(original)  # no room: keep it intact; the reason is in the log event
+    return attrs
+
+
+def _poison(received: Received, reason: str, source_queue: str, lim: Limits) -> Poison:
+    return Poison(reason, failure_attributes(received, reason, source_queue, lim.max_message_bytes))
+
+
+def decide(
+    received: Received,
+    *,
+    local_now_ms: int,
+    offset_ms: int | None,
+    lim: Limits,
+    source_queue: str = "",
+    own_failures: int = 0,
+    last_error: str | None = None,
+) -> Decision:
+    """Requeue, hand over or poison.
+
+    Broker "now" is `ApproximateFirstReceiveTimestamp` on a first receive; on a redelivery it
+    is the local clock corrected by the estimated broker-minus-local offset.
+
+    `own_failures` counts the sends of this message that failed for reasons of its own (see
+    `failures.is_message_fault`). Redeliveries after outages, throttling or crashes raise
+    `ApproximateReceiveCount` but never this count, so they never dead-letter a good message.
+    """
+    count = received.receive_count
+    if own_failures >= lim.max_attempts:
+        reason = f"failed {own_failures} times (SQSDELAY_MAX_ATTEMPTS={lim.max_attempts})"
+        return _poison(
+            received,
+            reason + (f"; last error: {last_error}" if last_error else ""),
+            source_queue,
+            lim,
+        )
+    try:
+        sent = _timestamp(received.system, "SentTimestamp")
+        first = _timestamp(received.system, "ApproximateFirstReceiveTimestamp")
+    except InvalidMessage as exc:
+        return _poison(received, str(exc), source_queue, lim)
+    try:
+        delay = _delay(received.attributes, lim.max_delay_seconds)
+    except InvalidMessage as exc:
+        if lim.invalid_delay != "deliver":
+            return _poison(received, str(exc), source_queue, lim)
+        return _hand_over(received, 0, max(first, sent), source_queue, lim)
+    due = _due_at(received.attributes, sent, lim.max_delay_seconds)
+    if due is None:
+        due = sent + delay * 1000
+    first_now = max(first, sent)
+    # Broker time never runs backwards past the first receive, whatever the local clock says.
+    broker_now = first_now if count == 1 else max(first_now, local_now_ms + (offset_ms or 0))
+    remaining = _ceil_seconds(due - broker_now)
+    # A redelivery takes the route the first attempt took (a pure function of broker
+    # timestamps): if that attempt's requeue reached the queue before its delete failed, the
+    # repeated requeue has the same dedup id and FIFO drops it. Handing over instead would
+    # deliver the message twice.
+    if _ceil_seconds(due - first_now) <= lim.max_native_delay_seconds:
+        return _hand_over(received, remaining, due, source_queue, lim)
+    with_id = _with_message_id(received)
+    attrs = {**with_id, wirenames.DELAY_ATTRIBUTE: wire.string_attribute(str(remaining))}
+    candidates = [{**attrs, wirenames.DUE_AT_ATTRIBUTE: wire.number_attribute(due)}, attrs]
+    if len(with_id) > len(_without_own(received.attributes)):
+        # No room for NServiceBus.MessageId (a foreign message with 9 attributes of its own):
+        # requeue it as it came rather than lose it.
+        as_came = _without_own(received.attributes)
+        candidates.append({**as_came, wirenames.DELAY_ATTRIBUTE: attrs[wirenames.DELAY_ATTRIBUTE]})
+    for candidate in candidates:
+        try:
+            wire.check_fits(received.body, candidate, lim.max_message_bytes)
+        except InvalidMessage as exc:
+            problem = str(exc)
+            continue
+        group = received.system.get("MessageGroupId") or received.message_id
+        requeue = Requeue(remaining, due, candidate, group, requeue_dedup_id(received))
+        return _parked(requeue, _ceil_seconds(due - first_now), lim) or requeue
+    return _poison(received, f"cannot requeue: {problem}", source_queue, lim)
+
+
+def _parked(requeue: Requeue, left_at_first: int, lim: Limits) -> Park | None:
+    """Park when enough is left and the absolute due time travels with the message (the
+    worker needs it to be exact after the Scheduler hop). Like the hand-over, this is
+    decided from the first receive's broker timestamps (`left_at_first`): a redelivery
+    after a crash between CreateSchedule and the delete parks again, meets its own schedule
+    and is deleted, instead of looping while that schedule also fires."""
+    after = lim.park_after_seconds
+    attrs = requeue.attributes
+    if after is None or left_at_first <= after or wirenames.DUE_AT_ATTRIBUTE not in attrs:
+        return None
+    ident = _string(attrs, wirenames.MESSAGE_ID_ATTRIBUTE)
+    if not ident:
+        return None
+    fire = parking.fire_at_ms(requeue.due_ms, lim.max_native_delay_seconds)
+    if not parking.expressible(fire):  # a broker clock past the year 9999: loop, do not park
+        return None
+    back = parking.back_attributes(attrs, requeue.due_ms, fire)
+    return Park(requeue.remaining_seconds, requeue.due_ms, back, ident, fire, requeue)
+
+
+def _with_message_id(received: Received) -> Attributes:
+    """The attributes to pass on, with NServiceBus.MessageId as NServiceBus's pump sets it:
+    kept when present, else the received SQS MessageId (DelayedMessagesPump.PrepareMessages).
+    With the attribute always there, a pump overwrites it instead of adding an 11th."""
+    base = _without_own(received.attributes)
+    if wirenames.MESSAGE_ID_ATTRIBUTE not in base:
+        base[wirenames.MESSAGE_ID_ATTRIBUTE] = wire.string_attribute(received.message_id)
+    return base
+
+
+def _hand_over(
+    received: Received, remaining: int, due: int, source_queue: str, lim: Limits
+) -> Decision:
+    problem = ""
+    for candidate in (_with_message_id(received), _without_own(received.attributes)):
+        try:
+            wire.check_fits(received.body, candidate, lim.max_message_bytes)
+        except InvalidMessage as exc:
+            problem = str(exc)
+            continue
+        return HandOver(remaining, due, candidate)
+    return _poison(received, f"cannot hand over: {problem}", source_queue, lim)
+
+
+def _ceil_seconds(ms: int) -> int:
+    return -(-max(0, ms) // 1000)  # round up: never early

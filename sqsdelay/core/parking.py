@@ -1,0 +1,200 @@
+"""Parking long delays in EventBridge Scheduler (pure: requests and rules, no I/O).
+
+A message with more than the park threshold left goes into a one-time schedule instead of
+looping. The schedule fires one cycle plus a margin before the due time and sends the
+message back to its delay queue through Scheduler's universal target `sqs:sendMessage`;
+the last hop is the ordinary loop, exact to the second. See docs/parking.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from sqsdelay.core import wire, wirenames
+from sqsdelay.core.types import Attributes
+from sqsdelay.errors import InvalidMessage
+
+# The universal target for SQS SendMessage (Scheduler user guide, "Using universal targets").
+SEND_MESSAGE_TARGET: Final = "arn:aws:scheduler:::aws-sdk:sqs:sendMessage"
+# Scheduler quotas page: a schedule's payload (target input included) is at most 256 KB.
+MAX_INPUT_BYTES: Final = 256 * 1024
+# With FlexibleTimeWindow OFF Scheduler invokes "within a minute" of the time; the margin
+# before the due time covers that, and a cancel this close to the firing is too late.
+SCHEDULER_PRECISION_SECONDS: Final = 60
+MARGIN_SECONDS: Final = 120
+# Scheduler's retry policy maxima (botocore's model: 86400 s, 185 attempts): a late message
+# beats a dead-lettered one.
+RETRY_POLICY: Final = {"MaximumEventAgeInSeconds": 86_400, "MaximumRetryAttempts": 185}
+# Failures after which parking waits (circuit breaker) rather than trying the next message.
+SERVICE_FAULT_CODES: Final = frozenset(
+    {
+        "ThrottlingException",
+        "ServiceQuotaExceededException",
+        "AccessDeniedException",
+        "InternalServerException",
+        "ResourceNotFoundException",  # the schedule group is missing
+    }
+)
+BREAKER_KEY: Final = "eventbridge-scheduler"
+
+
+def precision_seconds(cycle: int) -> int:
+    """Scheduler's precision, 60 s. A cycle compressed below that runs only against the
+    emulator, whose schedule runner fires within 0.2 s: then one cycle."""
+    return min(SCHEDULER_PRECISION_SECONDS, cycle)
+
+
+def margin_seconds(cycle: int) -> int:
+    """The safety margin: 120 s; under a compressed cycle, half a cycle, so that the message
+    is back with at most one cycle left (at() rounds the fire time down by up to 1 s)."""
+    return min(MARGIN_SECONDS, cycle // 2)
+
+
+def lead_seconds(cycle: int) -> int:
+    """How long before the due time a parked message is back in its delay queue."""
+    return cycle + margin_seconds(cycle)
+
+
+def min_park_after_seconds(cycle: int) -> int:
+    """The smallest threshold that still leaves a schedule worth creating: the lead, plus
+    Scheduler's precision, so the fire time is always in the future."""
+    return lead_seconds(cycle) + precision_seconds(cycle)
+
+
+def fire_at_ms(due_ms: int, cycle: int) -> int:
+    """When the schedule fires: whole seconds (at() has no finer), rounded down: earlier."""
+    return (due_ms - lead_seconds(cycle) * 1000) // 1000 * 1000
+
+
+# The last millisecond a datetime (and so an at() expression) can say: 9999-12-31T23:59:59.999.
+LAST_EXPRESSIBLE_MS = 253_402_300_799_999
+
+
+def expressible(fire_ms: int) -> bool:
+    return 0 <= fire_ms <= LAST_EXPRESSIBLE_MS
+
+
+def at_expression(fire_ms: int) -> str:
+    return "at(" + datetime.fromtimestamp(fire_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S") + ")"
+
+
+def fire_ms_of(expression: str) -> int | None:
+    """The fire time of an `at(...)` expression in UTC, or None for another kind."""
+    if not (expression.startswith("at(") and expression.endswith(")")):
+        return None
+    when = datetime.strptime(expression[3:-1], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+    return int(when.timestamp() * 1000)
+
+
+def schedule_name(delay_queue: str, message_id: str) -> str:
+    """One name per message and delay queue, from the id `send` printed: a retried create
+    after a crash meets its own schedule, and `cancel` finds it from that id alone."""
+    digest = hashlib.sha256(f"{delay_queue}|{message_id}".encode()).hexdigest()
+    return f"sqsdelay-{digest[:48]}"
+
+
+def dedup_id(message_id: str, due_ms: int) -> str:
+    """The id Scheduler's send carries: a second invocation within 5 minutes is dropped."""
+    return hashlib.sha256(f"parked|{message_id}|{due_ms}".encode()).hexdigest()
+
+
+def back_attributes(attributes: Attributes, due_ms: int, fire_ms: int) -> Attributes:
+    """The attributes a parked message comes back with: the absolute due time, and the
+    delay counted from Scheduler's send (rounded up), so that a reader without
+    sqsdelay.DueAt (NServiceBus) is never early either."""
+    return {
+        **attributes,
+        wirenames.DELAY_ATTRIBUTE: wire.string_attribute(str(-(-(due_ms - fire_ms) // 1000))),
+        wirenames.DUE_AT_ATTRIBUTE: wire.number_attribute(due_ms),
+    }
+
+
+@dataclass(frozen=True)
+class ParkTarget:
+    """Where a parked message goes back to, and how Scheduler is allowed to send it."""
+
+    group: str
+    role_arn: str
+    delay_queue_url: str
+    dead_letter_arn: str
+
+
+def _json_attributes(attributes: Attributes) -> dict[str, Any]:
+    # The universal target takes the SendMessage request in the API's JSON form, where a
+    # binary value is base64 text.
+    out: dict[str, Any] = {}
+    for name, value in attributes.items():
+        v: dict[str, Any] = {"DataType": value["DataType"]}
+        if "BinaryValue" in value:
+            v["BinaryValue"] = base64.b64encode(value["BinaryValue"]).decode()
+        if "StringValue" in value:
+            v["StringValue"] = value["StringValue"]
+        out[name] = v
+    return out
+
+
+def create_schedule_request(
+    *,
+    name: str,
+    fire_ms: int,
+    target: ParkTarget,
+    body: str,
+    attributes: Attributes,
+    group_id: str,
+    dedup: str,
+) -> dict[str, Any]:
+    """The CreateSchedule request. Raises InvalidMessage when it exceeds Scheduler's input
+    limit (the caller then keeps the message in the loop)."""
+    send = {
+        "QueueUrl": target.delay_queue_url,
+        "MessageBody": body,
+        "MessageGroupId": group_id,
+        "MessageDeduplicationId": dedup,
+        "MessageAttributes": _json_attributes(attributes),
+    }
+    text = json.dumps(send, separators=(",", ":"), ensure_ascii=False)
+    if len(text.encode()) > MAX_INPUT_BYTES:
+        raise InvalidMessage(
+            f"too large to park ({len(text.encode())} bytes of schedule input, Scheduler "
+            f"takes {MAX_INPUT_BYTES}); it stays in the loop"
+        )
+    return {
+        "Name": name,
+        "GroupName": target.group,
+        "ScheduleExpression": at_expression(fire_ms),
+        "ScheduleExpressionTimezone": "UTC",
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+        "ActionAfterCompletion": "DELETE",
+        "State": "ENABLED",
+        "Target": {
+            "Arn": SEND_MESSAGE_TARGET,
+            "RoleArn": target.role_arn,
+            "Input": text,
+            "RetryPolicy": dict(RETRY_POLICY),
+            "DeadLetterConfig": {"Arn": target.dead_letter_arn},
+        },
+    }
+
+
+def is_own_schedule(existing: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
+    """After ConflictException: whether the schedule that exists is this very request (a
+    retry after a crash, safe to count as done), not some other message's."""
+    same_time = existing.get("ScheduleExpression") == request["ScheduleExpression"]
+    same_input = existing.get("Target", {}).get("Input") == request["Target"]["Input"]
+    return bool(same_time and same_input)
+
+
+def send_message_of(input_text: str) -> dict[str, Any]:
+    """The boto3 SendMessage keyword arguments for a universal target's input (the
+    emulator's schedule runner uses this; AWS does the same on its side)."""
+    request: dict[str, Any] = json.loads(input_text)
+    for value in request.get("MessageAttributes", {}).values():
+        if "BinaryValue" in value:
+            value["BinaryValue"] = base64.b64decode(value["BinaryValue"])
+    return request

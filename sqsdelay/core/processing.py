@@ -1,0 +1,145 @@
+"""From received messages to outgoing SendMessageBatch entries (pure, shared by the ECS
+worker and the Lambda handler)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqsdelay.core import wire
+from sqsdelay.core.clock import ClockOffset
+from sqsdelay.core.decision import Decision, Limits, Poison, Received, decide, parse_natural
+from sqsdelay.core.failures import FailureLog
+from sqsdelay.core.types import AttributeValue, Target
+
+# System attributes the decision needs (DESIGN.md, "The worker").
+SYSTEM_ATTRIBUTES = (
+    "SentTimestamp",
+    "ApproximateFirstReceiveTimestamp",
+    "ApproximateReceiveCount",
+    "MessageDeduplicationId",
+    "MessageGroupId",
+)
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    source: Received
+    decision: Decision
+    target: Target
+    entry: dict[str, Any]  # a SendMessageBatch entry without its Id
+    size: int
+
+
+def _attribute(value: Mapping[str, Any]) -> AttributeValue:
+    # Drop the reserved list fields boto3 returns; keep values byte for byte.
+    out: AttributeValue = {"DataType": value.get("DataType") or value["dataType"]}
+    if "BinaryValue" in value:
+        out["BinaryValue"] = value["BinaryValue"]
+    elif value.get("binaryValue") is not None:
+        out["BinaryValue"] = base64.b64decode(value["binaryValue"])
+    if "StringValue" in value:
+        out["StringValue"] = value["StringValue"]
+    elif value.get("stringValue") is not None:
+        out["StringValue"] = value["stringValue"]
+    return out
+
+
+def from_boto(message: Mapping[str, Any]) -> Received:
+    """A message from ReceiveMessage."""
+    return Received(
+        message_id=message["MessageId"],
+        receipt_handle=message["ReceiptHandle"],
+        body=message.get("Body", ""),
+        attributes={k: _attribute(v) for k, v in message.get("MessageAttributes", {}).items()},
+        system=dict(message.get("Attributes", {})),
+    )
+
+
+def from_lambda(record: Mapping[str, Any]) -> Received:
+    """A record of a Lambda SQS event (lower-case keys, base64 binary values)."""
+    return Received(
+        message_id=record["messageId"],
+        receipt_handle=record["receiptHandle"],
+        body=record.get("body", ""),
+        attributes={k: _attribute(v) for k, v in record.get("messageAttributes", {}).items()},
+        system=dict(record.get("attributes", {})),
+    )
+
+
+def outgoing(received: Received, decision: Decision) -> Outgoing:
+    entry: dict[str, Any] = {"MessageBody": received.body, **decision.request()}
+    if decision.attributes:
+        entry["MessageAttributes"] = decision.attributes
+    size = wire.message_size(received.body, decision.attributes)
+    return Outgoing(received, decision, decision.target, entry, size)
+
+
+def decide_one(
+    r: Received,
+    *,
+    local_ms: int,
+    offset_ms: int | None,
+    lim: Limits,
+    source_queue: str,
+    failures: FailureLog,
+) -> Outgoing | None:
+    """The outgoing entry of one record. Whatever a producer wrote, a record that cannot be
+    decided goes to the error queue with the reason; None when even that cannot be built
+    (the step then holds it, and it is never lost)."""
+    record = failures.get(r.message_id)
+    try:
+        decision = decide(
+            r,
+            local_now_ms=local_ms,
+            offset_ms=offset_ms,
+            lim=lim,
+            source_queue=source_queue,
+            own_failures=record.own_failures,
+            last_error=record.last_error,
+        )
+        return outgoing(r, decision)
+    except Exception as exc:  # a fault of ours must not stop the batch or the worker
+        reason = f"cannot be handled ({type(exc).__name__}: {str(exc)[:200]})"
+    try:
+        return outgoing(r, Poison(reason, dict(r.attributes)))
+    except Exception:
+        return None
+
+
+def decide_batch(
+    received: list[Received],
+    *,
+    local_ms: int,
+    offset: ClockOffset,
+    lim: Limits,
+    source_queue: str,
+    failures: FailureLog | None = None,
+) -> tuple[list[Outgoing], list[Received]]:
+    """Decide a received batch: the outgoing entries, and the records that could not even be
+    dead-lettered. First receives also feed the clock-offset estimate, which the redeliveries
+    in the same batch already use. `local_ms` is when the batch arrived."""
+    for r in received:
+        first = parse_natural(r.system.get("ApproximateFirstReceiveTimestamp"))
+        if r.receive_count == 1 and first is not None:
+            offset.observe(first, local_ms)
+    estimate = offset.estimate()
+    log = failures or FailureLog()
+    outs: list[Outgoing] = []
+    stuck: list[Received] = []
+    for r in received:
+        out = decide_one(
+            r,
+            local_ms=local_ms,
+            offset_ms=estimate,
+            lim=lim,
+            source_queue=source_queue,
+            failures=log,
+        )
+        if out is None:
+            stuck.append(r)
+        else:
+            outs.append(out)
+    return outs, stuck

@@ -1,0 +1,29 @@
+"""The wire format's names: the delay queue suffix and the message attributes.
+
+Shared with the NServiceBus SQS transport, plus sqsdelay's own two attributes.
+"""
+
+from typing import Final
+
+from sqsdelay.core.quotas import MAX_QUEUE_NAME_LENGTH
+
+DELAY_QUEUE_SUFFIX: Final = "-delay.fifo"
+# 80 characters minus the suffix: the longest destination name that can have a delay queue.
+MAX_DESTINATION_NAME_LENGTH: Final = MAX_QUEUE_NAME_LENGTH - len(DELAY_QUEUE_SUFFIX)
+
+DELAY_ATTRIBUTE: Final = "NServiceBus.AmazonSQS.DelaySeconds"
+# Set on every delay-queue message, equal to its group and deduplication id. NServiceBus's
+# pump sets this attribute on every requeue and hand-over; when it is already there it is
+# overwritten instead of added, so a message that left room for it never reaches 11.
+MESSAGE_ID_ATTRIBUTE: Final = "NServiceBus.MessageId"
+# NServiceBus.AmazonSQS 6+ reads a raw body as a message of this type (native integration).
+MESSAGE_TYPE_ATTRIBUTE: Final = "MessageTypeFullName"
+# The delay queue's DelaySeconds below which an NServiceBus endpoint refuses to start
+# (DelayedMessagesPump.Initialize).
+NSERVICEBUS_QUEUE_DELAY_SECONDS: Final = 900
+# Our own additions: absolute due time (broker epoch ms) and the failure record on the error queue.
+DUE_AT_ATTRIBUTE: Final = "sqsdelay.DueAt"
+FAILURE_ATTRIBUTE: Final = "sqsdelay.Failure"
+OWN_ATTRIBUTES: Final = frozenset({DELAY_ATTRIBUTE, DUE_AT_ATTRIBUTE, FAILURE_ATTRIBUTE})
+# Attributes the sender sets itself; a caller may not give them.
+SENDER_ATTRIBUTES: Final = OWN_ATTRIBUTES | {MESSAGE_ID_ATTRIBUTE, MESSAGE_TYPE_ATTRIBUTE}

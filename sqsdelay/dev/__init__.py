@@ -1,0 +1,1 @@
+"""Local development: the embedded emulator, the demo, the parking simulation."""

@@ -1,0 +1,219 @@
+"""`sqsdelay demo`: the whole system end to end on the embedded emulator, with a compressed
+cycle, a live table, and the cost report on the events it recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+
+from sqsdelay import logs
+from sqsdelay.aws.clients import sync_client
+from sqsdelay.aws.installer import Installer
+from sqsdelay.aws.sender import Sender
+from sqsdelay.aws.worker import WorkerThread
+from sqsdelay.dev.emulator import Emulator
+from sqsdelay.extras import MissingExtra, require
+from sqsdelay.settings import Settings
+
+CYCLE = 3  # seconds standing in for SQS's 900 s
+DESTINATIONS = ["reminders", "billing"]
+PLAN = [
+    ("reminders", 1),
+    ("billing", 3),
+    ("reminders", 5),
+    ("billing", 8),
+    ("reminders", 11),
+    ("billing", 16),
+    ("reminders", 23),
+]
+PARK_AFTER = 10  # seconds: longer delays wait in (emulated) EventBridge Scheduler
+CANCELLED = ("billing", 25)  # parked, then cancelled: must never arrive
+
+
+@dataclass
+class Row:
+    name: str
+    destination: str
+    delay: int
+    route: str = ""
+    group_id: str | None = None
+    due: float = 0.0
+    cycles: int = 0
+    delivered: float | None = None
+    copies: int = 0
+    cancelled: bool = False
+
+    @property
+    def lateness(self) -> float | None:
+        return None if self.delivered is None else self.delivered - self.due
+
+
+def _clock(t: float | None) -> str:
+    return "" if t is None else datetime.fromtimestamp(t).strftime("%H:%M:%S.%f")[:-4]
+
+
+def _table(rows: list[Row], started: float) -> Table:
+    table = Table(
+        title=f"sqsdelay demo — {time.time() - started:5.1f} s "
+        f"(one {CYCLE} s cycle stands in for 900 s)"
+    )
+    for col in (
+        "message",
+        "destination",
+        "delay",
+        "route",
+        "cycles",
+        "due",
+        "delivered",
+        "lateness",
+    ):
+        table.add_column(col, justify="right" if col in ("delay", "cycles", "lateness") else "left")
+    for r in rows:
+        late = r.lateness
+        style = "" if late is None else ("red" if late < 0 else "green")
+        table.add_row(
+            r.name,
+            r.destination,
+            f"{r.delay} s",
+            r.route,
+            str(r.cycles),
+            _clock(r.due),
+            _clock(r.delivered),
+            "" if late is None else f"{late:+.2f} s",
+            style=style,
+        )
+    return table
+
+
+def _count_cycles(events: Path, rows: list[Row]) -> None:
+    by_group = {r.group_id: r for r in rows if r.group_id}
+    counts = dict.fromkeys(by_group, 0)
+    with events.open(encoding="utf-8") as f:
+        for line in f:
+            if '"delay.requeued"' in line or '"delay.handed_over"' in line:
+                group = json.loads(line).get("group_id")
+                if group in counts:
+                    counts[group] += 1
+    for group, n in counts.items():
+        by_group[group].cycles = n
+
+
+def run(output: Path, console: Console | None = None, *, timeout: float = 60) -> int:
+    console = console or Console(width=max(110, Console().width))
+    output.mkdir(parents=True, exist_ok=True)
+    events = output / "events.jsonl"
+    events.unlink(missing_ok=True)
+    with open(os.devnull, "w") as quiet, Emulator() as emu:
+        # Events go to the file only: the cost report reads it, the screen shows the table.
+        logs.configure("json", "INFO", stream=quiet, file=events)
+        settings = Settings(
+            endpoint_url=emu.url,
+            region="us-east-1",
+            queue_prefix="demo-",
+            max_native_delay_seconds=CYCLE,
+            visibility_timeout_seconds=5,
+            wait_time_seconds=1,
+            stats_interval_seconds=5,
+            parking="scheduler",
+            scheduler_role_arn="arn:aws:iam::123456789012:role/sqsdelay-scheduler",
+            park_after_seconds=PARK_AFTER,
+        )
+        console.print(
+            Panel.fit(
+                f"SQS emulator (moto) on {emu.url}\n"
+                f"Delay queues cycle every {CYCLE} s here, standing in for SQS's 900 s:\n"
+                f"a delay above {CYCLE} s goes through <queue>-delay.fifo and the worker moves\n"
+                f"it on each cycle; a shorter one goes straight to the queue with DelaySeconds.\n"
+                f"Above {PARK_AFTER} s a message is parked in EventBridge Scheduler (emulated)\n"
+                f"until one cycle before it is due; one parked message is then cancelled.\n"
+                f"Events are recorded in {events}",
+                title="sqsdelay demo",
+            )
+        )
+        installer = Installer(settings)
+        installer.run(DESTINATIONS)
+        installer.schedule_group(DESTINATIONS)
+        sender = Sender(settings)
+        sqs = sync_client(settings)
+        urls = {d: sqs.get_queue_url(QueueName=f"demo-{d}")["QueueUrl"] for d in DESTINATIONS}
+        rows = [Row(f"demo-{i}", dest, delay) for i, (dest, delay) in enumerate([*PLAN, CANCELLED])]
+        started = time.time()
+        with (
+            WorkerThread(settings, DESTINATIONS),
+            Live(_table(rows, started), console=console, refresh_per_second=4) as live,
+        ):
+            for r in rows:
+                r.due = time.time() + r.delay
+                result = sender.send(r.destination, json.dumps({"demo": r.name}), delay=r.delay)
+                r.route, r.group_id = result.route, result.group_id
+            gone = rows[-1]
+            gone.cancelled = sender.cancel(gone.destination, gone.group_id or "") == "cancelled"
+            gone.route = "parked, cancelled" if gone.cancelled else gone.route + ", too-late"
+            deadline = time.monotonic() + max(d for _, d in PLAN) + timeout
+            by_name = {r.name: r for r in rows}
+            # Wait for every message, and past the cancelled one's due time (it must not come).
+            while time.monotonic() < deadline and (
+                any(r.delivered is None and not r.cancelled for r in rows)
+                or time.time() < gone.due + CYCLE
+            ):
+                for url in urls.values():
+                    resp = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+                    now = time.time()
+                    for m in resp.get("Messages", []):
+                        row = by_name[json.loads(m["Body"])["demo"]]
+                        row.copies += 1
+                        row.delivered = row.delivered or now
+                        sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+                _count_cycles(events, rows)
+                live.update(_table(rows, started))
+                time.sleep(0.05)
+    lost = [r.name for r in rows if r.delivered is None and not r.cancelled]
+    early = [r.name for r in rows if r.lateness is not None and r.lateness < 0]
+    early += [f"{r.name} (cancelled)" for r in rows if r.cancelled and r.delivered is not None]
+    late = [r.lateness for r in rows if r.lateness is not None]
+    console.print()
+    console.print(
+        f"delivered {sum(r.delivered is not None for r in rows)}/{len(rows) - 1} "
+        f"(and 1 cancelled), parked {sum('parked' in r.route for r in rows)}, "
+        f"early {len(early)}, "
+        f"max lateness {max(late, default=0):.2f} s, duplicates "
+        f"{sum(max(0, r.copies - 1) for r in rows)}"
+    )
+    if lost or early:
+        console.print(f"[red]FAILED: lost {lost}, early {early}[/red]")
+        return 1
+    return _cost_report(events, output, console)
+
+
+def _cost_report(events: Path, output: Path, console: Console) -> int:
+    try:
+        require("spark", "the cost report")
+    except MissingExtra as missing:  # the delivery above is the demo; the report is a bonus
+        console.print(f"cost report skipped: {missing}", markup=False)
+        return 0
+    from sqsdelay.cost.pricing import load_pricing
+    from sqsdelay.cost.run import run_report
+
+    with console.status("cost report on the recorded events (Spark, local mode)"):
+        report = run_report(
+            inputs=[str(events)],
+            output=str(output / "cost-report"),
+            pricing=load_pricing(),
+            cycle_seconds=CYCLE,
+            fast_start=True,
+        )
+    s = report.summary
+    console.print(
+        f"cost report: {s['messages']} messages, {s['delayed_messages']} through "
+        f"delay queues (cycle {CYCLE} s); open {output / 'cost-report' / 'report.html'}"
+    )
+    return 0

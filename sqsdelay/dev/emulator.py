@@ -1,0 +1,153 @@
+"""The embedded SQS emulator: a moto server in a thread, on loopback only.
+
+moto implements EventBridge Scheduler's API but never fires a schedule, so the emulator
+adds `ScheduleRunner`: it fires due one-time schedules whose target is the universal
+`sqs:sendMessage`, as Scheduler does. It is part of the emulator and never talks to AWS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import urllib.request
+from types import TracebackType
+from typing import Any
+
+from sqsdelay.core import parking
+from sqsdelay.extras import require
+
+
+class Emulator:
+    """`with Emulator() as emu: emu.url` runs a moto SQS server on 127.0.0.1."""
+
+    def __init__(self, port: int = 0, host: str = "127.0.0.1", *, schedules: bool = True) -> None:
+        require("emulator", "the embedded emulator")
+        from moto.server import ThreadedMotoServer
+
+        self._server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+        self.url = ""
+        self._schedules = schedules
+        self.runner: ScheduleRunner | None = None
+
+    def start(self, timeout: float = 10.0) -> str:
+        # werkzeug logs every request at INFO; the emulator should be quiet.
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        self.url = f"http://{host}:{port}"
+        deadline = time.monotonic() + timeout
+        while True:  # wait until it answers HTTP
+            try:
+                with urllib.request.urlopen(self.url + "/moto-api/", timeout=1):  # noqa: S310
+                    if self._schedules:
+                        self.runner = ScheduleRunner(self.url).start()
+                    return self.url
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.runner is not None:
+            self.runner.stop()
+        self._server.stop()
+
+    def __enter__(self) -> Emulator:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class ScheduleRunner:
+    """Fires the emulator's due one-time `at(...)` schedules into its SQS: the universal
+    target's input is the SendMessage request; a failed send goes to the schedule's
+    dead-letter queue; `ActionAfterCompletion: DELETE` deletes the schedule after firing."""
+
+    def __init__(self, url: str, *, interval: float = 0.2) -> None:
+        import boto3
+
+        kwargs: dict[str, Any] = {
+            "endpoint_url": url,
+            "region_name": "us-east-1",
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
+        }
+        self._scheduler = boto3.client("scheduler", **kwargs)
+        self._sqs = boto3.client("sqs", **kwargs)
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="schedule-runner", daemon=True)
+        self.fired = 0
+        self.dead_lettered = 0
+
+    def start(self) -> ScheduleRunner:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            with contextlib.suppress(Exception):  # the server may be stopping
+                self.fire_due(time.time())
+
+    def fire_due(self, now: float) -> int:
+        """Fire every schedule due at `now`; returns how many fired."""
+        fired = 0
+        pages = self._scheduler.get_paginator("list_schedules").paginate(State="ENABLED")
+        for page in pages:
+            for summary in page.get("Schedules", []):
+                schedule = self._scheduler.get_schedule(
+                    Name=summary["Name"], GroupName=summary["GroupName"]
+                )
+                due = parking.fire_ms_of(schedule.get("ScheduleExpression", ""))
+                if due is None or due > now * 1000:
+                    continue
+                self._fire(schedule)
+                fired += 1
+        return fired
+
+    def _fire(self, schedule: dict[str, Any]) -> None:
+        target = schedule["Target"]
+        if target["Arn"] == parking.SEND_MESSAGE_TARGET:
+            try:
+                self._sqs.send_message(**parking.send_message_of(target["Input"]))
+                self.fired += 1
+            except Exception:
+                self._dead_letter(target)
+        if schedule.get("ActionAfterCompletion") == "DELETE":
+            self._scheduler.delete_schedule(Name=schedule["Name"], GroupName=schedule["GroupName"])
+        else:  # one-time: done; Scheduler leaves it, but never fires it again
+            self._scheduler.update_schedule(
+                **{k: schedule[k] for k in _UPDATE_KEYS if k in schedule}, State="DISABLED"
+            )
+
+    def _dead_letter(self, target: dict[str, Any]) -> None:
+        arn = target.get("DeadLetterConfig", {}).get("Arn")
+        if not arn:
+            return
+        account, name = arn.split(":")[4:6]
+        url = self._sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)
+        self._sqs.send_message(QueueUrl=url["QueueUrl"], MessageBody=target["Input"])
+        self.dead_lettered += 1
+
+
+_UPDATE_KEYS = (
+    "Name",
+    "GroupName",
+    "ScheduleExpression",
+    "ScheduleExpressionTimezone",
+    "FlexibleTimeWindow",
+    "Target",
+)

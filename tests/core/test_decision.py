@@ -1,0 +1,314 @@
+"""The pure decision core: exhaustive cases, properties and virtual-clock simulations."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sqsdelay.core import defaults, quotas, wire, wirenames
+from sqsdelay.core.backoff import BackoffTimer, retry_backoff_seconds
+from sqsdelay.core.clock import ClockOffset
+from sqsdelay.core.decision import (
+    HandOver,
+    Limits,
+    Park,
+    Poison,
+    Received,
+    Requeue,
+    decide,
+    requeue_dedup_id,
+)
+from sqsdelay.dev.simulation import simulate
+
+T = 1_700_000_000_000
+LIM = Limits(max_native_delay_seconds=900, max_attempts=5)
+
+
+def msg(
+    delay: str | None = "3600",
+    *,
+    sent: int = T,
+    first: int | None = None,
+    count: int = 1,
+    extra: dict[str, wire.AttributeValue] | None = None,
+    due_at: int | None = None,
+    message_id: str = "m1",
+) -> Received:
+    attrs = dict(extra or {})
+    if delay is not None:
+        attrs[wirenames.DELAY_ATTRIBUTE] = wire.string_attribute(delay)
+    if due_at is not None:
+        attrs[wirenames.DUE_AT_ATTRIBUTE] = wire.number_attribute(due_at)
+    system = {
+        "SentTimestamp": str(sent),
+        "ApproximateReceiveCount": str(count),
+        "ApproximateFirstReceiveTimestamp": str(first if first is not None else sent + 900_000),
+        "MessageGroupId": "g1",
+        "MessageDeduplicationId": "d1",
+    }
+    return Received(message_id, "rh", "body", attrs, system)
+
+
+def test_reference_example_1925_seconds() -> None:
+    """32 min 5 s: two 900 s cycles, then a hand-over with 125 s (reference document)."""
+    first = decide(msg("1925", first=T + 900_000), local_now_ms=0, offset_ms=None, lim=LIM)
+    assert isinstance(first, Requeue) and first.remaining_seconds == 1025
+    assert first.attributes[wirenames.DELAY_ATTRIBUTE]["StringValue"] == "1025"
+    assert first.attributes[wirenames.DUE_AT_ATTRIBUTE]["StringValue"] == str(T + 1_925_000)
+    second = decide(
+        msg(sent=T + 900_000, first=T + 1_800_000, delay="1025", due_at=T + 1_925_000),
+        local_now_ms=0,
+        offset_ms=None,
+        lim=LIM,
+    )
+    assert isinstance(second, HandOver) and second.remaining_seconds == 125
+    assert wirenames.DELAY_ATTRIBUTE not in second.attributes
+    assert wirenames.DUE_AT_ATTRIBUTE not in second.attributes
+
+
+def test_requeue_keeps_the_group_and_derives_the_dedup_id_from_the_message_id() -> None:
+    a = decide(msg(message_id="A"), local_now_ms=0, offset_ms=None, lim=LIM)
+    b = decide(msg(message_id="B"), local_now_ms=0, offset_ms=None, lim=LIM)
+    assert isinstance(a, Requeue) and isinstance(b, Requeue)
+    assert a.group_id == b.group_id == "g1"
+    assert a.dedup_id != b.dedup_id and len(a.dedup_id) <= quotas.MAX_DEDUP_ID_LENGTH
+    assert a.dedup_id == requeue_dedup_id(msg(message_id="A"))
+
+
+def test_redelivery_uses_the_local_clock_corrected_by_the_offset() -> None:
+    m = msg("3600", count=2)
+    local = T + 1_000_000 - 60_000  # local clock 60 s behind the broker
+    d = decide(m, local_now_ms=local, offset_ms=60_000, lim=LIM)
+    assert isinstance(d, Requeue) and d.remaining_seconds == 2600
+    bare = decide(m, local_now_ms=local, offset_ms=None, lim=LIM)
+    assert isinstance(bare, Requeue) and bare.remaining_seconds == 2660
+
+
+def test_a_redelivered_requeue_stays_a_requeue_with_the_same_dedup_id() -> None:
+    """First attempt requeued (901 s left), then its delete failed. 100 s later the
+    redelivery must requeue again (FIFO drops the copy), not hand over a second copy."""
+    m1 = msg("1801", first=T + 900_000)
+    first = decide(m1, local_now_ms=0, offset_ms=None, lim=LIM)
+    m2 = msg("1801", first=T + 900_000, count=2)
+    again = decide(m2, local_now_ms=T + 1_000_000, offset_ms=0, lim=LIM)
+    assert isinstance(first, Requeue) and isinstance(again, Requeue)
+    assert again.dedup_id == first.dedup_id and again.remaining_seconds == 801
+
+
+def test_redelivery_never_goes_before_the_first_receive() -> None:
+    d = decide(msg("3600", count=2), local_now_ms=0, offset_ms=None, lim=LIM)
+    assert isinstance(d, Requeue) and d.remaining_seconds == 2700
+
+
+def test_overdue_messages_are_handed_over_without_delay() -> None:
+    d = decide(msg("10"), local_now_ms=0, offset_ms=None, lim=LIM)
+    assert isinstance(d, HandOver) and d.remaining_seconds == 0
+
+
+@pytest.mark.parametrize(
+    ("m", "reason"),
+    [
+        (msg(None), "no NServiceBus.AmazonSQS.DelaySeconds attribute"),
+        (msg("abc"), "is not an integer"),
+        (msg("1.5"), "is not an integer"),
+        (msg("-5"), "is negative"),
+        (
+            Received("m", "r", "b", {wirenames.DELAY_ATTRIBUTE: wire.string_attribute("5")}, {}),
+            "SentTimestamp is missing",
+        ),
+        (
+            Received(
+                "m",
+                "r",
+                "b",
+                {wirenames.DELAY_ATTRIBUTE: wire.string_attribute("5")},
+                {"SentTimestamp": "1"},
+            ),
+            "ApproximateFirstReceiveTimestamp is missing",
+        ),
+        (
+            msg(extra={f"a{i}": wire.string_attribute("v") for i in range(10)}),
+            "cannot requeue: message has 11 attributes",
+        ),
+        (
+            msg("10", extra={f"a{i}": wire.string_attribute("v") for i in range(11)}),
+            "cannot hand over: message has 11 attributes",
+        ),
+    ],
+)
+def test_poison(m: Received, reason: str) -> None:
+    d = decide(m, local_now_ms=T, offset_ms=None, lim=LIM, source_queue="q-delay.fifo")
+    assert isinstance(d, Poison) and reason in d.reason
+
+
+def test_poison_record_folds_our_attributes_into_the_failure_attribute() -> None:
+    m = msg("abc", extra={"keep": {"DataType": "Binary", "BinaryValue": b"\x00"}})
+    d = decide(
+        m, local_now_ms=T, offset_ms=None, lim=LIM, source_queue="q-delay.fifo", last_error="boom"
+    )
+    assert isinstance(d, Poison)
+    assert d.attributes["keep"] == {"DataType": "Binary", "BinaryValue": b"\x00"}
+    record = json.loads(d.attributes[wirenames.FAILURE_ATTRIBUTE]["StringValue"])
+    assert record["queue"] == "q-delay.fifo" and record["delay_seconds"] == "abc"
+    assert wirenames.DELAY_ATTRIBUTE not in d.attributes
+
+
+def test_last_error_is_part_of_the_max_attempts_reason() -> None:
+    d = decide(
+        msg(count=9),
+        local_now_ms=T,
+        offset_ms=None,
+        lim=LIM,
+        own_failures=5,
+        last_error="InvalidParameterValue: bad",
+    )
+    assert isinstance(d, Poison) and d.reason.endswith("last error: InvalidParameterValue: bad")
+
+
+@given(st.integers(1, 10_000), st.integers(0, 4))
+def test_redeliveries_never_dead_letter_a_good_message(count: int, own: int) -> None:
+    """Outages, throttling and crashes raise the receive count, never the own-failure count:
+    only failures of the message itself (SQSDELAY_MAX_ATTEMPTS of them) dead-letter it."""
+    d = decide(msg(count=count), local_now_ms=T, offset_ms=0, lim=LIM, own_failures=own)
+    assert isinstance(d, Requeue | HandOver)
+    assert isinstance(
+        decide(msg(count=count), local_now_ms=T, offset_ms=0, lim=LIM, own_failures=5), Poison
+    )
+
+
+def test_due_at_is_dropped_when_there_is_no_room_but_delay_still_works() -> None:
+    nine = {f"a{i}": wire.string_attribute("v") for i in range(9)}
+    d = decide(msg(extra=nine), local_now_ms=0, offset_ms=None, lim=LIM)
+    assert isinstance(d, Requeue) and len(d.attributes) == 10
+    assert wirenames.DUE_AT_ATTRIBUTE not in d.attributes
+
+
+def test_mangled_due_at_falls_back_to_the_delay() -> None:
+    m = msg("3600")
+    m.attributes[wirenames.DUE_AT_ATTRIBUTE] = wire.string_attribute("soon")
+    d = decide(m, local_now_ms=0, offset_ms=None, lim=LIM)
+    assert isinstance(d, Requeue) and d.due_ms == T + 3_600_000
+
+
+received = st.builds(
+    lambda delay, sent, lag, count, skew, native: (
+        msg(str(delay), sent=sent, first=sent + lag, count=count),
+        skew,
+        native,
+    ),
+    delay=st.integers(0, defaults.DEFAULT_MAX_DELAY_SECONDS),
+    sent=st.integers(T, T + 10**12),
+    lag=st.integers(0, 10**7),
+    count=st.integers(1, 5),
+    skew=st.integers(-120_000, 120_000),
+    native=st.integers(1, 900),
+)
+
+
+@given(received, st.integers(0, 10**7))
+def test_never_early_no_lost_time_and_idempotent(
+    case: tuple[Received, int, int], elapsed: int
+) -> None:
+    m, skew, native = case
+    lim = Limits(max_native_delay_seconds=native, max_attempts=5)
+    first = int(m.system["ApproximateFirstReceiveTimestamp"])
+    broker_now = first if m.receive_count == 1 else first + elapsed
+    local_now, offset = broker_now - skew, skew  # a perfect offset estimate
+    d = decide(m, local_now_ms=local_now, offset_ms=offset, lim=lim)
+    assert d == decide(m, local_now_ms=local_now, offset_ms=offset, lim=lim)
+    assert isinstance(d, Requeue | HandOver)
+    true_ms = max(0, d.due_ms - broker_now)
+    assert d.remaining_seconds * 1000 >= true_ms  # never early
+    assert d.remaining_seconds * 1000 < true_ms + 1000  # no time lost
+    at_first = -(-max(0, d.due_ms - first) // 1000)
+    assert isinstance(d, Requeue) == (at_first > native)  # the first attempt's route
+    if m.receive_count == 1:
+        assert isinstance(d, Requeue) == (d.remaining_seconds > native)
+    if isinstance(d, HandOver):
+        assert d.remaining_seconds <= native <= quotas.MAX_NATIVE_DELAY_SECONDS
+
+
+def test_clock_offset_is_a_robust_median() -> None:
+    off = ClockOffset()
+    assert off.estimate() is None
+    for s in [1000, 1005, 995, 1002, 50_000, -40_000, 998]:
+        off.observe(T + s, T)
+    assert 995 <= (off.estimate() or 0) <= 1005
+
+
+def test_backoff_timer_backs_off_exponentially_and_caps() -> None:
+    b = BackoffTimer(base_seconds=1, cap_seconds=10)
+    assert b.retry_in("q", 0) == 0
+    assert [b.failure("q", 0) for _ in range(6)] == [1, 2, 4, 8, 10, 10]
+    assert b.retry_in("q", 3) == 7 and b.retry_in("other", 3) == 0
+    b.success("q")
+    assert b.retry_in("q", 3) == 0 and b.failure("q", 0) == 1
+
+
+def test_retry_backoff_grows_and_caps() -> None:
+    assert [retry_backoff_seconds(n) for n in (1, 2, 3)] == [2, 4, 8]
+    assert retry_backoff_seconds(50) == 900
+
+
+@pytest.mark.parametrize("skew_ms", [-60_000, 60_000])
+def test_skewed_local_clock_keeps_redelivery_decisions_within_a_second(skew_ms: int) -> None:
+    result = simulate(6 * 3600, skew_ms=skew_ms, redelivery_rate=0.5, seed=7)
+    assert result.redeliveries >= 5
+    assert all(0 <= e < 1000 for e in result.decision_errors_ms), result.decision_errors_ms
+    assert 0 <= result.lateness_ms < 1000 + 2 * 20
+
+
+def test_without_the_offset_a_skewed_clock_would_be_early() -> None:
+    """The check above can fail: the bare local clock (reference rule) is 60 s off."""
+    m = msg("3600", count=2)
+    broker_now = T + 1_000_000
+    d = decide(m, local_now_ms=broker_now + 60_000, offset_ms=None, lim=LIM)
+    true_remaining = T + 3_600_000 - broker_now
+    assert d.remaining_seconds * 1000 < true_remaining - 59_000  # type: ignore[union-attr]
+
+
+def test_one_year_lands_within_a_second_of_due() -> None:
+    result = simulate(31_536_000, seed=1, redelivery_rate=0.01, skew_ms=30_000)
+    # 35,040 cycles of 900 s; receive jitter and redeliveries make each hop a little longer
+    assert 34_900 <= result.hops <= 35_040 and result.redeliveries > 100
+    assert 0 <= result.lateness_ms < 1000 + 2 * 20, result.lateness_ms
+
+
+def test_relative_carry_without_due_at_drifts() -> None:
+    """The reason for sqsdelay.DueAt: rounding up every cycle accumulates (never early)."""
+    result = simulate(31_536_000, seed=1, carry_due_at=False)
+    assert result.lateness_ms > 60_000
+
+
+@pytest.mark.parametrize("due", ["²", "٣", "9" * 5000, "1e3", "-5"])
+def test_a_due_time_that_is_not_ascii_digits_falls_back_to_the_delay(due: str) -> None:
+    m = msg(
+        "1925",
+        sent=T,
+        first=T,
+        extra={wirenames.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": due}},
+    )
+    d = decide(m, local_now_ms=T, offset_ms=None, lim=Limits())
+    assert isinstance(d, Requeue) and d.due_ms == T + 1_925_000
+
+
+def test_a_delay_too_large_for_any_date_is_poison_with_parking_on() -> None:
+    lim = Limits(park_after_seconds=10_020)
+    for delay in ("9" * 30, str(defaults.DEFAULT_MAX_DELAY_SECONDS + 1)):
+        d = decide(msg(delay, sent=T, first=T), local_now_ms=T, offset_ms=None, lim=lim)
+        assert isinstance(d, Poison) and "SQSDELAY_MAX_DELAY_SECONDS" in d.reason
+
+
+def test_a_redelivery_parks_again_whatever_the_local_clock_says() -> None:
+    # A crash between CreateSchedule and the delete: the redelivery must meet its own
+    # schedule (same name, time and input), not loop while the schedule also fires.
+    lim = Limits(max_native_delay_seconds=2, park_after_seconds=6)
+    first = decide(msg("14", sent=T, first=T + 1000), local_now_ms=T, offset_ms=0, lim=lim)
+    later = T + 9000  # 5 s left: under the threshold by the local clock
+    again = msg("14", sent=T, first=T + 1000, count=2)
+    redelivered = decide(again, local_now_ms=later, offset_ms=0, lim=lim)
+    assert isinstance(first, Park) and isinstance(redelivered, Park)
+    assert (redelivered.fire_ms, redelivered.attributes) == (first.fire_ms, first.attributes)

@@ -1,0 +1,125 @@
+"""The Dockerfile (no Docker engine here): its structure, and its install commands run for
+real in a fresh virtualenv, the way the image build runs them."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def stages() -> dict[str, list[tuple[str, str]]]:
+    """Instructions per stage, continuation lines joined."""
+    text = re.sub(r"\\\n\s*", " ", (ROOT / "Dockerfile").read_text())
+    out: dict[str, list[tuple[str, str]]] = {}
+    current = ""
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        op, _, rest = line.partition(" ")
+        if op.upper() == "FROM":
+            current = rest.split(" AS ")[-1].strip()
+            out[current] = [("FROM", rest.split(" AS ")[0].strip())]
+        else:
+            out[current].append((op.upper(), rest.strip()))
+    return out
+
+
+def one(stage: list[tuple[str, str]], op: str) -> str:
+    (value,) = [v for o, v in stage if o == op]
+    return value
+
+
+def test_targets_user_and_entrypoints() -> None:
+    s = stages()
+    assert {"worker", "lambda", "cost-report"} <= set(s)
+    worker = s["worker"]
+    assert one(worker, "FROM").startswith("python:3.11-slim")
+    assert one(worker, "USER") not in ("0", "root")
+    assert json.loads(one(worker, "ENTRYPOINT")) == ["sqsdelay", "worker"]
+    assert "spark" not in " ".join(v for _, v in s["build"])  # no Spark in the worker
+    lam = s["lambda"]
+    assert one(lam, "FROM").startswith("public.ecr.aws/lambda/python:3.11")
+    assert json.loads(one(lam, "CMD")) == ["sqsdelay.aws_lambda.handler"]
+    report = s["cost-report"]
+    runs = " ".join(v for o, v in report if o == "RUN")
+    assert "openjdk-17-jre-headless" in runs and "'.[spark]'" in runs
+    assert one(report, "USER") not in ("0", "root")
+    assert json.loads(one(report, "ENTRYPOINT")) == ["sqsdelay", "cost-report"]
+    env = one(report, "ENV")
+    assert "SQSDELAY_SPARK_CLASS_ARCHIVE=off" in env.split()
+
+
+def test_dockerignore_keeps_the_context_small() -> None:
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert {".git", ".venv", "tests"} <= set(ignored)
+
+
+def run(cmd: str, cwd: Path) -> None:
+    done = subprocess.run(["bash", "-c", cmd], cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{cmd}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+
+
+@pytest.fixture
+def context(tmp_path: Path) -> Path:
+    """The build context as the COPY lines give it."""
+    ctx = tmp_path / "src"
+    ctx.mkdir()
+    for name in ("pyproject.toml", "constraints.txt", "README.md"):
+        shutil.copy(ROOT / name, ctx / name)
+    shutil.copytree(
+        ROOT / "sqsdelay", ctx / "sqsdelay", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return ctx
+
+
+@pytest.mark.slow
+def test_worker_image_install_commands_work_in_a_fresh_venv(context: Path, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    for op, cmd in stages()["build"]:
+        if op == "RUN":
+            run(
+                cmd.replace("/opt/venv", str(venv)).replace(
+                    "python -m venv", f"{sys.executable} -m venv"
+                ),
+                context,
+            )
+    run(
+        f"{venv}/bin/sqsdelay --help >/dev/null "
+        f"&& {venv}/bin/python -c 'import sqsdelay.aws.worker'",
+        tmp_path,
+    )
+    missing = subprocess.run([f"{venv}/bin/python", "-c", "import pyspark"], capture_output=True)
+    assert missing.returncode != 0  # the worker image stays slim
+
+
+@pytest.mark.slow
+def test_lambda_image_install_command_gives_an_importable_handler(
+    context: Path, tmp_path: Path
+) -> None:
+    task_root = tmp_path / "task"
+    (cmd,) = [v for o, v in stages()["lambda"] if o == "RUN"]
+    cmd = cmd.replace("${LAMBDA_TASK_ROOT}", str(task_root)).replace("rm -rf /src", "true")
+    run(cmd.replace("pip install", f"{sys.executable} -m pip install"), context)
+    run(
+        f"cd {task_root} && {sys.executable} -I -c "
+        '\'import sys; sys.path.insert(0, "."); import sqsdelay.aws.lambda_driver as m; '
+        "assert callable(m.handler)'",
+        tmp_path,
+    )
+
+
+@pytest.mark.slow
+def test_cost_report_image_dependencies_resolve(context: Path) -> None:
+    runs = [v for o, v in stages()["cost-report"] if o == "RUN" and "pip install" in v]
+    (cmd,) = runs
+    pip = cmd.split("&&")[-1].replace("/opt/venv/bin/pip", f"{sys.executable} -m pip")
+    run(pip.replace("pip install", "pip install --dry-run --ignore-installed"), context)

@@ -1,0 +1,191 @@
+"""inspect and replay-errors against the moto server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+from sqsdelay.aws.installer import Installer
+from sqsdelay.aws.operations import Replay, inspect, plan_replay, replay_errors
+from sqsdelay.aws.sender import Sender
+from sqsdelay.core import wirenames
+from sqsdelay.core.decision import Received
+from sqsdelay.settings import Settings
+from tests.conftest import wait_for
+from tests.support.workerkit import Collector, RunningWorker
+
+
+def test_inspect_counts_and_checks(make_settings: Any, sqs: Any) -> None:
+    s = make_settings(max_native_delay_seconds=60)
+    Installer(s, client=sqs).run(["orders"])
+    sender = Sender(s, client=sqs)
+    sender.send("orders", "now", delay=0)
+    sender.send("orders", "soon", delay=30)
+    sender.send("orders", "later", delay=3600)
+    states = {st.report.spec.role: st for st in inspect(s, ["orders"], client=sqs)}
+    assert states["destination"].counts == {"visible": 1, "in_flight": 0, "delayed": 1}
+    assert states["delay"].counts["delayed"] == 1
+    assert all(not st.report.problems for st in states.values())
+    wrong = s.model_copy(update={"max_native_delay_seconds": 900})
+    delay_state = next(
+        st for st in inspect(wrong, ["orders"], client=sqs) if st.report.spec.role == "delay"
+    )
+    assert "DelaySeconds is 60, expected 900" in delay_state.report.problems[0].problem
+
+
+def test_inspect_cli(env: dict[str, str], sqs: Any) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "sqsdelay", "install", "orders"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "sqsdelay", "inspect", "orders"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "orders-delay.fifo" in done.stdout and "in flight" in done.stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "sqsdelay", "inspect", "ghost"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 1 and "queue does not exist" in missing.stdout
+
+
+def failure(queue: str, **record: Any) -> dict[str, Any]:
+    return {
+        wirenames.FAILURE_ATTRIBUTE: {
+            "DataType": "String",
+            "StringValue": json.dumps({"queue": queue, **record}),
+        }
+    }
+
+
+def test_plan_replay_restores_the_delay_attributes() -> None:
+    m = Received(
+        "m",
+        "r",
+        "b",
+        {
+            "keep": {"DataType": "String", "StringValue": "k"},
+            **failure("q-delay.fifo", delay_seconds="7200", due_at="123"),
+        },
+    )
+    plan = plan_replay(m, "q-delay.fifo")
+    assert isinstance(plan, Replay)
+    assert plan.attributes[wirenames.DELAY_ATTRIBUTE]["StringValue"] == "7200"
+    assert plan.attributes[wirenames.DUE_AT_ATTRIBUTE]["StringValue"] == "123"
+    assert wirenames.FAILURE_ATTRIBUTE not in plan.attributes and "keep" in plan.attributes
+    assert "belongs to 'q-delay.fifo'" in str(plan_replay(m, "other-delay.fifo"))
+    bad = Received("m", "r", "b", failure("q-delay.fifo", delay_seconds="soon", reason="x"))
+    assert "no valid delay" in str(plan_replay(bad, "q-delay.fifo"))
+    assert "no sqsdelay.Failure" in str(plan_replay(Received("m", "r", "b"), "q-delay.fifo"))
+
+
+def test_replay_after_the_destination_is_fixed_delivers_and_loses_nothing(
+    make_settings: Any, sqs: Any
+) -> None:
+    s: Settings = make_settings(
+        max_native_delay_seconds=1,
+        visibility_timeout_seconds=1,
+        wait_time_seconds=1,
+        max_attempts=1,
+    )
+    urls = {
+        r.spec.name.removeprefix(s.queue_prefix): str(r.url)
+        for r in Installer(s, client=sqs).run(["orders"])
+    }
+    # The destination refuses messages over 1 KiB for a while: a fault of the message
+    # (an outage would be waited out, never dead-lettered).
+    small = {"MaximumMessageSize": "1024"}
+    sqs.set_queue_attributes(QueueUrl=urls["orders"], Attributes=small)
+    stranded = "stranded " * 200
+    Sender(s, client=sqs).send("orders", stranded, delay=2)
+    errors = Collector(sqs, urls["error"])
+
+    def error_count() -> int:
+        attrs = sqs.get_queue_attributes(
+            QueueUrl=urls["error"], AttributeNames=["ApproximateNumberOfMessages"]
+        )
+        return int(attrs["Attributes"]["ApproximateNumberOfMessages"])
+
+    with RunningWorker(s, ["orders"]):
+        wait_for(lambda: error_count() == 1, timeout=30)
+    # a message of another destination shares the error queue and must stay there
+    sqs.send_message(
+        QueueUrl=urls["error"],
+        MessageBody="foreign",
+        MessageAttributes=failure(s.queue_prefix + "other-delay.fifo", delay_seconds="5"),
+    )
+    url = urls["orders"]
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"MaximumMessageSize": "262144"})  # fixed
+    result = replay_errors(s, "orders", client=sqs)
+    assert len(result.replayed) == 1 and list(result.skipped.values()) == [
+        f"belongs to '{s.queue_prefix}other-delay.fifo'"
+    ]
+    assert error_count() == 1  # the foreign one, visible again at once
+    with RunningWorker(s.model_copy(update={"max_attempts": 5}), ["orders"]):
+        (got,) = Collector(sqs, url).until(1, timeout=20)
+    assert got.body == stranded
+    assert [g.body for g in errors.until(1, timeout=5)] == ["foreign"]
+
+
+def test_a_failed_replay_keeps_the_message(make_settings: Any, sqs: Any) -> None:
+    s: Settings = make_settings()
+    urls = {r.spec.role: str(r.url) for r in Installer(s, client=sqs).run(["orders"])}
+    sqs.send_message(
+        QueueUrl=urls["error"],
+        MessageBody="keep me",
+        MessageAttributes=failure(s.queue_prefix + "orders-delay.fifo", delay_seconds="60"),
+    )
+
+    class CutSend:
+        """The real client, except that every send fails as if the network dropped."""
+
+        def __init__(self, real: Any) -> None:
+            self._real = real
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._real, name)
+
+        def send_message(self, **_: Any) -> None:
+            from botocore.exceptions import EndpointConnectionError
+
+            raise EndpointConnectionError(endpoint_url="http://127.0.0.1:1")
+
+    result = replay_errors(s, "orders", client=CutSend(sqs))
+    assert result.replayed == [] and len(result.failed) == 1
+    assert "EndpointConnectionError" in next(iter(result.failed.values()))
+    (kept,) = Collector(sqs, urls["error"]).until(1, timeout=5)
+    assert kept.body == "keep me"
+
+
+def test_replay_stops_at_its_limit_and_its_scan(make_settings: Any, sqs: Any) -> None:
+    s: Settings = make_settings()
+    urls = {
+        r.spec.name.removeprefix(s.queue_prefix): str(r.url)
+        for r in Installer(s, client=sqs).run(["orders"])
+    }
+    ours = failure(s.queue_prefix + "orders-delay.fifo", delay_seconds="5")
+    for start in range(0, 25, 10):
+        entries = [
+            {"Id": str(i), "MessageBody": f"m{i}", "MessageAttributes": ours}
+            for i in range(start, min(25, start + 10))
+        ]
+        sqs.send_message_batch(QueueUrl=urls["error"], Entries=entries)
+    # The old loop asked SQS for 10 at a time whatever was left, and could replay 20 here.
+    assert len(replay_errors(s, "orders", limit=12, client=sqs).replayed) == 12
+    # A shared error queue is not scanned whole: 5 looked at, 5 replayed, the rest stay.
+    result = replay_errors(s, "orders", limit=100, scan=5, client=sqs)
+    assert len(result.replayed) == 5
+    attrs = sqs.get_queue_attributes(QueueUrl=urls["error"], AttributeNames=["All"])["Attributes"]
+    assert int(attrs["ApproximateNumberOfMessages"]) == 25 - 12 - 5

@@ -1,0 +1,110 @@
+"""The built wheel as a user installs it: no extras, then [emulator], then [spark].
+
+Each command that needs an extra says which one, the same way (exit 2, nothing done); the
+demo without [spark] delivers everything and skips only its report.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+def _pip(venv: Path, *args: str) -> None:
+    subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "-c",
+            "constraints.txt",
+            *args,
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+
+
+def _run(
+    venv: Path, env: dict[str, str], *args: str, cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(venv / "bin" / "sqsdelay"), *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _needs(result: subprocess.CompletedProcess[str], extra: str) -> bool:
+    return (
+        result.returncode == 2
+        and f"pip install 'sqsdelay[{extra}]'" in result.stderr
+        and "Traceback" not in result.stderr
+        and len(result.stderr.strip().splitlines()) == 1
+    )
+
+
+def test_the_wheel_with_no_extras_then_each_extra(
+    tmp_path: Path, env: dict[str, str], sqs: Any
+) -> None:
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = dist.glob("sqsdelay-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    # a user's environment: none of the test venv's packages, nothing from this checkout
+    user = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    user["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    # a new pyspark install would first write its class-data archive (about 40 s): not here
+    user["SQSDELAY_SPARK_CLASS_ARCHIVE"] = "off"
+    work = tmp_path / "work"
+    work.mkdir()
+
+    _pip(venv, str(wheel))
+    assert _run(venv, user, "--help", cwd=work).returncode == 0
+    assert _run(venv, user, "install", "orders", cwd=work).returncode == 0
+    sent = _run(venv, user, "send", "orders", "--delay", "1000", "--body", "x", cwd=work)
+    assert sent.returncode == 0 and '"route": "delay-queue"' in sent.stdout, sent.stderr
+    estimate = _run(venv, user, "cost-estimate", "--delay", "1000", cwd=work)  # package data
+    assert estimate.returncode == 0 and "reference formula" in estimate.stdout
+    assert _needs(_run(venv, user, "emulator", cwd=work), "emulator")
+    assert _needs(_run(venv, user, "demo", cwd=work), "emulator")
+    report = ("cost-report", "--input", "events.jsonl", "--output", "report")
+    assert _needs(_run(venv, user, *report, cwd=work), "spark")
+
+    _pip(venv, f"sqsdelay[emulator] @ {wheel.as_uri()}")
+    demo = _run(venv, user, "demo", cwd=work)
+    assert demo.returncode == 0, demo.stderr[-2000:]
+    assert "delivered 7/7" in demo.stdout and "early 0" in demo.stdout
+    assert "cost report skipped: the cost report needs pyspark, pandas, matplotlib: pip " in (
+        " ".join(demo.stdout.split())
+    )
+    assert "Traceback" not in demo.stderr
+    assert _needs(_run(venv, user, *report, cwd=work), "spark")
+
+    _pip(venv, f"sqsdelay[spark] @ {wheel.as_uri()}")
+    events = str(work / "demo-output" / "events.jsonl")  # what the demo recorded
+    done = _run(venv, user, "cost-report", "--input", events, "--output", "report", cwd=work)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "8 messages" in done.stdout and (work / "report" / "report.html").is_file()

@@ -1,0 +1,371 @@
+"""The delay worker against the moto server over HTTP, with a compressed 2 s cycle."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import structlog
+
+from sqsdelay import logs
+from sqsdelay.aws.installer import Installer
+from sqsdelay.aws.sender import Message, Sender
+from sqsdelay.core import wirenames
+from sqsdelay.settings import Settings
+from tests.conftest import wait_for
+from tests.support.faultproxy import FaultProxy
+from tests.support.workerkit import Collector, RunningWorker
+
+CYCLE = 2
+
+
+@pytest.fixture
+def fast(make_settings: Callable[..., Settings]) -> Settings:
+    return make_settings(
+        max_native_delay_seconds=CYCLE, visibility_timeout_seconds=3, wait_time_seconds=2
+    )
+
+
+def setup_queues(settings: Settings, sqs: Any, *queues: str) -> dict[str, str]:
+    reports = Installer(settings, client=sqs).run(list(queues or ["orders"]))
+    return {r.spec.name.removeprefix(settings.queue_prefix): str(r.url) for r in reports}
+
+
+def capture_logs() -> io.StringIO:
+    out = io.StringIO()
+    logs.configure("json", "INFO", stream=out)
+    return out
+
+
+def events(out: io.StringIO, name: str) -> list[dict[str, Any]]:
+    lines = [json.loads(x) for x in out.getvalue().splitlines() if x.startswith("{")]
+    return [x for x in lines if x["event"] == name]
+
+
+def test_delays_below_at_and_above_the_cycle_arrive_once_on_time_intact(
+    fast: Settings, sqs: Any
+) -> None:
+    urls = setup_queues(fast, sqs)
+    sender = Sender(fast, client=sqs)
+    binary = bytes(range(256)) * 4
+    attrs = {
+        "bin": {"DataType": "Binary", "BinaryValue": binary},
+        "trace": {"DataType": "String.custom", "StringValue": "ünï ✓"},
+        "n": {"DataType": "Number", "StringValue": "-1.5e3"},
+    }
+    delays = [1, CYCLE, CYCLE + 1, 3 * CYCLE + 1, 4 * CYCLE + 0.5]
+    due: dict[str, float] = {}
+    collector = Collector(sqs, urls["orders"])
+    with RunningWorker(fast, ["orders"]):
+        for i, d in enumerate(delays):
+            body = f"msg {i} 👋 {d}"
+            due[body] = time.time() + d
+            sender.send("orders", body, delay=d, attributes=attrs)
+        got = collector.until(len(delays), timeout=30)
+        collector.quiet_for(CYCLE + 1)
+    assert sorted(g.body for g in got) == sorted(due)  # each exactly once
+    for g in got:
+        lateness = g.at - due[g.body]
+        assert 0 <= lateness < 2.0, (g.body, lateness)
+        assert g.attributes["bin"]["BinaryValue"] == binary
+        assert g.attributes["trace"] == {"StringValue": "ünï ✓", "DataType": "String.custom"}
+        assert g.attributes["n"]["StringValue"] == "-1.5e3"
+        assert not set(g.attributes) & wirenames.OWN_ATTRIBUTES
+
+
+def test_foreign_nservicebus_message_is_delivered_on_time(fast: Settings, sqs: Any) -> None:
+    urls = setup_queues(fast, sqs)
+    delay = 2 * CYCLE + 1
+    start = time.time()
+    sent = sqs.send_message(
+        QueueUrl=urls["orders-delay.fifo"],
+        MessageBody='{"nsb": true}',
+        MessageGroupId="nsb-group",
+        MessageDeduplicationId="nsb-dedup",
+        MessageAttributes={
+            wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": str(delay)}
+        },
+    )
+    collector = Collector(sqs, urls["orders"])
+    with RunningWorker(fast, ["orders"]):
+        (got,) = collector.until(1, timeout=20)
+    # Without an NServiceBus.MessageId the first hop sets it to the SQS MessageId, as
+    # NServiceBus's pump does; it then travels unchanged.
+    assert got.body == '{"nsb": true}'
+    assert got.attributes == {
+        wirenames.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": sent["MessageId"]}
+    }
+    assert 0 <= got.at - (start + delay) < 2.0
+
+
+def test_poison_messages_go_to_the_error_queue_and_good_ones_still_arrive(
+    fast: Settings, sqs: Any
+) -> None:
+    urls = setup_queues(fast, sqs)
+    out = capture_logs()
+    fifo = urls["orders-delay.fifo"]
+
+    def raw(body: str, attrs: dict[str, Any]) -> None:
+        sqs.send_message(
+            QueueUrl=fifo,
+            MessageBody=body,
+            MessageGroupId=body,
+            MessageDeduplicationId=body,
+            MessageAttributes=attrs,
+        )
+
+    delay_attr = wirenames.DELAY_ATTRIBUTE
+    raw("missing", {"other": {"DataType": "String", "StringValue": "x"}})
+    raw("word", {delay_attr: {"DataType": "String", "StringValue": "soon"}})
+    raw("negative", {delay_attr: {"DataType": "String", "StringValue": "-5"}})
+    # 10 foreign attributes plus ours: real SQS would have refused it, moto lets it in
+    eleven = {f"h{i}": {"DataType": "String", "StringValue": "v"} for i in range(10)}
+    raw("eleven", {**eleven, delay_attr: {"DataType": "String", "StringValue": "3600"}})
+    Sender(fast, client=sqs).send("orders", "good", delay=CYCLE + 1)
+    dest, errors = Collector(sqs, urls["orders"]), Collector(sqs, urls["error"])
+    with RunningWorker(fast, ["orders"]):
+        dest.until(1, timeout=20)
+        errors.until(4, timeout=20)
+        dest.quiet_for(1)
+    assert [g.body for g in dest.got] == ["good"]
+    by_body = {g.body: g for g in errors.got}
+    assert set(by_body) == {"missing", "word", "negative", "eleven"}
+    reasons = {
+        b: json.loads(by_body[b].attributes[wirenames.FAILURE_ATTRIBUTE]["StringValue"])["reason"]
+        for b in ("missing", "word", "negative")
+    }
+    assert "no NServiceBus.AmazonSQS.DelaySeconds" in reasons["missing"]
+    assert "not an integer" in reasons["word"] and "negative" in reasons["negative"]
+    assert by_body["missing"].attributes["other"]["StringValue"] == "x"
+    # no room for the failure record: kept intact, the reason is in the event
+    assert len(by_body["eleven"].attributes) == 11
+    dead = {e["reason"] for e in events(out, "delay.dead_lettered")}
+    assert any("cannot requeue: message has 11 attributes" in r for r in dead)
+    assert all(e["level"] == "error" for e in events(out, "delay.dead_lettered"))
+
+
+def test_missing_destination_trips_the_breaker_then_recovers(
+    make_settings: Callable[..., Settings], sqs: Any
+) -> None:
+    s = make_settings(
+        max_native_delay_seconds=1,
+        visibility_timeout_seconds=3,
+        wait_time_seconds=1,
+        max_attempts=20,
+    )
+    urls = setup_queues(s, sqs)
+    sqs.delete_queue(QueueUrl=urls["orders"])
+    out = capture_logs()
+    Sender(s, client=sqs).send("orders", "waiting", delay=2)
+    with RunningWorker(s, ["orders"]) as running:
+        wait_for(lambda: len(events(out, "destination.unavailable")) >= 2, timeout=20)
+        sends_during_outage = running.worker.stats.requests["SendMessageBatch"]
+        time.sleep(3)  # an outage must not become a hot loop: count what 3 s cost
+        extra = running.worker.stats.requests["SendMessageBatch"] - sends_during_outage
+        assert extra <= 3, f"{extra} sends in 3 s while the destination was missing"
+        url = sqs.create_queue(QueueName=s.queue_prefix + "orders")["QueueUrl"]
+        (got,) = Collector(sqs, url).until(1, timeout=30)
+    assert got.body == "waiting"
+    unavailable = events(out, "destination.unavailable")
+    assert unavailable[0]["level"] == "error"
+    assert unavailable[0]["queue"] == s.queue_prefix + "orders"
+    assert unavailable[0]["code"] == "QueueDoesNotExist"
+
+
+def test_a_message_the_destination_refuses_goes_to_the_error_queue_after_max_attempts(
+    make_settings: Callable[..., Settings], sqs: Any
+) -> None:
+    s = make_settings(
+        max_native_delay_seconds=1,
+        visibility_timeout_seconds=2,
+        wait_time_seconds=1,
+        max_attempts=2,
+    )
+    urls = setup_queues(s, sqs)
+    # The destination takes at most 1 KiB: SQS refuses the big message (InvalidParameterValue
+    # for the whole batch); the worker retries entry by entry and blames only that one.
+    sqs.set_queue_attributes(QueueUrl=urls["orders"], Attributes={"MaximumMessageSize": "1024"})
+    Sender(s, client=sqs).send_batch(
+        "orders", [Message("x" * 2000, delay=2), Message("small", delay=2)]
+    )
+    errors = Collector(sqs, urls["error"])
+    dest = Collector(sqs, urls["orders"])
+    with RunningWorker(s, ["orders"]):
+        (got,) = errors.until(1, timeout=40)
+        (fine,) = dest.until(1, timeout=10)
+    record = json.loads(got.attributes[wirenames.FAILURE_ATTRIBUTE]["StringValue"])
+    assert got.body == "x" * 2000 and fine.body == "small"
+    assert "failed 2 times (SQSDELAY_MAX_ATTEMPTS=2)" in record["reason"]
+    assert "last error: InvalidParameterValue" in record["reason"]
+    assert record["queue"] == s.queue_prefix + "orders-delay.fifo"
+
+
+def test_failed_delete_after_requeue_does_not_duplicate(
+    make_settings: Callable[..., Settings], sqs: Any, moto_url: str
+) -> None:
+    proxy = FaultProxy(moto_url)
+    # The cycle outlasts the failed delete (4 attempts with backoff, ~4 s), so the original
+    # comes back while its requeued copy is still waiting in the queue. Real SQS would drop
+    # the retry for 5 minutes; moto only while the first copy is still there.
+    cycle = 5
+    s = make_settings(
+        endpoint_url=proxy.url,
+        max_native_delay_seconds=cycle,
+        visibility_timeout_seconds=1,
+        wait_time_seconds=1,
+    )
+    urls = setup_queues(s, sqs)
+    Sender(s, client=sqs).send("orders", "once", delay=2 * cycle + 1)
+    out = capture_logs()
+    # the SDK tries a call 4 times (3 retries): cut all of the first delete's attempts
+    proxy.cut("DeleteMessageBatch", times=4)
+    dest = Collector(sqs, urls["orders"])
+    try:
+        with RunningWorker(s, ["orders"]) as running:
+            dest.until(1, timeout=40)
+            dest.quiet_for(cycle)
+            stats = running.worker.stats
+    finally:
+        proxy.close()
+    assert proxy.cut_count == 4
+    # Each delete is cut off at the batch's budget, so the 4 cut attempts may span several
+    # deletes; each failed delete used up at least one of them.
+    assert 1 <= stats.events["delete_failed"] <= proxy.cut_count
+    assert [g.body for g in dest.got] == ["once"]
+    requeues = events(out, "delay.requeued")
+    # the retried requeue reused the dedup id of the same physical message
+    assert len({r["message_id"] for r in requeues}) < len(requeues)
+
+
+def test_network_drop_loses_nothing(
+    make_settings: Callable[..., Settings], sqs: Any, moto_url: str
+) -> None:
+    proxy = FaultProxy(moto_url)
+    s = make_settings(
+        endpoint_url=proxy.url,
+        max_native_delay_seconds=CYCLE,
+        visibility_timeout_seconds=2,
+        wait_time_seconds=1,
+        max_attempts=50,
+    )
+    urls = setup_queues(s, sqs)
+    Sender(s, client=sqs).send_batch(
+        "orders", [Message(f"m{i}", delay=CYCLE + i % 4) for i in range(20)]
+    )
+    dest = Collector(sqs, urls["orders"])
+    try:
+        with RunningWorker(s, ["orders"]):
+            time.sleep(CYCLE)  # let the first cycle start, then pull the cable
+            proxy.down()
+            time.sleep(3)
+            proxy.up()
+            dest.until(20, timeout=60)
+    finally:
+        proxy.close()
+    assert {g.body for g in dest.got} == {f"m{i}" for i in range(20)}
+
+
+def test_worker_reports_stats_with_request_counts(
+    make_settings: Callable[..., Settings], sqs: Any
+) -> None:
+    s = make_settings(max_native_delay_seconds=1, wait_time_seconds=1, stats_interval_seconds=0.5)
+    setup_queues(s, sqs)
+    out = capture_logs()
+    with RunningWorker(s, ["orders"]):
+        wait_for(lambda: events(out, "worker.stats"), timeout=10)
+    stats = events(out, "worker.stats")[0]
+    assert stats["requests"]["ReceiveMessage"] >= 1 and stats["requests_total"] >= 1
+
+
+def test_idle_worker_runs_one_long_poll_per_queue(
+    make_settings: Callable[..., Settings], sqs: Any
+) -> None:
+    s = make_settings(max_native_delay_seconds=1, wait_time_seconds=1, concurrency=8)
+    setup_queues(s, sqs, "a", "b")
+    with RunningWorker(s, ["a", "b"]) as running:
+        time.sleep(3.5)
+        receives = running.worker.stats.requests["ReceiveMessage"]
+        loops = [q.loops for q in running.worker.queues]
+    assert loops == [1, 1]
+    assert 4 <= receives <= 10  # ~one 1 s poll per queue per second
+
+
+def test_a_backlog_gets_parallel_receive_loops_within_the_limit(
+    make_settings: Callable[..., Settings], sqs: Any
+) -> None:
+    s = make_settings(max_native_delay_seconds=1, wait_time_seconds=1, concurrency=3)
+    urls = setup_queues(s, sqs)
+    far = {wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000"}}
+    for start in range(0, 60, 10):
+        sqs.send_message_batch(
+            QueueUrl=urls["orders-delay.fifo"],
+            Entries=[
+                {
+                    "Id": str(i),
+                    "MessageBody": f"b{i}",
+                    "MessageAttributes": far,
+                    "MessageGroupId": f"g{start + i}",
+                    "MessageDeduplicationId": f"d{start + i}",
+                }
+                for i in range(10)
+            ],
+        )
+    with RunningWorker(s, ["orders"]) as running:
+        wait_for(lambda: running.worker.stats.events["delay.requeued"] >= 120, timeout=30)
+        peak = running.worker.queues[0].peak_loops
+    assert 2 <= peak <= 3
+    requests = running.worker.stats.requests
+    moved = running.worker.stats.events["delay.requeued"]
+    # Batched, not one at a time: with three loops racing for messages that become visible
+    # one by one, a loaded machine sees half-full batches (6 per send measured), an idle one
+    # nearly full ones.
+    assert requests["SendMessageBatch"] <= moved / 5 + 6
+
+
+def test_a_batch_past_its_budget_makes_no_more_calls(
+    make_settings: Callable[..., Settings], sqs: Any
+) -> None:
+    # Past the budget a message in hand could reappear (visibility timeout) and be handed
+    # over twice: the step makes no further call, and the message simply comes back.
+    s = make_settings(max_native_delay_seconds=1, wait_time_seconds=1, visibility_timeout_seconds=2)
+    setup_queues(s, sqs)
+    out = capture_logs()
+    ticks = iter(range(10**9))
+    clock = lambda: time.time() + 2 * next(ticks)  # noqa: E731 - each reading 2 s later
+    Sender(s, client=sqs).send("orders", "slow", delay=2)
+    with RunningWorker(s, ["orders"], clock=clock) as running:
+        late = wait_for(lambda: events(out, "batch.out_of_time"), timeout=20)
+        requests = running.worker.stats.requests
+    assert late[0]["level"] == "warning"
+    assert requests["SendMessageBatch"] == 0 and requests["DeleteMessageBatch"] == 0
+
+
+def test_a_mangled_due_time_does_not_stop_the_worker(fast: Settings, sqs: Any) -> None:
+    # "²" passes str.isdigit() but not int(): it used to end the worker, then the next one.
+    urls = setup_queues(fast, sqs)
+    for i, due in enumerate(["²", "9" * 5000]):
+        sqs.send_message(
+            QueueUrl=urls["orders-delay.fifo"],
+            MessageBody=f"mangled {i}",
+            MessageGroupId=f"g{i}",
+            MessageDeduplicationId=f"d{i}",
+            MessageAttributes={
+                wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "3"},
+                wirenames.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": due},
+            },
+        )
+    collector = Collector(sqs, urls["orders"])
+    with RunningWorker(fast, ["orders"]) as running:
+        collector.until(2, timeout=30)
+        Sender(fast, client=sqs).send("orders", "after", delay=CYCLE + 1)
+        got = collector.until(3, timeout=30)
+        assert running._thread.is_alive()
+    assert sorted(g.body for g in got) == ["after", "mangled 0", "mangled 1"]
+
+
+def teardown_module() -> None:
+    structlog.reset_defaults()
