@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import aioboto3
 
@@ -64,6 +64,15 @@ class Message:
     deliver_at: datetime | None = None
     attributes: Mapping[str, Any] = field(default_factory=dict)
     message_type: str | None = None
+
+
+class MessageOptions(TypedDict, total=False):
+    """The keyword arguments of `send`: `Message`'s fields after the body."""
+
+    delay: DelayLike | None
+    deliver_at: datetime | None
+    attributes: Mapping[str, Any]
+    message_type: str | None
 
 
 @dataclass(frozen=True)
@@ -440,18 +449,10 @@ class Sender(_SenderCore):
             clients["scheduler"] = scheduler or sync_scheduler(self.settings)
         self._caller = SyncCaller(clients, self.resolver, threads=self.settings.park_concurrency)
 
-    def send(
-        self,
-        queue: str,
-        body: str,
-        *,
-        delay: DelayLike | None = None,
-        deliver_at: datetime | None = None,
-        attributes: Mapping[str, Any] | None = None,
-        message_type: str | None = None,
-    ) -> SendResult:
-        message = Message(body, delay, deliver_at, attributes or {}, message_type)
-        return drive(self.send_flow(queue, message), self._caller)
+    def send(self, queue: str, body: str, **options: Unpack[MessageOptions]) -> SendResult:
+        """Send one message; `options` are `Message`'s: `delay` or `deliver_at`,
+        `attributes`, `message_type`."""
+        return drive(self.send_flow(queue, Message(body, **options)), self._caller)
 
     def send_batch(
         self, queue: str, messages: Sequence[Message], *, raise_on_failure: bool = True
@@ -503,18 +504,9 @@ class AsyncSender(_SenderCore):
             raise RuntimeError("use the sender as `async with AsyncSender(...) as sender:`")
         return self._caller
 
-    async def send(
-        self,
-        queue: str,
-        body: str,
-        *,
-        delay: DelayLike | None = None,
-        deliver_at: datetime | None = None,
-        attributes: Mapping[str, Any] | None = None,
-        message_type: str | None = None,
-    ) -> SendResult:
-        message = Message(body, delay, deliver_at, attributes or {}, message_type)
-        return await adrive(self.send_flow(queue, message), self.caller)
+    async def send(self, queue: str, body: str, **options: Unpack[MessageOptions]) -> SendResult:
+        """As `Sender.send`."""
+        return await adrive(self.send_flow(queue, Message(body, **options)), self.caller)
 
     async def send_batch(
         self, queue: str, messages: Sequence[Message], *, raise_on_failure: bool = True
@@ -531,6 +523,7 @@ __all__ = [
     "AsyncSender",
     "BatchResult",
     "Message",
+    "MessageOptions",
     "SendFailure",
     "SendResult",
     "Sender",

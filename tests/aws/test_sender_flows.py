@@ -48,3 +48,24 @@ def test_a_batch_parks_every_message_it_can() -> None:
     creates = [len(r) for r in stub.rounds if r and r[0].api == "CreateSchedule"]
     assert creates == [4, 4, 2] and len(stub.schedules) == 10
     assert sorted(r.route for r in result.sent) == ["direct"] + ["parked"] * 10
+
+
+def test_send_takes_the_fields_of_message_and_refuses_a_misspelt_one() -> None:
+    import asyncio
+
+    import pytest
+
+    from sqsdelay.aws.sender import AsyncSender
+
+    calls: list[object] = []
+    sender = Sender(Settings(region="us-east-1"), client=FAKE)
+    sender._caller = calls.append  # type: ignore[assignment]  # any call would land here
+    with pytest.raises(TypeError, match="delay_seconds"):
+        sender.send("orders", "x", delay_seconds=5)  # type: ignore[call-arg]
+
+    async def misspelt() -> None:
+        await AsyncSender(Settings(region="us-east-1")).send("orders", "x", deliverat=None)  # type: ignore[call-arg]
+
+    with pytest.raises(TypeError, match="deliverat"):
+        asyncio.run(misspelt())
+    assert calls == []
