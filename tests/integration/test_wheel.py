@@ -6,7 +6,9 @@ demo without [spark] delivers everything and skips only its report.
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +53,25 @@ def _run(
     )
 
 
+def _worker_starts_and_stops(venv: Path, env: dict[str, str], cwd: Path) -> None:
+    worker = subprocess.Popen(
+        [str(venv / "bin" / "sqsdelay"), "worker", "orders"],
+        env={**env, "SQSDELAY_WAIT_TIME_SECONDS": "1"},
+        cwd=cwd,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert worker.stderr is not None
+        for line in worker.stderr:  # ends when the worker exits, so it cannot hang the test
+            if '"worker.started"' in line:
+                break
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0
+    finally:
+        worker.kill()
+
+
 def _needs(result: subprocess.CompletedProcess[str], extra: str) -> bool:
     return (
         result.returncode == 2
@@ -86,6 +107,14 @@ def test_the_wheel_with_no_extras_then_each_extra(
     assert _run(venv, user, "install", "orders", cwd=work).returncode == 0
     sent = _run(venv, user, "send", "orders", "--delay", "1000", "--body", "x", cwd=work)
     assert sent.returncode == 0 and '"route": "delay-queue"' in sent.stdout, sent.stderr
+    message_id = json.loads(sent.stdout)["message_id"]
+    cancel = _run(venv, user, "cancel", "orders", message_id, cwd=work)
+    # only a parked message can be cancelled: with parking off the command says how to turn it on
+    assert cancel.returncode == 2 and "SQSDELAY_PARKING=scheduler" in cancel.stderr
+    assert _run(venv, user, "inspect", "orders", cwd=work).returncode == 0
+    replay = _run(venv, user, "replay-errors", "orders", cwd=work)
+    assert replay.returncode == 0 and json.loads(replay.stdout)["replayed"] == 0
+    _worker_starts_and_stops(venv, user, work)
     estimate = _run(venv, user, "cost-estimate", "--delay", "1000", cwd=work)  # package data
     assert estimate.returncode == 0 and "reference formula" in estimate.stdout
     assert _needs(_run(venv, user, "emulator", cwd=work), "emulator")
