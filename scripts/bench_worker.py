@@ -11,6 +11,7 @@
   SQS requests and Scheduler calls per message, early and lost messages.
 
     .venv/bin/python scripts/bench_worker.py [--queues 8] [--per-queue 100] [--seconds 20]
+        [--metrics emf|off]
 """
 
 from __future__ import annotations
@@ -61,7 +62,9 @@ def preload(url: str, queue_urls: list[str], per_queue: int) -> None:
             sqs.send_message_batch(QueueUrl=q, Entries=entries)
 
 
-def load_phase(url: str, queues: int, per_queue: int, seconds: float) -> dict[str, Any]:
+def load_phase(
+    url: str, queues: int, per_queue: int, seconds: float, metrics: str
+) -> dict[str, Any]:
     names = [f"q{i}" for i in range(queues)]
     urls = install(url, "load-", names, cycle=1)
     preload(url, [urls[f"{n}-delay.fifo"] for n in names], per_queue)
@@ -73,6 +76,7 @@ def load_phase(url: str, queues: int, per_queue: int, seconds: float) -> dict[st
             wait_time_seconds=1,
             concurrency=4,
             stats_interval_seconds=5,
+            metrics=metrics,
         ),
         names,
         seconds,
@@ -184,7 +188,7 @@ def raw_phase(url: str, queues: int, per_queue: int, seconds: float) -> dict[str
     }
 
 
-def lateness_phase(url: str, count: int, cycle: int) -> dict[str, Any]:
+def lateness_phase(url: str, count: int, cycle: int, metrics: str) -> dict[str, Any]:
     names = [f"l{i}" for i in range(4)]
     urls = install(url, "late-", names, cycle=cycle)
     s = Settings(
@@ -194,7 +198,12 @@ def lateness_phase(url: str, count: int, cycle: int) -> dict[str, Any]:
     due: dict[str, float] = {}
     delays = [cycle + 1 + (i * 7919 % (4 * cycle * 1000)) / 1000 for i in range(count)]
     env = env_for(
-        url, "late-", max_native_delay_seconds=cycle, wait_time_seconds=1, stats_interval_seconds=5
+        url,
+        "late-",
+        max_native_delay_seconds=cycle,
+        wait_time_seconds=1,
+        stats_interval_seconds=5,
+        metrics=metrics,
     )
     results: list[float] = []
     deliveries: dict[str, int] = {}
@@ -342,6 +351,12 @@ def main() -> None:
     parser.add_argument("--lateness-messages", type=int, default=200)
     parser.add_argument("--parking-messages", type=int, default=50)
     parser.add_argument(
+        "--metrics",
+        choices=["emf", "off"],
+        default="emf",
+        help="the worker's SQSDELAY_METRICS (EMF lines go to /dev/null, flushed every 5 s)",
+    )
+    parser.add_argument(
         "--only", choices=["parking"], help="run only this phase (moto): quicker to repeat"
     )
     parser.add_argument(
@@ -368,10 +383,13 @@ def bench(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     per_queue = args.per_queue or (100 if kind == "moto" else 400)
     try:
         out: dict[str, Any] = {"emulator": f"{emulator.name} (separate process, 127.0.0.1)"}
-        out["worker"] = load_phase(emulator.url, args.queues, per_queue, args.seconds)
+        out["metrics"] = args.metrics
+        out["worker"] = load_phase(emulator.url, args.queues, per_queue, args.seconds, args.metrics)
         out["naive_loop"] = naive_phase(emulator.url, args.queues, per_queue, args.seconds)
         out["raw_batch_capacity"] = raw_phase(emulator.url, args.queues, per_queue, args.seconds)
-        out["lateness"] = lateness_phase(emulator.url, args.lateness_messages, cycle=2)
+        out["lateness"] = lateness_phase(
+            emulator.url, args.lateness_messages, cycle=2, metrics=args.metrics
+        )
         if kind == "moto":
             out["parking"] = parking_phase(emulator.url, args.parking_messages)
     finally:

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import json
 import sys
+import time
 from collections.abc import Callable
 from inspect import Parameter, Signature
 from pathlib import Path
@@ -115,7 +116,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "park_concurrency",
         "schedule_group",
     ),
-    "Logging": ("log_format", "log_level", "log_file"),
+    "Logging and metrics": ("log_format", "log_level", "log_file", "metrics", "metrics_namespace"),
     "Cost report": ("spark_class_archive",),
 }
 _PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
@@ -334,9 +335,6 @@ def inspect(
     queues: Annotated[list[str], typer.Argument(help="destination queues")],
 ) -> int:
     """Configuration check plus visible / in-flight / delayed counts of every queue."""
-    from rich.console import Console
-    from rich.table import Table
-
     from sqsdelay.aws.operations import inspect as inspect_queues
 
     states = inspect_queues(settings_of(ctx), queues)
@@ -359,10 +357,54 @@ def inspect(
             *(str(c.get(k, "-")) for k in ("visible", "in_flight", "delayed")),
             check or "ok",
         )
-    Console(width=160).print(table)
+    console = Console(width=160)
+    console.print(table)
     for fix in fixes:  # plain lines, so that they can be copied whole
         print(f"fix: {fix}")
+    _print_metrics(console, settings_of(ctx), queues)
     return 1 if problems else 0
+
+
+def _print_metrics(console: Console, settings: Settings, queues: list[str]) -> None:
+    """The due windows of the last cycle and the last hour's lateness, from CloudWatch."""
+    from sqsdelay.aws.cloudwatch import read_metrics
+    from sqsdelay.aws.queues import QueueResolver
+    from sqsdelay.core.metrics import WINDOWS
+
+    resolver = QueueResolver(settings)
+    report = read_metrics(settings, [resolver.trio(q).destination for q in queues])
+    if report.error:
+        print(
+            f"metrics: cannot read CloudWatch ({report.error}); the operator needs "
+            "cloudwatch:GetMetricData"
+        )
+        return
+    start = report.cycle_end.timestamp() - report.cycle_seconds
+    table = Table(
+        title=f"metrics (CloudWatch, namespace {settings.metrics_namespace}): waiting in the "
+        f"loop in the cycle {_hhmm(start)}–{_hhmm(report.cycle_end.timestamp())} UTC, "
+        "hand-overs in the last hour"
+    )
+    columns = ["destination", "due ≤ 1 h", "≤ 1 d", "≤ 30 d", "later", "handed over"]
+    for col in [*columns, "lateness p50", "p99", "max"]:
+        table.add_column(col, justify="left" if col == "destination" else "right")
+    for m in report.destinations:
+        if m.empty:
+            table.add_row(m.destination, "no metrics yet", *[""] * 7)
+            continue
+        late = m.lateness_ms
+        shown = [f"{late[k] / 1000:.2f} s" if k in late else "-" for k in ("p50", "p99", "max")]
+        table.add_row(
+            m.destination,
+            *(str(m.due.get(name, 0)) for _, name in WINDOWS),
+            str(int(late.get("count", 0))),
+            *shown,
+        )
+    console.print(table)
+
+
+def _hhmm(epoch: float) -> str:
+    return time.strftime("%H:%M", time.gmtime(epoch))
 
 
 @command

@@ -123,7 +123,18 @@ class Settings(BaseSettings):
         description="worker: exit 1 after receives have failed this long without a success",
     )
     stats_interval_seconds: float = Field(
-        default=60.0, gt=0, description="worker: period of the worker.stats event"
+        default=60.0,
+        gt=0,
+        description="worker: period of the worker.stats event and of the metrics",
+    )
+    metrics: Literal["emf", "off"] = Field(
+        default="emf",
+        description="worker and Lambda: CloudWatch embedded metric format lines on stdout, or off",
+    )
+    metrics_namespace: str = Field(
+        default="sqsdelay",
+        pattern=r"^[0-9A-Za-z.\-_/#:]{1,255}$",
+        description="the CloudWatch namespace of the metrics",
     )
     spark_class_archive: Literal["auto", "off"] | Path = Field(
         default="auto",

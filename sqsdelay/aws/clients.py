@@ -7,8 +7,10 @@ from urllib.parse import urlparse
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.retries.standard import RetryContext, ThrottledRetryableChecker
 
 from sqsdelay.core import quotas
+from sqsdelay.core.step import Stats
 from sqsdelay.errors import ConfigError, QueueMissing, SqsOperationError
 from sqsdelay.settings import Settings
 
@@ -58,9 +60,10 @@ def sync_client(settings: Settings) -> Any:
     return boto3.client("sqs", **client_kwargs(settings))
 
 
-def scheduler_kwargs(settings: Settings, **kwargs: Any) -> dict[str, Any]:
-    """As `client_kwargs`, for EventBridge Scheduler: SQSDELAY_ENDPOINT_URL applies only when
-    it is a local emulator (which serves every API); elsewhere it is an SQS endpoint."""
+def service_kwargs(settings: Settings, **kwargs: Any) -> dict[str, Any]:
+    """As `client_kwargs`, for EventBridge Scheduler and CloudWatch: SQSDELAY_ENDPOINT_URL
+    applies only when it is a local emulator (which serves every API); elsewhere it is an
+    SQS endpoint."""
     out = client_kwargs(settings, **kwargs)
     if settings.endpoint_url and not _is_loopback(settings.endpoint_url):
         del out["endpoint_url"]
@@ -68,7 +71,11 @@ def scheduler_kwargs(settings: Settings, **kwargs: Any) -> dict[str, Any]:
 
 
 def sync_scheduler(settings: Settings) -> Any:
-    return boto3.client("scheduler", **scheduler_kwargs(settings))
+    return boto3.client("scheduler", **service_kwargs(settings))
+
+
+def sync_cloudwatch(settings: Settings) -> Any:
+    return boto3.client("cloudwatch", **service_kwargs(settings))
 
 
 def error_code(exc: Exception) -> str:
@@ -90,3 +97,28 @@ def translate(exc: Exception, operation: str, queue: str) -> SqsOperationError:
     else:
         detail = repr(exc)
     return SqsOperationError(operation, queue, code, detail)
+
+
+# botocore's own list of throttling error codes (the one its standard retry mode backs off on).
+_THROTTLING = ThrottledRetryableChecker()
+
+
+def observe(stats: Stats, client: Any) -> None:
+    """Count every call a boto3 or aioboto3 client makes, with the queue or schedule group it
+    names, and every attempt the service throttled (botocore retries those on its own)."""
+    service = str(client.meta.service_model.service_name)
+
+    def count(model: Any, params: dict[str, Any], **_: Any) -> None:
+        queue = params.get("QueueName") or str(params.get("QueueUrl", "")).rsplit("/", 1)[-1]
+        stats.calls[(model.name, queue or str(params.get("GroupName", "")))] += 1
+        stats.tally.calls[(service, model.name)] += 1
+
+    def throttled(response: Any, operation: Any, **_: Any) -> None:
+        if response is None:  # the attempt failed before any answer: not throttling
+            return
+        context = RetryContext(attempt_number=1, parsed_response=response[1])
+        if _THROTTLING.is_retryable(context):
+            stats.tally.throttled[(service, operation.name)] += 1
+
+    client.meta.events.register("before-parameter-build", count)
+    client.meta.events.register("needs-retry", throttled)

@@ -14,7 +14,8 @@ from typing import Any
 
 from sqsdelay.aws.batches import BatchRunner
 from sqsdelay.aws.callers import SyncCaller
-from sqsdelay.aws.clients import sync_client, sync_scheduler
+from sqsdelay.aws.clients import observe, sync_client, sync_scheduler
+from sqsdelay.aws.emf import EmfWriter
 from sqsdelay.aws.queues import QueueResolver
 from sqsdelay.core.calls import drive
 from sqsdelay.core.decision import Received
@@ -40,6 +41,7 @@ class Handler:
         client: Any = None,
         scheduler: Any = None,
         clock: Callable[[], float] = time.time,
+        write_metrics: Callable[[str], object] | None = None,
     ) -> None:
         self.settings = settings or load_settings()
         self._client = client
@@ -50,23 +52,24 @@ class Handler:
         self.batches = BatchRunner(self.settings, self.resolver, clock, delete=False)
         self.state = self.batches.state
         self.stats = self.state.stats
+        self.metrics = EmfWriter(self.settings, write=write_metrics, clock=clock)
         self._callers: dict[str, SyncCaller] = {}
         for given in (client, scheduler):
             if given is not None:
-                self.stats.attach(given)
+                observe(self.stats, given)
 
     @property
     def client(self) -> Any:
         if self._client is None:
             self._client = sync_client(self.settings)
-            self.stats.attach(self._client)
+            observe(self.stats, self._client)
         return self._client
 
     @property
     def scheduler(self) -> Any:
         if self._scheduler is None:
             self._scheduler = sync_scheduler(self.settings)
-            self.stats.attach(self._scheduler)
+            observe(self.stats, self._scheduler)
         return self._scheduler
 
     def _caller(self, account: str) -> SyncCaller:
@@ -97,6 +100,7 @@ class Handler:
             by_source.setdefault(str(record.get("eventSourceARN", "")), []).append(record)
         for arn, records in by_source.items():
             failures += self._handle(arn, records, int(now * 1000), deadline)
+        self.metrics.flush(self.stats.tally, self.state.offset.estimate())
         return {"batchItemFailures": [{"itemIdentifier": i} for i in failures]}
 
     def _handle(

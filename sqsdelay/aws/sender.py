@@ -18,7 +18,7 @@ import aioboto3
 from sqsdelay.aws.callers import AsyncCaller, SyncCaller
 from sqsdelay.aws.clients import (
     client_kwargs,
-    scheduler_kwargs,
+    service_kwargs,
     sync_client,
     sync_scheduler,
 )
@@ -488,7 +488,7 @@ class AsyncSender(_SenderCore):
         self._client = await self._stack.enter_async_context(self._session.client("sqs", **kwargs))
         clients = {"sqs": self._client}
         if self.settings.parking == "scheduler":
-            kwargs = scheduler_kwargs(self.settings, max_pool=50)
+            kwargs = service_kwargs(self.settings, max_pool=50)
             clients["scheduler"] = await self._stack.enter_async_context(
                 self._session.client("scheduler", **kwargs)
             )

@@ -24,11 +24,18 @@ import aioboto3
 
 from sqsdelay.aws.batches import BatchRunner
 from sqsdelay.aws.callers import AsyncCaller
-from sqsdelay.aws.clients import LONG_POLL_READ_TIMEOUT, client_kwargs, scheduler_kwargs
+from sqsdelay.aws.clients import (
+    LONG_POLL_READ_TIMEOUT,
+    client_kwargs,
+    observe,
+    service_kwargs,
+)
+from sqsdelay.aws.emf import EmfWriter
 from sqsdelay.aws.queues import QueueResolver, QueueTrio
 from sqsdelay.core import quotas
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.calls import Call, Fault, adrive
+from sqsdelay.core.metrics import RECEIVE_FAILURES
 from sqsdelay.core.processing import SYSTEM_ATTRIBUTES, from_boto
 from sqsdelay.core.step import Stats
 from sqsdelay.errors import ReceiveUnavailable, SqsDelayError
@@ -55,6 +62,7 @@ class Worker:
         *,
         clock: Callable[[], float] = time.time,
         concurrency: int | None = None,
+        write_metrics: Callable[[str], object] | None = None,
     ) -> None:
         self.settings = settings
         self.concurrency = concurrency or settings.concurrency
@@ -64,6 +72,7 @@ class Worker:
         self.batches = BatchRunner(settings, self.resolver, clock, delete=True)
         self.state = self.batches.state
         self.stats = self.state.stats
+        self.metrics = EmfWriter(settings, write=write_metrics, clock=clock)
         # Receives back off on their own: a working receive says nothing about sends.
         self.receive_breaker = BackoffTimer()
         self._stop = asyncio.Event()
@@ -96,13 +105,13 @@ class Worker:
         async with contextlib.AsyncExitStack() as stack:
             client = await stack.enter_async_context(session.client("sqs", **kwargs))
             self._client = client
-            self.stats.attach(client)
+            observe(self.stats, client)
             clients = {"sqs": client}
             if self.settings.parking == "scheduler":
                 scheduler = await stack.enter_async_context(
-                    session.client("scheduler", **scheduler_kwargs(self.settings, max_pool=pool))
+                    session.client("scheduler", **service_kwargs(self.settings, max_pool=pool))
                 )
-                self.stats.attach(scheduler)
+                observe(self.stats, scheduler)
                 clients["scheduler"] = scheduler
             self._caller = AsyncCaller(clients, self.resolver)
             for q in self.queues:  # a missing delay queue stops the start with its fix
@@ -121,6 +130,7 @@ class Worker:
             stats_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await stats_task
+        self.flush_metrics()
         log.info("worker.stopped", **self.stats.as_dict())
         if self._fatal is not None:
             raise self._fatal
@@ -140,6 +150,10 @@ class Worker:
                 loops={q.trio.destination: q.loops for q in self.queues},
                 **self.stats.as_dict(),
             )
+            self.flush_metrics()
+
+    def flush_metrics(self) -> None:
+        self.metrics.flush(self.stats.tally, self.state.offset.estimate())
 
     async def _wait_or_stop(self, seconds: float) -> None:
         with contextlib.suppress(asyncio.TimeoutError):
@@ -170,6 +184,7 @@ class Worker:
             self.stop()
             return 0.0
         wait = self.receive_breaker.failure(q.trio.delay, now)
+        self.stats.tally.count(q.trio.destination, RECEIVE_FAILURES)
         log.error(
             "queue.receive_failed", queue=q.trio.delay, code=fault.code, retry_in_seconds=wait
         )

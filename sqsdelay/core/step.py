@@ -20,8 +20,9 @@ from sqsdelay.core import batching, parking, schedules
 from sqsdelay.core.backoff import BackoffTimer, retry_backoff_seconds, visibility_seconds
 from sqsdelay.core.calls import Call, Fault, Flow, gather
 from sqsdelay.core.clock import ClockOffset
-from sqsdelay.core.decision import Limits, Park, Received
+from sqsdelay.core.decision import HandOver, Limits, Park, Received, Requeue
 from sqsdelay.core.failures import FailureLog, is_message_fault
+from sqsdelay.core.metrics import FALLBACKS, HELD, Tally, lateness_ms
 from sqsdelay.core.processing import Outgoing, decide_batch, outgoing
 from sqsdelay.core.quotas import MAX_BATCH_ENTRIES, MAX_MESSAGE_BYTES
 from sqsdelay.core.types import Target
@@ -45,20 +46,13 @@ SEND_SHARE = 0.85
 
 @dataclass
 class Stats:
-    """Calls made (per API and queue or schedule group) and messages moved (per event)."""
+    """Calls made (per API and queue or schedule group) and messages moved (per event), since
+    the start; `tally`, what the metrics have not flushed yet. `sqsdelay.aws.clients.observe`
+    counts a client's calls into them."""
 
     calls: Counter[tuple[str, str]] = field(default_factory=Counter)
     events: Counter[str] = field(default_factory=Counter)
-
-    def attach(self, client: Any) -> None:
-        """Count every call a boto3 or aioboto3 client makes, with the queue or schedule
-        group it names."""
-
-        def count(model: Any, params: dict[str, Any], **_: Any) -> None:
-            queue = params.get("QueueName") or str(params.get("QueueUrl", "")).rsplit("/", 1)[-1]
-            self.calls[(model.name, queue or str(params.get("GroupName", "")))] += 1
-
-        client.meta.events.register("before-parameter-build", count)
+    tally: Tally = field(default_factory=Tally)
 
     @property
     def requests(self) -> Counter[str]:
@@ -167,7 +161,9 @@ def handle(
     """The flow of one received batch; `local_ms` is when it arrived (local clock), and no
     call starts after `deadline` (a `clock()` time). A driver that passes `outcome` can see
     where records ended even if the flow fails half-way."""
-    step = _Step(queues, park_target, config, state, clock, deadline, outcome or Outcome())
+    step = _Step(
+        queues, park_target, config, state, clock, local_ms, deadline, outcome or Outcome()
+    )
     outs, stuck = decide_batch(
         received,
         local_ms=local_ms,
@@ -176,6 +172,7 @@ def handle(
         source_queue=queues.delay,
         failures=state.failures,
     )
+    step.offset_ms = state.offset.estimate() or 0  # a median: computed once per batch
     for r in stuck:
         log.error("delay.unhandled", message_id=r.message_id, queue=queues.delay)
         step.hold(r, retry_backoff_seconds(r.receive_count), "cannot be handled")
@@ -195,6 +192,7 @@ class _Step:
         config: StepConfig,
         state: StepState,
         clock: Callable[[], float],
+        local_ms: int,
         deadline: float,
         outcome: Outcome,
     ) -> None:
@@ -206,11 +204,20 @@ class _Step:
         self.budget = _Budget(clock, deadline, config.call_timeout)
         self.outcome = outcome
         self.done: list[Outgoing] = []  # sent or parked: the originals may be deleted
+        self.local_ms = local_ms  # when the batch arrived: `clock()` need not be epoch time
+        self.offset_ms = 0  # the clock offset estimate the decisions used (set by `handle`)
+
+    def broker_ms(self) -> int:
+        """Now on the broker's clock: the local time since the batch arrived, corrected by
+        the estimated offset (none yet: the local clock)."""
+        elapsed = int((self.clock() - self.budget.start) * 1000)
+        return self.local_ms + elapsed + self.offset_ms
 
     # -- ends ------------------------------------------------------------------------------
 
     def hold(self, source: Received, wait_seconds: int, reason: str) -> None:
         self.outcome.ends[source.message_id] = "held"
+        self.state.stats.tally.count(self.queues.destination, HELD)
         self.outcome.held.append(Held(source, wait_seconds, reason))
 
     def moved(self, out: Outgoing, **fields: Any) -> None:
@@ -218,6 +225,7 @@ class _Step:
         self.done.append(out)
         self.outcome.ends[out.source.message_id] = END[d.event]
         self.state.stats.events[d.event] += 1
+        self._tally(out)
         self.state.failures.forget(out.source.message_id)
         getattr(log, d.level)(
             d.event,
@@ -229,6 +237,19 @@ class _Step:
             **fields,
             **d.log_fields(),
         )
+
+    def _tally(self, out: Outgoing) -> None:
+        """Called as soon as the move succeeded: a hand-over's send time is now (its reply
+        arrived, so this errs late by at most the round trip)."""
+        d, tally, destination = out.decision, self.state.stats.tally, self.queues.destination
+        tally.moved(destination, d.event)
+        if isinstance(d, HandOver):
+            late = lateness_ms(
+                sent_ms=self.broker_ms(), delay_seconds=d.remaining_seconds, due_ms=d.due_ms
+            )
+            tally.handed_over(destination, late)
+        elif isinstance(d, Requeue):  # a parked message is not in the loop: not counted
+            tally.due(destination, d.due_ms - self.broker_ms())
 
     # -- parking ---------------------------------------------------------------------------
 
@@ -286,6 +307,7 @@ class _Step:
         """Keep it in the loop: the requeue the decision would have made without parking."""
         assert isinstance(out.decision, Park)
         self.state.stats.events["delay.park_skipped"] += 1
+        self.state.stats.tally.count(self.queues.destination, FALLBACKS)
         log.warning("delay.park_skipped", message_id=out.source.message_id, reason=reason[:200])
         return outgoing(out.source, out.decision.fallback)
 

@@ -4,6 +4,7 @@ cycle, a live table, and the cost report on the events it recorded."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from sqsdelay.aws.clients import sync_client
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Sender
 from sqsdelay.aws.worker import WorkerThread
+from sqsdelay.core.metrics import LATENESS, WINDOWS
 from sqsdelay.dev.emulator import Emulator
 from sqsdelay.extras import MissingExtra, require
 from sqsdelay.settings import Settings
@@ -35,6 +37,9 @@ PLAN = [
     ("billing", 16),
     ("reminders", 23),
 ]
+# The demo polls its destinations every 50 ms or so and the emulator answers within tens of
+# ms: its own lateness is the worker's plus that.
+LATENESS_TOLERANCE = 0.5
 PARK_AFTER = 10  # seconds: longer delays wait in (emulated) EventBridge Scheduler
 CANCELLED = ("billing", 25)  # parked, then cancelled: must never arrive
 
@@ -112,6 +117,7 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
     output.mkdir(parents=True, exist_ok=True)
     events = output / "events.jsonl"
     events.unlink(missing_ok=True)
+    emf_lines: list[str] = []  # what CloudWatch Logs would turn into metrics
     with open(os.devnull, "w") as quiet, Emulator() as emu:
         # Events go to the file only: the cost report reads it, the screen shows the table.
         logs.configure("json", "INFO", stream=quiet, file=events)
@@ -148,7 +154,7 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
         rows = [Row(f"demo-{i}", dest, delay) for i, (dest, delay) in enumerate([*PLAN, CANCELLED])]
         started = time.time()
         with (
-            WorkerThread(settings, DESTINATIONS),
+            WorkerThread(settings, DESTINATIONS, write_metrics=emf_lines.append),
             Live(_table(rows, started), console=console, refresh_per_second=4) as live,
         ):
             for r in rows:
@@ -191,7 +197,63 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
     if lost or early:
         console.print(f"[red]FAILED: lost {lost}, early {early}[/red]")
         return 1
+    (output / "metrics.jsonl").write_text("".join(emf_lines), encoding="utf-8")
+    if not _compare_metrics(emf_lines, rows, console):
+        return 1
     return _cost_report(events, output, console)
+
+
+def _rank(values: list[float], p: float) -> float:
+    """Nearest-rank percentile, as CloudWatch's pNN of the values."""
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1] if ordered else 0.0
+
+
+def _compare_metrics(lines: list[str], rows: list[Row], console: Console) -> bool:
+    """The worker's metrics (its EMF lines) next to what the demo measured itself; whether
+    they agree: the same hand-overs and requeues, lateness within the demo's polling."""
+    values: dict[str, list[float]] = {}
+    for line in "".join(lines).splitlines():
+        obj = json.loads(line)
+        for directive in obj["_aws"]["CloudWatchMetrics"]:
+            if ["Destination"] in directive["Dimensions"]:
+                for metric in directive["Metrics"]:
+                    values.setdefault(metric["Name"], []).extend(obj[metric["Name"]])
+    worker = [r for r in rows if r.delivered is not None and r.route != "direct"]
+    measured = [r.lateness or 0.0 for r in worker]
+    late = [v / 1000 for v in values.get(LATENESS, [])]
+    due = {name: int(sum(values.get(name, []))) for _, name in WINDOWS}
+    table = Table(title="metrics (EMF, metrics.jsonl) next to the table above")
+    for col in ("", "from the metrics", "measured", "agree"):
+        table.add_column(col, justify="left" if not col else "right")
+    checks = [
+        ("hand-overs", sum(values.get("HandedOver", [])), len(worker), 0.0),
+        (
+            "requeues (due within 1 h)",
+            due["DueWithin1h"],
+            sum(r.cycles for r in worker) - len(worker),
+            0.0,
+        ),
+        *(
+            (f"lateness {p}", _rank(late, q), _rank(measured, q), LATENESS_TOLERANCE)
+            for p, q in (("p50", 50), ("p99", 99), ("max", 100))
+        ),
+    ]
+    agree = True
+    for label, metric, own, tolerance in checks:
+        ok = abs(metric - own) <= tolerance
+        agree &= ok
+        shown = (
+            (f"{metric:.2f} s", f"{own:.2f} s") if tolerance else (f"{metric:.0f}", f"{own:.0f}")
+        )
+        table.add_row(label, *shown, "yes" if ok else "[red]no[/red]")
+    later = ", ".join(f"{name} {n}" for name, n in due.items() if n and name != "DueWithin1h")
+    console.print(table)
+    console.print(
+        f"due windows (requeues counted by time left): DueWithin1h {due['DueWithin1h']}"
+        + (f", {later}" if later else "")
+    )
+    return agree
 
 
 def _cost_report(events: Path, output: Path, console: Console) -> int:

@@ -3,12 +3,16 @@
 moto implements EventBridge Scheduler's API but never fires a schedule, so the emulator
 adds `ScheduleRunner`: it fires due one-time schedules whose target is the universal
 `sqs:sendMessage`, as Scheduler does. It is part of the emulator and never talks to AWS.
+moto's CloudWatch answers a percentile statistic (p99) with an internal error; the emulator
+computes it (`_percentile`), so that `sqsdelay inspect` can be run against it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
+import re
 import threading
 import time
 import urllib.request
@@ -26,6 +30,7 @@ class Emulator:
         require("emulator", "the embedded emulator")
         from moto.server import ThreadedMotoServer
 
+        _teach_moto_percentiles()
         self._server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
         self.url = ""
         self._schedules = schedules
@@ -65,6 +70,31 @@ class Emulator:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _percentile(values: list[float], p: float) -> float | None:
+    """Nearest rank: the smallest value with at least p % of the values at or below it."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1]
+
+
+def _teach_moto_percentiles() -> None:
+    from moto.cloudwatch.models import Statistics
+
+    original = Statistics.get_statistics_for_type
+    if getattr(original, "sqsdelay", False):
+        return
+
+    def get(self: Any, stat: str) -> Any:
+        match = re.fullmatch(r"p(\d{1,2}(?:\.\d+)?)", stat)
+        if match is None:
+            return original(self, stat)
+        return _percentile(self.metric_single_values_list, float(match.group(1)))
+
+    get.sqsdelay = True  # type: ignore[attr-defined]
+    Statistics.get_statistics_for_type = get  # type: ignore[method-assign]
 
 
 class ScheduleRunner:

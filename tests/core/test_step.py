@@ -298,8 +298,17 @@ def test_any_batch_ends_every_record_in_exactly_one_place(
     ]
     clock = Clock()
     clock.advance(skew_s)
-    outcome = run(batch, stub, clock=clock)
+    state = StepState()
+    outcome = run(batch, stub, clock=clock, state=state)
     assert set(outcome.ends) == {m.message_id for m in batch}
+    # The metrics count each end once, and a lateness is never negative.
+    tally = state.stats.tally
+    ends = [e for e in outcome.ends.values() if e != "held"]
+    assert sum(
+        n for (_, m), n in tally.counts.items() if not m.startswith(("Due", "Sched"))
+    ) == len(outcome.ends)
+    assert len(tally.lateness.get(Q.destination, [])) == ends.count("handed-over")
+    assert all(v >= 0 for v in tally.lateness.get(Q.destination, []))
     held = [h.source.message_id for h in outcome.held]
     assert len(held) == len(set(held)) and set(held) == {
         i for i, end in outcome.ends.items() if end == "held"
