@@ -6,6 +6,9 @@
 - naive: a one-message-at-a-time boto3 loop (receive 1, send, delete) on the same server;
 - raw: the emulator's own batch capacity (receive 10, send batch, delete batch, no logic);
 - lateness: multi-cycle delays through the real worker; p50/p99/max and early deliveries;
+- burst (fauxqs only): 50,000 messages over 8 destinations, all due within the same 60 s,
+  loaded into the delay queues ahead of time; hand-over rate against the raw capacity, lateness,
+  early/lost/duplicates, the worker's peak RSS and CPU per 1,000 messages against the raw loop's;
 - parking (moto only: it has Scheduler's API, and the emulator fires the schedules): one long
   delay per message, unparked, parked by the worker and parked at send, in the same run:
   SQS requests and Scheduler calls per message, early and lost messages.
@@ -19,14 +22,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import uuid
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import aioboto3
 from benchkit import EmulatorProcess, client, env_for, fauxqs_installed, percentile, run_worker
+from botocore.config import Config
 
 from sqsdelay import logs
 from sqsdelay.aws.installer import Installer
@@ -180,11 +190,14 @@ def raw_phase(url: str, queues: int, per_queue: int, seconds: float) -> dict[str
             await asyncio.gather(*(loop(c, q, deadline) for q in fifo for _ in range(4)))
             return time.monotonic() - started
 
+    cpu = time.process_time()
     elapsed = asyncio.run(main())
+    cpu = time.process_time() - cpu
     return {
         "messages_processed": processed,
         "seconds": round(elapsed, 2),
         "messages_per_second": round(processed / elapsed, 1),
+        "cpu_seconds_per_1000_messages": round(cpu / max(1, processed) * 1000, 3),
     }
 
 
@@ -240,7 +253,222 @@ def lateness_phase(url: str, count: int, cycle: int, metrics: str) -> dict[str, 
     }
 
 
+BURST_CYCLE = 60  # every burst message is within one cycle of due: each is moved once
+BURST_WINDOW = 60  # all due within this many seconds
+
+
+async def preload_burst(url: str, queue_urls: list[str], dues_ms: list[int]) -> None:
+    """The burst, straight into the delay queues as a sender would have sent it (the delay
+    attribute and sqsdelay.DueAt), in due order, spread round-robin over the queues."""
+    batches: list[tuple[str, list[dict[str, Any]]]] = []
+    for start in range(0, len(dues_ms), 10):
+        entries = [
+            {
+                "Id": str(i),
+                "MessageBody": f"burst {start + i}",
+                "MessageAttributes": {
+                    wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "200"},
+                    wirenames.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": str(due)},
+                },
+                "MessageGroupId": uuid.uuid4().hex,
+                "MessageDeduplicationId": uuid.uuid4().hex,
+            }
+            for i, due in enumerate(dues_ms[start : start + 10])
+        ]
+        batches.append((queue_urls[(start // 10) % len(queue_urls)], entries))
+
+    async with aioboto3.Session().client(
+        "sqs",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="bench",
+        aws_secret_access_key="bench",
+    ) as c:
+
+        async def sender(mine: list[tuple[str, list[dict[str, Any]]]]) -> None:
+            for q, entries in mine:
+                await c.send_message_batch(QueueUrl=q, Entries=entries)
+
+        await asyncio.gather(*(sender(batches[k::16]) for k in range(16)))
+
+
+async def drain_burst(
+    url: str, queue_urls: list[str], count: int, deadline: float
+) -> dict[str, list[float]]:
+    """Receive everything from the destinations: when each body was first received, and
+    how many times."""
+    seen: dict[str, list[float]] = {}
+    async with aioboto3.Session().client(
+        "sqs",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="bench",
+        aws_secret_access_key="bench",
+        # One connection per loop: with the default 10, some loops never got one.
+        config=Config(max_pool_connections=4 * len(queue_urls)),
+    ) as c:
+
+        async def loop(q: str) -> None:
+            while len(seen) < count and time.monotonic() < deadline:
+                resp = await c.receive_message(
+                    QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=1
+                )
+                now = time.time()
+                msgs = resp.get("Messages", [])
+                for m in msgs:
+                    seen.setdefault(m["Body"], []).append(now)
+                if msgs:
+                    await c.delete_message_batch(
+                        QueueUrl=q,
+                        Entries=[
+                            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                            for i, m in enumerate(msgs)
+                        ],
+                    )
+
+        await asyncio.gather(*(loop(q) for q in queue_urls for _ in range(2)))
+    return seen
+
+
+def _proc_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def burst_phase(url: str, count: int, raw: dict[str, Any]) -> dict[str, Any]:
+    """`count` messages over 8 destinations, all due within the same 60 s, loaded into the
+    delay queues while no worker runs; the worker starts as the first one falls due and has
+    to hand over the lot. When each one became visible comes from the worker's own
+    `delay.handed_over` events (logged as each send's answer arrives: the time plus its
+    DelaySeconds); consumers drain the destinations to find early, lost and duplicated
+    messages (their receive times also bound the lateness from above, lag included)."""
+    names = [f"b{i}" for i in range(8)]
+    urls = install(url, "burst-", names, cycle=BURST_CYCLE)
+    t0 = time.time() + BURST_CYCLE + 30  # the preload has 30 s; all are visible by then
+    dues_ms = [int((t0 + BURST_WINDOW * i / count) * 1000) for i in range(count)]
+    loading = time.monotonic()
+    asyncio.run(preload_burst(url, [urls[f"{n}-delay.fifo"] for n in names], dues_ms))
+    preload_seconds = time.monotonic() - loading
+    if time.time() + BURST_CYCLE > t0:
+        raise SystemExit(f"the preload took {preload_seconds:.0f} s: lower --burst-messages")
+    env = env_for(
+        url, "burst-", max_native_delay_seconds=BURST_CYCLE, wait_time_seconds=1, concurrency=4
+    )
+    time.sleep(max(0.0, t0 - 3 - time.time()))  # start the worker just before the burst
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sqsdelay", "worker", *names],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            text=True,
+        )
+        cpu_start = None
+        while cpu_start is None:  # its CPU from when it runs, imports and start-up aside
+            time.sleep(0.05)
+            log.seek(0)
+            if '"worker.started"' in log.read():
+                cpu_start = _proc_cpu_seconds(proc.pid)
+        seen = asyncio.run(
+            drain_burst(url, [urls[n] for n in names], count, time.monotonic() + 900)
+        )
+        cpu = _proc_cpu_seconds(proc.pid) - cpu_start
+        peak_rss = _proc_peak_rss_mib(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        log.seek(0)
+        events = [json.loads(x) for x in log if x.startswith("{")]
+    stopped = next(e for e in events if e["event"] == "worker.stopped")
+    moved = sum(n for k, n in stopped["messages"].items() if k.startswith("delay."))
+    handed = [e for e in events if e["event"] == "delay.handed_over"]
+    sent_at = [datetime.fromisoformat(e["timestamp"]).timestamp() for e in handed]
+    visible = [t + e["remaining_seconds"] for t, e in zip(sent_at, handed, strict=True)]
+    late = [max(0.0, v - e["due_at_ms"] / 1000) for v, e in zip(visible, handed, strict=True)]
+    span = max(sent_at) - min(sent_at) if sent_at else float("nan")
+    rate = len(handed) / max(0.001, span)
+    due_by_body = {f"burst {i}": due / 1000 for i, due in enumerate(dues_ms)}
+    received = [times[0] - due_by_body[body] for body, times in seen.items()]
+    return {
+        "messages": count,
+        "destinations": len(names),
+        "window_seconds": BURST_WINDOW,
+        "preload_seconds": round(preload_seconds, 1),
+        "first_due_to_last_visible_seconds": round(max(visible) - t0, 2),
+        "hand_over_seconds": round(span, 2),
+        "hand_over_rate_per_second": round(rate, 1),
+        "hand_over_rate_vs_raw_capacity": round(rate / raw["messages_per_second"], 2),
+        "lateness_p50_s": round(percentile(late, 0.5), 3),
+        "lateness_p99_s": round(percentile(late, 0.99), 3),
+        "lateness_max_s": round(max(late, default=float("nan")), 3),
+        "consumer_lateness_p50_s": round(percentile(received, 0.5), 3),
+        "consumer_lateness_p99_s": round(percentile(received, 0.99), 3),
+        "early": sum(1 for x in received if x < 0),
+        "lost": count - len(seen),
+        "duplicates": sum(len(t) - 1 for t in seen.values()),
+        "handed_over": len(handed),
+        "requeued": stopped["messages"].get("delay.requeued", 0),
+        "worker_peak_rss_mib": round(peak_rss, 1),
+        "worker_cpu_seconds_per_1000_messages": round(cpu / max(1, moved) * 1000, 3),
+        "raw_loop_cpu_seconds_per_1000_messages": raw["cpu_seconds_per_1000_messages"],
+        "cpu_vs_raw_loop": round(
+            cpu / max(1, moved) * 1000 / raw["cpu_seconds_per_1000_messages"], 2
+        ),
+    }
+
+
 ROLE = "arn:aws:iam::123456789012:role/sqsdelay-scheduler"
+PARK_BOUNDS = (1, 5, 10, 20, 50)
+
+
+def parking_speed_phase(url: str, count: int) -> dict[str, Any]:
+    """Parks per second with SQSDELAY_PARK_CONCURRENCY 1 (one CreateSchedule after another,
+    as before) up to 50: the sender's send_batch, and the worker parking a backlog of
+    long delays from its delay queue (in-process, against the emulator in its own process)."""
+    from sqsdelay.aws.sender import Message
+    from sqsdelay.aws.worker import WorkerThread
+
+    out: dict[str, Any] = {"messages": count, "sender": {}, "worker": {}}
+    for bound in PARK_BOUNDS:
+        prefix = f"speed{bound}-"
+        install(url, prefix, ["p"], cycle=2)
+        s = Settings(
+            endpoint_url=url,
+            region="us-east-1",
+            queue_prefix=prefix,
+            max_native_delay_seconds=2,
+            parking="scheduler",
+            scheduler_role_arn=ROLE,
+            park_after_seconds=6,
+            park_concurrency=bound,
+            schedule_group=f"speed{bound}",
+            wait_time_seconds=1,
+            metrics="off",  # stdout is for the JSON result
+        )
+        Installer(s, client=client(url)).schedule_group(["p"])
+        sender = Sender(s, client=client(url))
+        started = time.monotonic()
+        sender.send_batch("p", [Message(f"s{i}", delay=3 * 86_400) for i in range(count)])
+        out["sender"][str(bound)] = round(count / (time.monotonic() - started), 1)
+        # The worker: the same number of long delays that arrive unparked (the sender without
+        # parking), each parked by the worker on its first pass.
+        plain = Sender(s.model_copy(update={"parking": "off"}), client=client(url))
+        plain.send_batch("p", [Message(f"w{i}", delay=3 * 86_400) for i in range(count)])
+        time.sleep(2)  # the delay queue's 2 s queue delay
+        with WorkerThread(s, ["p"]) as running:
+            started = time.monotonic()
+            while running.worker.stats.events["delay.parked"] < count:
+                if time.monotonic() - started > 300:
+                    raise SystemExit(f"the worker parked only {running.worker.stats.events}")
+                time.sleep(0.02)
+            out["worker"][str(bound)] = round(count / (time.monotonic() - started), 1)
+    return out
 
 
 def parking_phase(url: str, count: int) -> dict[str, Any]:
@@ -351,13 +579,22 @@ def main() -> None:
     parser.add_argument("--lateness-messages", type=int, default=200)
     parser.add_argument("--parking-messages", type=int, default=50)
     parser.add_argument(
+        "--burst-messages",
+        type=int,
+        default=50_000,
+        help="messages in the burst phase, all due within 60 s (0: skip it)",
+    )
+    parser.add_argument(
         "--metrics",
         choices=["emf", "off"],
         default="emf",
         help="the worker's SQSDELAY_METRICS (EMF lines go to /dev/null, flushed every 5 s)",
     )
     parser.add_argument(
-        "--only", choices=["parking"], help="run only this phase (moto): quicker to repeat"
+        "--only",
+        choices=["parking", "parking-speed", "burst", "lateness"],
+        help="run only this phase (parking: moto; burst, with the raw capacity it is "
+        "compared with, and lateness: fauxqs): quicker to repeat",
     )
     parser.add_argument(
         "--emulator",
@@ -366,10 +603,26 @@ def main() -> None:
     )
     args = parser.parse_args()
     logs.configure("json", "WARNING")  # stdout is for the JSON result only
-    if args.only == "parking":
+    if args.only in ("parking", "parking-speed"):
         emulator = EmulatorProcess("moto")
         try:
-            print(json.dumps(parking_phase(emulator.url, args.parking_messages), indent=2))
+            phase = parking_phase if args.only == "parking" else parking_speed_phase
+            print(json.dumps(phase(emulator.url, args.parking_messages), indent=2))
+        finally:
+            emulator.stop()
+        return
+    if args.only in ("burst", "lateness"):
+        emulator = EmulatorProcess("fauxqs")
+        try:
+            if args.only == "lateness":
+                out = lateness_phase(emulator.url, args.lateness_messages, 2, args.metrics)
+            else:
+                raw = raw_phase(emulator.url, args.queues, 400, args.seconds)
+                out = {
+                    "raw_batch_capacity": raw,
+                    "burst": burst_phase(emulator.url, args.burst_messages, raw),
+                }
+            print(json.dumps(out, indent=2))
         finally:
             emulator.stop()
         return
@@ -390,6 +643,8 @@ def bench(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         out["lateness"] = lateness_phase(
             emulator.url, args.lateness_messages, cycle=2, metrics=args.metrics
         )
+        if args.burst_messages and kind == "fauxqs":  # moto would take hours for 50,000
+            out["burst"] = burst_phase(emulator.url, args.burst_messages, out["raw_batch_capacity"])
         if kind == "moto":
             out["parking"] = parking_phase(emulator.url, args.parking_messages)
     finally:

@@ -3,6 +3,7 @@ received batch: its configuration and state, and the park targets of each delay 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,9 +19,9 @@ class BatchRunner:
         self,
         settings: Settings,
         resolver: QueueResolver,
-        clock: Callable[[], float],
         *,
         delete: bool,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = StepConfig(
             limits=settings.limits(),
@@ -31,7 +32,9 @@ class BatchRunner:
         )
         self.state = StepState()
         self.park_targets = ParkTargets(settings, resolver)
-        self._clock = clock
+        # The step's budget and waits are durations: a wall clock that is stepped must not
+        # shorten them (the drivers give the wall time of each batch as `local_ms`).
+        self.clock = clock
 
     def flow(
         self,
@@ -40,7 +43,7 @@ class BatchRunner:
         client: Any,
         *,
         local_ms: int,
-        deadline: float,
+        deadline: float,  # on `self.clock`
         account: str = "",
         outcome: Outcome | None = None,
     ) -> Flow[Outcome]:
@@ -54,7 +57,7 @@ class BatchRunner:
                 park_target=target,
                 config=self.config,
                 state=self.state,
-                clock=self._clock,
+                clock=self.clock,
                 local_ms=local_ms,
                 deadline=deadline,
                 outcome=outcome,

@@ -41,6 +41,7 @@ class Handler:
         client: Any = None,
         scheduler: Any = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         write_metrics: Callable[[str], object] | None = None,
     ) -> None:
         self.settings = settings or load_settings()
@@ -49,7 +50,7 @@ class Handler:
         self._clock = clock
         self.resolver = QueueResolver(self.settings)
         # Lambda deletes every record not reported as failed: the step deletes nothing.
-        self.batches = BatchRunner(self.settings, self.resolver, clock, delete=False)
+        self.batches = BatchRunner(self.settings, self.resolver, delete=False, clock=monotonic)
         self.state = self.batches.state
         self.stats = self.state.stats
         self.metrics = EmfWriter(self.settings, write=write_metrics, clock=clock)
@@ -93,7 +94,7 @@ class Handler:
 
     def __call__(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         now = self._clock()
-        deadline = self._deadline(context, now)
+        deadline = self._deadline(context, self.batches.clock())
         failures: list[str] = []
         by_source: dict[str, list[dict[str, Any]]] = {}
         for record in event.get("Records", []):

@@ -29,13 +29,14 @@ from sqsdelay.core import (
     names,
     nservicebus,
     parking,
+    quotas,
     schedules,
     wire,
     wirenames,
 )
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.calls import Call, Flow, adrive, drive, gather
-from sqsdelay.core.delays import DelayLike, delay_seconds, route
+from sqsdelay.core.delays import DelayLike, delay_milliseconds, route
 from sqsdelay.core.types import Attributes, CancelOutcome, Route, Sent
 from sqsdelay.errors import (
     BatchSendError,
@@ -85,6 +86,7 @@ class PlannedSend:
     size_bytes: int
     request: dict[str, Any]
     nservicebus_message_id: str | None = None
+    delay_ms: int = 0  # the delay asked for, to the millisecond (rounded up)
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,8 @@ def plan(
 ) -> PlannedSend:
     """Validate a message and decide where and how it is sent. No I/O."""
     destination = names.destination_name(queue, settings.queue_prefix)
-    seconds = delay_seconds(message.delay, deliver_at=message.deliver_at, now=now)
+    millis = delay_milliseconds(message.delay, deliver_at=message.deliver_at, now=now)
+    seconds = -(-millis // 1000)
     if seconds > settings.max_delay_seconds:
         years = settings.max_delay_seconds / defaults.SECONDS_PER_YEAR
         raise InvalidDelay(
@@ -190,10 +193,14 @@ def plan(
     else:
         target = names.delay_queue_name(destination)
         attributes[wirenames.DELAY_ATTRIBUTE] = wire.string_attribute(str(seconds))
+        if millis % 1000:  # the worker's last hop is exact to the millisecond
+            attributes[wirenames.DELAY_MS_ATTRIBUTE] = wire.string_attribute(str(millis))
         # One group per message, so no message ever blocks another.
         request["MessageGroupId"] = request["MessageDeduplicationId"] = nsb_id = ident
     if nsb_id is not None:
         attributes[wirenames.MESSAGE_ID_ATTRIBUTE] = wire.string_attribute(nsb_id)
+    if len(attributes) > quotas.MAX_MESSAGE_ATTRIBUTES:  # no room: whole seconds, rounded up
+        attributes.pop(wirenames.DELAY_MS_ATTRIBUTE, None)
     wire.check_fits(body, attributes, settings.max_message_bytes)
     if attributes:
         request["MessageAttributes"] = attributes
@@ -206,6 +213,7 @@ def plan(
         size_bytes=wire.message_size(body, attributes),
         request=request,
         nservicebus_message_id=nsb_id,
+        delay_ms=millis,
     )
 
 
@@ -223,9 +231,11 @@ def park_request(
     if after is None or planned.route != "delay-queue" or planned.delay_seconds <= after:
         return None
     ident = planned.request["MessageGroupId"]
-    due = int(now * 1000) + planned.delay_seconds * 1000
+    due = int(now * 1000) + planned.delay_ms
     fire = parking.fire_at_ms(due, settings.max_native_delay_seconds)
-    attrs = parking.back_attributes(planned.request.get("MessageAttributes", {}), due, fire)
+    given = planned.request.get("MessageAttributes", {})
+    kept = {k: v for k, v in given.items() if k != wirenames.DELAY_MS_ATTRIBUTE}  # DueAt says it
+    attrs = parking.back_attributes(kept, due, fire)
     body = planned.request["MessageBody"]
     try:
         wire.check_fits(body, attrs, settings.max_message_bytes)

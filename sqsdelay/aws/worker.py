@@ -34,7 +34,7 @@ from sqsdelay.aws.emf import EmfWriter
 from sqsdelay.aws.queues import QueueResolver, QueueTrio
 from sqsdelay.core import quotas
 from sqsdelay.core.backoff import BackoffTimer
-from sqsdelay.core.calls import Call, Fault, adrive
+from sqsdelay.core.calls import Call, Fault, Flow, adrive, adrive_until_pause
 from sqsdelay.core.metrics import RECEIVE_FAILURES
 from sqsdelay.core.processing import SYSTEM_ATTRIBUTES, from_boto
 from sqsdelay.core.step import Stats
@@ -43,6 +43,9 @@ from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
 
 log = get_logger("sqsdelay.aws.worker")
+# Per receive loop: a batch that waits out its hand-overs' fractions of a second mostly
+# sleeps, so this bounds memory, not work.
+PAUSING_BATCHES = 8
 
 
 @dataclass
@@ -55,12 +58,17 @@ class QueueLoops:
 
 
 class Worker:
+    """`clock` is the wall clock (each batch's local time, breakers, metric timestamps);
+    `monotonic` times the step's budget and its waits, which a stepped wall clock must not
+    shorten."""
+
     def __init__(
         self,
         settings: Settings,
         queues: Sequence[str],
         *,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         concurrency: int | None = None,
         write_metrics: Callable[[str], object] | None = None,
     ) -> None:
@@ -69,13 +77,16 @@ class Worker:
         self._clock = clock
         self.resolver = QueueResolver(settings)
         self.queues = [QueueLoops(self.resolver.trio(q)) for q in queues]
-        self.batches = BatchRunner(settings, self.resolver, clock, delete=True)
+        self.batches = BatchRunner(settings, self.resolver, delete=True, clock=monotonic)
         self.state = self.batches.state
         self.stats = self.state.stats
         self.metrics = EmfWriter(settings, write=write_metrics, clock=clock)
         # Receives back off on their own: a working receive says nothing about sends.
         self.receive_breaker = BackoffTimer()
         self._stop = asyncio.Event()
+        # Batches finishing on their own after a pause (`_finish`), at most this many at once.
+        self._pausing = asyncio.Semaphore(PAUSING_BATCHES * self.concurrency * len(self.queues))
+        self._group: asyncio.TaskGroup | None = None
         self._fatal: SqsDelayError | None = None
         self._last_receive_ok = clock()
         self._client: Any = None
@@ -125,6 +136,7 @@ class Worker:
             self._last_receive_ok = self._clock()
             stats_task = asyncio.create_task(self._report_stats())
             async with asyncio.TaskGroup() as tg:
+                self._group = tg
                 for q in self.queues:
                     self._spawn(tg, q)
             stats_task.cancel()
@@ -211,18 +223,33 @@ class Worker:
             q.loops -= 1
 
     async def _process(self, trio: QueueTrio, raw: list[dict[str, Any]]) -> None:
-        started = self._clock()
         try:
             flow = self.batches.flow(
                 [from_boto(m) for m in raw],
                 trio,
                 self._client,
-                local_ms=int(started * 1000),
-                deadline=started + self.settings.batch_budget_seconds(),
+                local_ms=int(self._clock() * 1000),
+                deadline=self.batches.clock() + self.settings.batch_budget_seconds(),
             )
-            await adrive(flow, self.caller)
+            pending = await adrive_until_pause(flow, self.caller)
+            if pending is not None:  # hand-overs waiting out their fraction of a second
+                await self._pausing.acquire()  # bounds the batches finishing on their own
+                assert self._group is not None, "the worker is not running"
+                self._group.create_task(self._finish(flow, pending, trio, len(raw)))
         except Exception:  # a fault of ours: the batch comes back after its visibility timeout
             log.exception("batch.failed", queue=trio.delay, count=len(raw))
+
+    async def _finish(self, flow: Flow[Any], pending: list[Call], trio: QueueTrio, n: int) -> None:
+        """The rest of a batch after its first pause, while its loop polls again: the waiting
+        hand-overs, then the deletes (and backoffs) of the whole batch. Its requeues were sent
+        before the pause; SQS keeps each from being received until its original is deleted
+        (one message group per message)."""
+        try:
+            await adrive(flow, self.caller, pending=pending)
+        except Exception:
+            log.exception("batch.failed", queue=trio.delay, count=n)
+        finally:
+            self._pausing.release()
 
 
 class WorkerThread:

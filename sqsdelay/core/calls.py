@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 T = TypeVar("T")
-Service = Literal["sqs", "scheduler"]
+Service = Literal["sqs", "scheduler", "clock"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,12 @@ class Call:
     params: Mapping[str, Any]
     queue: str | None = None
     timeout: float | None = None  # seconds; None: the client's own timeouts (a long poll)
+
+
+def pause(seconds: float) -> Call:
+    """A pause, made by the driver with its own monotonic sleep: a flow never reads a wall
+    clock to wait, so a jump of one cannot shorten the pause."""
+    return Call("clock", "Wait", {"seconds": max(0.0, seconds)})
 
 
 @dataclass(frozen=True)
@@ -72,15 +78,28 @@ def drive(flow: Flow[T], call: SyncCall) -> T:
         return result
 
 
-async def adrive(flow: Flow[T], call: AsyncCall) -> T:
-    """As `drive`, with an asyncio caller."""
+async def adrive(flow: Flow[T], call: AsyncCall, *, pending: list[Call] | None = None) -> T:
+    """As `drive`, with an asyncio caller. `pending`: resume a flow that has already asked
+    for these calls (`adrive_until_pause`)."""
     try:
-        calls = next(flow)
+        calls = next(flow) if pending is None else pending
         while True:
             calls = flow.send(_check(calls, await call(calls)) if calls else [])
     except StopIteration as stop:
         result: T = stop.value
         return result
+
+
+async def adrive_until_pause(flow: Flow[T], call: AsyncCall) -> list[Call] | None:
+    """Run a flow until it asks for a `pause`: the calls it asked for, with which `adrive`
+    resumes it (so the worker can poll again meanwhile); None when it ended first."""
+    try:
+        calls = next(flow)
+        while not any(c.service == "clock" for c in calls):
+            calls = flow.send(_check(calls, await call(calls)) if calls else [])
+        return calls
+    except StopIteration:
+        return None
 
 
 def gather(flows: list[Flow[T]]) -> Flow[list[T]]:

@@ -68,7 +68,9 @@ class Requeue:
 
 @dataclass(frozen=True)
 class HandOver:
-    """Send to the destination with DelaySeconds = the remaining delay."""
+    """Send to the destination with DelaySeconds = the whole seconds left, `wait_ms` after the
+    decision: DelaySeconds is an integer, so the worker waits out the fraction of a second
+    itself and the message becomes visible when it is due, not up to a second later."""
 
     target: ClassVar[Target] = "destination"
     event: ClassVar[str] = "delay.handed_over"
@@ -77,12 +79,22 @@ class HandOver:
     remaining_seconds: int
     due_ms: int
     attributes: Attributes
+    wait_ms: int = 0  # 0..999
 
     def request(self) -> dict[str, Any]:
         return {"DelaySeconds": self.remaining_seconds} if self.remaining_seconds else {}
 
     def log_fields(self) -> dict[str, Any]:
-        return {"remaining_seconds": self.remaining_seconds, "due_at_ms": self.due_ms}
+        return {
+            "remaining_seconds": self.remaining_seconds,
+            "wait_ms": self.wait_ms,
+            "due_at_ms": self.due_ms,
+        }
+
+    def at_once(self) -> HandOver:
+        """Without the wait: the fraction rounded up into DelaySeconds (never early)."""
+        seconds = self.remaining_seconds + (1 if self.wait_ms else 0)
+        return HandOver(seconds, self.due_ms, self.attributes)
 
 
 @dataclass(frozen=True)
@@ -188,6 +200,15 @@ def _due_at(attributes: Attributes, sent_ms: int, max_seconds: int) -> int | Non
     return due if due is not None and due - sent_ms <= max_seconds * 1000 else None
 
 
+def _delay_ms(attributes: Attributes, delay: int) -> int | None:
+    """The sender's delay in milliseconds, if it agrees with the whole seconds beside it: an
+    NServiceBus pump that requeued the message keeps our attribute but counts the seconds
+    from its own send, and then the seconds decide."""
+    value = attributes.get(wirenames.DELAY_MS_ATTRIBUTE)
+    ms = parse_natural(value.get("StringValue")) if value else None
+    return ms if ms is not None and -(-ms // 1000) == delay else None
+
+
 def _string(attributes: Attributes, name: str) -> str | None:
     value = attributes.get(name)
     return value.get("StringValue") if value else None
@@ -264,17 +285,18 @@ def decide(
         return _hand_over(received, 0, max(first, sent), source_queue, lim)
     due = _due_at(received.attributes, sent, lim.max_delay_seconds)
     if due is None:
-        due = sent + delay * 1000
+        due = sent + (_delay_ms(received.attributes, delay) or delay * 1000)
     first_now = max(first, sent)
     # Broker time never runs backwards past the first receive, whatever the local clock says.
     broker_now = first_now if count == 1 else max(first_now, local_now_ms + (offset_ms or 0))
     remaining = _ceil_seconds(due - broker_now)
+    left_ms = max(0, due - broker_now)
     # A redelivery takes the route the first attempt took (a pure function of broker
     # timestamps): if that attempt's requeue reached the queue before its delete failed, the
     # repeated requeue has the same dedup id and FIFO drops it. Handing over instead would
     # deliver the message twice.
     if _ceil_seconds(due - first_now) <= lim.max_native_delay_seconds:
-        return _hand_over(received, remaining, due, source_queue, lim)
+        return _hand_over(received, left_ms, due, source_queue, lim)
     with_id = _with_message_id(received)
     attrs = {**with_id, wirenames.DELAY_ATTRIBUTE: wire.string_attribute(str(remaining))}
     candidates = [{**attrs, wirenames.DUE_AT_ATTRIBUTE: wire.number_attribute(due)}, attrs]
@@ -326,7 +348,7 @@ def _with_message_id(received: Received) -> Attributes:
 
 
 def _hand_over(
-    received: Received, remaining: int, due: int, source_queue: str, lim: Limits
+    received: Received, left_ms: int, due: int, source_queue: str, lim: Limits
 ) -> Decision:
     problem = ""
     for candidate in (_with_message_id(received), _without_own(received.attributes)):
@@ -335,7 +357,8 @@ def _hand_over(
         except InvalidMessage as exc:
             problem = str(exc)
             continue
-        return HandOver(remaining, due, candidate)
+        seconds, wait_ms = divmod(left_ms, 1000)
+        return HandOver(seconds, due, candidate, wait_ms)
     return _poison(received, f"cannot hand over: {problem}", source_queue, lim)
 
 

@@ -3,6 +3,7 @@
 import math
 from datetime import datetime, timedelta
 from decimal import Decimal
+from fractions import Fraction
 
 from sqsdelay.core import quotas
 from sqsdelay.core.types import Route
@@ -18,6 +19,13 @@ def delay_seconds(
 
     `now` is the local epoch time in seconds and is only used with `deliver_at`.
     """
+    return -(-delay_milliseconds(delay, deliver_at=deliver_at, now=now) // 1000)
+
+
+def delay_milliseconds(
+    delay: DelayLike | None = None, *, deliver_at: datetime | None = None, now: float = 0.0
+) -> int:
+    """As `delay_seconds`, in milliseconds (rounded up)."""
     if (delay is None) == (deliver_at is None):
         raise InvalidDelay("give exactly one of a delay or a deliver_at time")
     if deliver_at is not None:
@@ -26,7 +34,7 @@ def delay_seconds(
                 "deliver_at must be timezone-aware, e.g. datetime.now(timezone.utc) + ..."
             )
         # A time in the past means "now": deliver without delay.
-        return max(0, math.ceil(deliver_at.timestamp() - now))
+        return max(0, math.ceil(Fraction(deliver_at.timestamp() - now) * 1000))
     if isinstance(delay, bool) or not isinstance(delay, int | float | Decimal | timedelta):
         raise InvalidDelay(
             f"delay must be a number of seconds or a timedelta, not {type(delay).__name__}"
@@ -36,7 +44,13 @@ def delay_seconds(
         raise InvalidDelay(f"delay must be a finite number of seconds, not {seconds}")
     if seconds < 0:
         raise InvalidDelay(f"delay must not be negative (got {seconds} s)")
-    return math.ceil(seconds)
+    # Exact arithmetic: a float product could round a tiny delay down to 0, which is early.
+    exact = _exact(delay) if isinstance(delay, timedelta) else Fraction(seconds)
+    return math.ceil(exact * 1000)
+
+
+def _exact(delay: timedelta) -> Fraction:
+    return Fraction(delay.days * 86_400 + delay.seconds) + Fraction(delay.microseconds, 10**6)
 
 
 def parse_delay(text: str) -> int:

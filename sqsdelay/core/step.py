@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from sqsdelay.core import batching, parking, schedules
 from sqsdelay.core.backoff import BackoffTimer, retry_backoff_seconds, visibility_seconds
-from sqsdelay.core.calls import Call, Fault, Flow, gather
+from sqsdelay.core.calls import Call, Fault, Flow, gather, pause
 from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import HandOver, Limits, Park, Received, Requeue
 from sqsdelay.core.failures import FailureLog, is_message_fault
@@ -42,6 +42,11 @@ END: dict[str, End] = {
 # a fallback), then the sends, and the delete and hold with whatever is left.
 PARK_SHARE = 0.5
 SEND_SHARE = 0.85
+# Hand-overs whose send instants fall this close together go out in one batch, at the last
+# instant of the group: none early, none more than this late for it.
+WAIT_GROUP_MS = 100
+# A hand-over waits for its fraction of a second only if the send still has this long after.
+MIN_SEND_SECONDS = 1.0
 
 
 @dataclass
@@ -130,6 +135,30 @@ class _Batch:
 
     def entries(self) -> list[dict[str, Any]]:
         return [{"Id": str(i), **o.entry} for i, o in enumerate(self.outs)]
+
+
+def _hand_over(out: Outgoing) -> HandOver:
+    assert isinstance(out.decision, HandOver)
+    return out.decision
+
+
+def _waits(out: Outgoing) -> bool:
+    return isinstance(out.decision, HandOver) and out.decision.wait_ms > 0
+
+
+def _wait_ms(out: Outgoing) -> int:
+    return _hand_over(out).wait_ms
+
+
+def _groups(waiting: list[Outgoing]) -> list[list[Outgoing]]:
+    """Hand-overs (by wait) in groups whose waits lie within WAIT_GROUP_MS of the first."""
+    groups: list[list[Outgoing]] = []
+    for out in waiting:
+        if groups and _wait_ms(out) - _wait_ms(groups[-1][0]) <= WAIT_GROUP_MS:
+            groups[-1].append(out)
+        else:
+            groups.append([out])
+    return groups
 
 
 class _Budget:
@@ -314,6 +343,30 @@ class _Step:
     # -- sending ---------------------------------------------------------------------------
 
     def send(self, outs: list[Outgoing]) -> Flow[None]:
+        """Send everything that need not wait; then the hand-overs that wait out the fraction
+        of a second DelaySeconds cannot say, in groups of close send instants, each group
+        after a pause measured from the batch's arrival (where the decisions' broker time
+        stands). A wait that would leave the send too little of the budget is not made: that
+        hand-over goes at once with the fraction rounded up, as late as before, never early."""
+        send_end = self.budget.start + SEND_SHARE * (self.budget.deadline - self.budget.start)
+        last_wait_ms = (send_end - MIN_SEND_SECONDS - self.budget.start) * 1000
+        now = [o for o in outs if not _waits(o)]
+        now += [
+            outgoing(o.source, _hand_over(o).at_once())
+            for o in outs
+            if _waits(o) and _wait_ms(o) > last_wait_ms
+        ]
+        yield from self._send(now)
+        waiting = sorted(
+            (o for o in outs if _waits(o) and _wait_ms(o) <= last_wait_ms), key=_wait_ms
+        )
+        for group in _groups(waiting):
+            seconds = self.budget.start + _wait_ms(group[-1]) / 1000 - self.clock()
+            if seconds > 0:
+                yield [pause(seconds)]
+            yield from self._send(group)
+
+    def _send(self, outs: list[Outgoing]) -> Flow[None]:
         """SendMessageBatch, grouped by target queue within the entry and size limits, the
         batches of a round at once. A batch refused whole for its content is retried entry by
         entry to find the culprit; a target that fails backs off and its messages are held."""
@@ -346,9 +399,9 @@ class _Step:
                 else:
                     batches += self._failed(batch, reply.fault)
 
-    def _hold_all(self, batch: _Batch, wait: int, reason: str) -> None:
+    def _hold_all(self, batch: _Batch, seconds: int, reason: str) -> None:
         for out in batch.outs:
-            self.hold(out.source, wait, reason)
+            self.hold(out.source, seconds, reason)
 
     def _settled(self, batch: _Batch, response: Mapping[str, Any]) -> None:
         self.state.sends.success(batch.queue)

@@ -24,6 +24,11 @@ NSERVICEBUS_QUEUE_DELAY_SECONDS: Final = 900
 # Our own additions: absolute due time (broker epoch ms) and the failure record on the error queue.
 DUE_AT_ATTRIBUTE: Final = "sqsdelay.DueAt"
 FAILURE_ATTRIBUTE: Final = "sqsdelay.Failure"
-OWN_ATTRIBUTES: Final = frozenset({DELAY_ATTRIBUTE, DUE_AT_ATTRIBUTE, FAILURE_ATTRIBUTE})
+# The requested delay in milliseconds, set by the sender when it has a fraction of a second
+# (DelaySeconds above is whole seconds, rounded up); the first worker turns it into DueAt.
+DELAY_MS_ATTRIBUTE: Final = "sqsdelay.DelayMilliseconds"
+OWN_ATTRIBUTES: Final = frozenset(
+    {DELAY_ATTRIBUTE, DUE_AT_ATTRIBUTE, FAILURE_ATTRIBUTE, DELAY_MS_ATTRIBUTE}
+)
 # Attributes the sender sets itself; a caller may not give them.
 SENDER_ATTRIBUTES: Final = OWN_ATTRIBUTES | {MESSAGE_ID_ATTRIBUTE, MESSAGE_TYPE_ATTRIBUTE}

@@ -105,8 +105,10 @@ def simulate(
         decision = decide(msg, local_now_ms=local_now, offset_ms=offset.estimate(), lim=lim)
         if isinstance(decision, Poison):
             raise AssertionError(f"simulated message was poisoned: {decision.reason}")
-        errors.append(decision.remaining_seconds * 1000 - (due - (now + latency_ms)))
-        send_time = now + 2 * latency_ms
+        # A hand-over waits out the fraction of a second from the decision, then sends.
+        wait = decision.wait_ms if isinstance(decision, HandOver) else 0
+        errors.append(decision.remaining_seconds * 1000 + wait - (due - (now + latency_ms)))
+        send_time = now + 2 * latency_ms + wait
         if isinstance(decision, Park):
             schedules += 1
             requests += 1  # Scheduler's send back to the delay queue

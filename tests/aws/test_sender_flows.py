@@ -69,3 +69,20 @@ def test_send_takes_the_fields_of_message_and_refuses_a_misspelt_one() -> None:
     with pytest.raises(TypeError, match="deliverat"):
         asyncio.run(misspelt())
     assert calls == []
+
+
+def test_a_fraction_of_a_second_travels_as_milliseconds_when_there_is_room() -> None:
+    from sqsdelay.aws.sender import plan
+    from sqsdelay.core import wirenames
+
+    s = Settings(region="us-east-1")
+    attrs = plan("orders", Message("x", delay=1000.25), s, now=0).request["MessageAttributes"]
+    assert attrs[wirenames.DELAY_ATTRIBUTE]["StringValue"] == "1001"
+    assert attrs[wirenames.DELAY_MS_ATTRIBUTE]["StringValue"] == "1000250"
+    whole = plan("orders", Message("x", delay=1000), s, now=0).request["MessageAttributes"]
+    assert wirenames.DELAY_MS_ATTRIBUTE not in whole
+    # Eight of the caller's, the delay and NServiceBus.MessageId: no room, whole seconds.
+    eight = {f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(8)}
+    full = plan("orders", Message("x", delay=1000.25, attributes=eight), s, now=0)
+    assert len(full.request["MessageAttributes"]) == 10
+    assert wirenames.DELAY_MS_ATTRIBUTE not in full.request["MessageAttributes"]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqsdelay.core.delays import delay_seconds, parse_delay, route
+from sqsdelay.core.delays import delay_milliseconds, delay_seconds, parse_delay, route
 from sqsdelay.errors import InvalidDelay, MessageDelayTooLong
 
 
@@ -90,3 +90,22 @@ def test_rounding_is_never_early_and_never_a_second_late(seconds: float) -> None
     d = delay_seconds(seconds)
     exact = Fraction(seconds)  # exact arithmetic: float addition would round tiny values away
     assert exact <= d < exact + 1
+
+
+@given(st.decimals(min_value=0, max_value=10**9, places=6, allow_nan=False))
+def test_milliseconds_are_rounded_up_and_agree_with_the_seconds(delay: Decimal) -> None:
+    ms = delay_milliseconds(delay)
+    assert ms >= delay * 1000 > ms - 1
+    assert delay_seconds(delay) == -(-ms // 1000)
+
+
+def test_milliseconds_of_floats_timedeltas_and_times() -> None:
+    # Exactly rounded up: the float 2.3 is a little below 2.3 s, the float 1.1 a little above.
+    assert delay_milliseconds(2.3) == 2300 and delay_milliseconds(1.1) == 1101
+    assert (
+        delay_milliseconds(1e-300) == 1
+        and delay_milliseconds(timedelta(days=1, microseconds=1)) == 86_400_001
+    )
+    now = 1_700_000_000.25
+    at = datetime.fromtimestamp(now + 7.5, UTC)
+    assert delay_milliseconds(deliver_at=at, now=now) == 7500

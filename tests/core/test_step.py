@@ -70,7 +70,7 @@ def run(
     budget: float = 48,
 ) -> Outcome:
     clock = clock or Clock()
-    stub.advance = clock.advance
+    stub.advance, stub.clock = clock.advance, clock
     flow = handle(
         received,
         queues=Q,

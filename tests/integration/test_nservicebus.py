@@ -136,7 +136,9 @@ def test_the_worker_hands_over_as_the_pump_does_attribute_for_attribute() -> Non
     decision = decide(r, local_now_ms=doc["now_ms"], offset_ms=None, lim=Limits())
     want = doc["request"]
     assert isinstance(decision, HandOver)
-    assert decision.request() == {"DelaySeconds": want["DelaySeconds"]}
+    # The pump rounds the fraction of a second up; the worker waits it out and sends the
+    # whole seconds left, which without the wait (`at_once`) is the pump's request.
+    assert decision.at_once().request() == {"DelaySeconds": want["DelaySeconds"]}
     assert decision.attributes == want["MessageAttributes"]
 
 
@@ -175,7 +177,8 @@ def test_remaining_delay_is_the_pumps_on_a_first_receive(delay: int, elapsed_ms:
     assert isinstance(ours, Requeue | HandOver)
     if isinstance(ours, HandOver):
         assert theirs["QueueName"] == "q"
-        assert ours.request().get("DelaySeconds") == theirs.get("DelaySeconds")
+        assert ours.at_once().request().get("DelaySeconds") == theirs.get("DelaySeconds")
+        assert ours.remaining_seconds * 1000 + ours.wait_ms == max(0, delay * 1000 - elapsed_ms)
         assert ours.attributes == theirs["MessageAttributes"]
     else:
         assert theirs["QueueName"] == "q-delay.fifo"

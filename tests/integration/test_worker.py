@@ -335,9 +335,9 @@ def test_a_batch_past_its_budget_makes_no_more_calls(
     setup_queues(s, sqs)
     out = capture_logs()
     ticks = iter(range(10**9))
-    clock = lambda: time.time() + 2 * next(ticks)  # noqa: E731 - each reading 2 s later
+    clock = lambda: time.monotonic() + 2 * next(ticks)  # noqa: E731 - each reading 2 s later
     Sender(s, client=sqs).send("orders", "slow", delay=2)
-    with RunningWorker(s, ["orders"], clock=clock) as running:
+    with RunningWorker(s, ["orders"], monotonic=clock) as running:
         late = wait_for(lambda: events(out, "batch.out_of_time"), timeout=20)
         requests = running.worker.stats.requests
     assert late[0]["level"] == "warning"

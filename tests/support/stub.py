@@ -30,6 +30,7 @@ class _Rule:
 @dataclass
 class StubAws:
     advance: Callable[[float], None] | None = None  # a virtual clock moved by call time
+    clock: Callable[[], float] | None = None  # that clock's time, to stamp what is sent
     queues: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     deleted: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     hidden: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
@@ -78,6 +79,7 @@ class StubAws:
                 for c, r in zip(calls, replies, strict=True)
                 if r.fault is not None and not r.fault.answered
             ]
+            waited += [float(c.params["seconds"]) for c in calls if c.service == "clock"]
             self.advance(max(waited, default=0.01))
         return replies
 
@@ -101,6 +103,8 @@ class StubAws:
 
     def _do(self, call: Call, rule: _Rule | None) -> dict[str, Any] | Fault:
         p = call.params
+        if call.service == "clock":  # the round advances the virtual clock by the wait
+            return {}
         queue = call.queue or ""
         if call.api == "GetQueueUrl":
             return {"QueueUrl": f"https://sqs.stub/123456789012/{p['QueueName']}"}
@@ -120,6 +124,8 @@ class StubAws:
                 if call.api == "SendMessageBatch":
                     message = {k: v for k, v in entry.items() if k != "Id"}
                     message["MessageId"] = f"m{next(self._ids)}"
+                    if self.clock is not None:  # when the round started: the earliest it was sent
+                        message["SentAt"] = self.clock()
                     self.queues[queue].append(message)
                     ok.append({"Id": entry["Id"], "MessageId": message["MessageId"]})
                 elif call.api == "DeleteMessageBatch":
