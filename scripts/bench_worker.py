@@ -34,8 +34,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import aioboto3
-from benchkit import EmulatorProcess, client, env_for, fauxqs_installed, percentile, run_worker
+from benchkit import (
+    EmulatorProcess,
+    async_client,
+    client,
+    env_for,
+    fauxqs_installed,
+    percentile,
+    run_worker,
+)
 from botocore.config import Config
 
 from sqsdelay import logs
@@ -178,13 +185,7 @@ def raw_phase(url: str, queues: int, per_queue: int, seconds: float) -> dict[str
             processed += len(msgs)
 
     async def main() -> float:
-        async with aioboto3.Session().client(
-            "sqs",
-            endpoint_url=url,
-            region_name="us-east-1",
-            aws_access_key_id="bench",
-            aws_secret_access_key="bench",
-        ) as c:
+        async with async_client(url) as c:
             started = time.monotonic()
             deadline = started + seconds
             await asyncio.gather(*(loop(c, q, deadline) for q in fifo for _ in range(4)))
@@ -277,13 +278,7 @@ async def preload_burst(url: str, queue_urls: list[str], dues_ms: list[int]) -> 
         ]
         batches.append((queue_urls[(start // 10) % len(queue_urls)], entries))
 
-    async with aioboto3.Session().client(
-        "sqs",
-        endpoint_url=url,
-        region_name="us-east-1",
-        aws_access_key_id="bench",
-        aws_secret_access_key="bench",
-    ) as c:
+    async with async_client(url) as c:
 
         async def sender(mine: list[tuple[str, list[dict[str, Any]]]]) -> None:
             for q, entries in mine:
@@ -298,12 +293,8 @@ async def drain_burst(
     """Receive everything from the destinations: when each body was first received, and
     how many times."""
     seen: dict[str, list[float]] = {}
-    async with aioboto3.Session().client(
-        "sqs",
-        endpoint_url=url,
-        region_name="us-east-1",
-        aws_access_key_id="bench",
-        aws_secret_access_key="bench",
+    async with async_client(
+        url,
         # One connection per loop: with the default 10, some loops never got one.
         config=Config(max_pool_connections=4 * len(queue_urls)),
     ) as c:

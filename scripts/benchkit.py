@@ -65,6 +65,20 @@ class EmulatorProcess:
         self.proc.wait(timeout=10)
 
 
+def async_client(url: str, **kwargs: Any) -> Any:
+    """An aioboto3 SQS client for the emulator (use with `async with`)."""
+    import aioboto3
+
+    return aioboto3.Session().client(
+        "sqs",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="bench",
+        aws_secret_access_key="bench",
+        **kwargs,
+    )
+
+
 def client(url: str) -> Any:
     return boto3.client(
         "sqs",
