@@ -24,8 +24,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -42,6 +40,7 @@ from benchkit import (
     fauxqs_installed,
     percentile,
     run_worker,
+    start_worker,
 )
 from botocore.config import Config
 
@@ -354,13 +353,7 @@ def burst_phase(url: str, count: int, raw: dict[str, Any]) -> dict[str, Any]:
     )
     time.sleep(max(0.0, t0 - 3 - time.time()))  # start the worker just before the burst
     with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "sqsdelay", "worker", *names],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            text=True,
-        )
+        proc = start_worker(env, names, log)
         cpu_start = None
         while cpu_start is None:  # its CPU from when it runs, imports and start-up aside
             time.sleep(0.05)

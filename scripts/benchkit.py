@@ -104,17 +104,22 @@ def env_for(url: str, prefix: str, **settings: Any) -> dict[str, str]:
     return env
 
 
+def start_worker(env: dict[str, str], queues: list[str], log: Any) -> subprocess.Popen[str]:
+    """`sqsdelay worker` in its own process, its events to the file `log` (a pipe nobody
+    reads would fill up and block the worker)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "sqsdelay", "worker", *queues],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        text=True,
+    )
+
+
 def run_worker(env: dict[str, str], queues: list[str], seconds: float) -> dict[str, Any]:
     """Run `sqsdelay worker` for a while, stop it with SIGTERM, return its final stats."""
-    # Logs go to a file: a pipe nobody reads fills up and blocks the worker.
     with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "sqsdelay", "worker", *queues],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            text=True,
-        )
+        proc = start_worker(env, queues, log)
         time.sleep(seconds)
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)

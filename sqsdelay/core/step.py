@@ -168,11 +168,14 @@ class _Budget:
         self.deadline = deadline
         self.call_timeout = call_timeout
 
+    def end(self, share: float = 1.0) -> float:
+        """When a phase that may use `share` of the budget must be done."""
+        return self.start + share * (self.deadline - self.start)
+
     def timeout(self, share: float = 1.0) -> float:
         """The time limit of a call made now in a phase that may use `share` of the budget;
         at most 0 when that phase has no time left."""
-        end = self.start + share * (self.deadline - self.start)
-        return min(self.call_timeout, end - self.clock())
+        return min(self.call_timeout, self.end(share) - self.clock())
 
 
 def handle(
@@ -348,8 +351,7 @@ class _Step:
         after a pause measured from the batch's arrival (where the decisions' broker time
         stands). A wait that would leave the send too little of the budget is not made: that
         hand-over goes at once with the fraction rounded up, as late as before, never early."""
-        send_end = self.budget.start + SEND_SHARE * (self.budget.deadline - self.budget.start)
-        last_wait_ms = (send_end - MIN_SEND_SECONDS - self.budget.start) * 1000
+        last_wait_ms = (self.budget.end(SEND_SHARE) - MIN_SEND_SECONDS - self.budget.start) * 1000
         now = [o for o in outs if not _waits(o)]
         now += [
             outgoing(o.source, _hand_over(o).at_once())

@@ -4,7 +4,6 @@ cycle, a live table, and the cost report on the events it recorded."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Sender
 from sqsdelay.aws.worker import WorkerThread
 from sqsdelay.core.metrics import LATENESS, WINDOWS
-from sqsdelay.dev.emulator import Emulator
+from sqsdelay.dev.emulator import Emulator, percentile
 from sqsdelay.extras import MissingExtra, require
 from sqsdelay.settings import Settings
 
@@ -203,12 +202,6 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
     return _cost_report(events, output, console)
 
 
-def _rank(values: list[float], p: float) -> float:
-    """Nearest-rank percentile, as CloudWatch's pNN of the values."""
-    ordered = sorted(values)
-    return ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1] if ordered else 0.0
-
-
 def _compare_metrics(lines: list[str], rows: list[Row], console: Console) -> bool:
     """The worker's metrics (its EMF lines) next to what the demo measured itself; whether
     they agree: the same hand-overs and requeues, lateness within the demo's polling."""
@@ -235,7 +228,12 @@ def _compare_metrics(lines: list[str], rows: list[Row], console: Console) -> boo
             0.0,
         ),
         *(
-            (f"lateness {p}", _rank(late, q), _rank(measured, q), LATENESS_TOLERANCE)
+            (
+                f"lateness {p}",
+                percentile(late, q) or 0.0,
+                percentile(measured, q) or 0.0,
+                LATENESS_TOLERANCE,
+            )
             for p, q in (("p50", 50), ("p99", 99), ("max", 100))
         ),
     ]

@@ -4,7 +4,7 @@ moto implements EventBridge Scheduler's API but never fires a schedule, so the e
 adds `ScheduleRunner`: it fires due one-time schedules whose target is the universal
 `sqs:sendMessage`, as Scheduler does. It is part of the emulator and never talks to AWS.
 moto's CloudWatch answers a percentile statistic (p99) with an internal error; the emulator
-computes it (`_percentile`), so that `sqsdelay inspect` can be run against it.
+computes it (`percentile`), so that `sqsdelay inspect` can be run against it.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class Emulator:
         self.stop()
 
 
-def _percentile(values: list[float], p: float) -> float | None:
+def percentile(values: list[float], p: float) -> float | None:
     """Nearest rank: the smallest value with at least p % of the values at or below it."""
     if not values:
         return None
@@ -91,7 +91,7 @@ def _teach_moto_percentiles() -> None:
         match = re.fullmatch(r"p(\d{1,2}(?:\.\d+)?)", stat)
         if match is None:
             return original(self, stat)
-        return _percentile(self.metric_single_values_list, float(match.group(1)))
+        return percentile(self.metric_single_values_list, float(match.group(1)))
 
     get.sqsdelay = True  # type: ignore[attr-defined]
     Statistics.get_statistics_for_type = get  # type: ignore[method-assign]
