@@ -36,7 +36,7 @@ infra-lint: $(INFRA_STAMP)
 	$(INFRA)/bin/hadolint Dockerfile
 
 unit: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=15
 
 test: lint typecheck infra-lint unit
 

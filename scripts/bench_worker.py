@@ -11,7 +11,9 @@
   early/lost/duplicates, the worker's peak RSS and CPU per 1,000 messages against the raw loop's;
 - parking (moto only: it has Scheduler's API, and the emulator fires the schedules): one long
   delay per message, unparked, parked by the worker and parked at send, in the same run:
-  SQS requests and Scheduler calls per message, early and lost messages.
+  SQS requests and Scheduler calls per message, early and lost messages;
+- registry (moto only: it has DynamoDB): the same messages with SQSDELAY_REGISTRY off and
+  dynamodb; the worker's SQS and DynamoDB requests per hop and per message, the sender's.
 
     .venv/bin/python scripts/bench_worker.py [--queues 8] [--per-queue 100] [--seconds 20]
         [--metrics emf|off]
@@ -46,7 +48,7 @@ from botocore.config import Config
 
 from sqsdelay import logs
 from sqsdelay.aws.installer import Installer
-from sqsdelay.aws.sender import Sender
+from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.core import wirenames
 from sqsdelay.settings import Settings
 
@@ -550,6 +552,67 @@ def parking_phase(url: str, count: int) -> dict[str, Any]:
     return out
 
 
+def registry_phase(url: str, count: int, seconds: float = 40) -> dict[str, Any]:
+    """The registry's extra requests: `count` messages with ids and 20 s delays over a 1 s
+    cycle, sent in batches and moved by the worker process, once with the registry off and
+    once on."""
+    import boto3
+
+    out: dict[str, Any] = {"messages": count, "delay_seconds": 20, "cycle_seconds": 1}
+    for mode in ("off", "dynamodb"):
+        prefix = f"reg-{mode}-"
+        table = f"{prefix}scheduled"
+        common = {"max_native_delay_seconds": 1, "registry": mode, "registry_table": table}
+        s = Settings(endpoint_url=url, region="us-east-1", queue_prefix=prefix, **common)
+        sqs = client(url)
+        installer = Installer(s, client=sqs)
+        urls = {r.spec.name.removeprefix(prefix): str(r.url) for r in installer.run(["orders"])}
+        db = boto3.client(
+            "dynamodb",
+            endpoint_url=url,
+            region_name="us-east-1",
+            aws_access_key_id="bench",
+            aws_secret_access_key="bench",
+        )
+        if mode == "dynamodb":
+            installer.registry_table(["orders"], dynamodb=db)
+        sender_calls: list[str] = []
+        for c in (sqs, db):
+            c.meta.events.register(
+                "before-parameter-build",
+                lambda model, calls=sender_calls, **_: calls.append(model.name),
+            )
+        sender = Sender(s, client=sqs, dynamodb=db)
+        for start in range(0, count, 10):
+            batch = [Message(f"m{i}", delay=20, id=f"m{i}") for i in range(start, start + 10)]
+            sender.send_batch("orders", batch)
+        sent_with = list(sender_calls)
+        env = env_for(url, prefix, wait_time_seconds=1, concurrency=4, **common)
+        stopped = run_worker(env, ["orders"], seconds)
+        delivered = 0
+        while got := sqs.receive_message(QueueUrl=urls["orders"], MaxNumberOfMessages=10).get(
+            "Messages", []
+        ):
+            delivered += len(got)
+        requests = stopped["requests"]
+        dynamo = {api: n for api, n in requests.items() if api in ("BatchGetItem", "UpdateItem")}
+        moved = stopped["messages"].get("delay.requeued", 0)
+        moved += stopped["messages"].get("delay.handed_over", 0)
+        sqs_total = stopped["requests_total"] - sum(dynamo.values())
+        out[mode] = {
+            "delivered": delivered,
+            "hops": moved,
+            "worker_sqs_requests_per_hop": round(sqs_total / max(1, moved), 3),
+            "worker_registry_requests": dynamo,
+            "worker_registry_requests_per_hop": round(sum(dynamo.values()) / max(1, moved), 3),
+            "worker_registry_requests_per_message": round(sum(dynamo.values()) / count, 3),
+            "sender_requests_per_message": {
+                api: round(sent_with.count(api) / count, 3) for api in sorted(set(sent_with))
+            },
+        }
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queues", type=int, default=8)
@@ -576,9 +639,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--only",
-        choices=["parking", "parking-speed", "burst", "lateness"],
-        help="run only this phase (parking: moto; burst, with the raw capacity it is "
-        "compared with, and lateness: fauxqs): quicker to repeat",
+        choices=["parking", "parking-speed", "burst", "lateness", "registry"],
+        help="run only this phase (parking, registry: moto, --parking-messages of them; "
+        "burst, with the raw capacity it is compared with, and lateness: fauxqs): quicker to "
+        "repeat",
     )
     parser.add_argument(
         "--emulator",
@@ -587,10 +651,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     logs.configure("json", "WARNING")  # stdout is for the JSON result only
-    if args.only in ("parking", "parking-speed"):
+    if args.only in ("parking", "parking-speed", "registry"):
         emulator = EmulatorProcess("moto")
         try:
-            phase = parking_phase if args.only == "parking" else parking_speed_phase
+            phase = {
+                "parking": parking_phase,
+                "parking-speed": parking_speed_phase,
+                "registry": registry_phase,
+            }[args.only]
             print(json.dumps(phase(emulator.url, args.parking_messages), indent=2))
         finally:
             emulator.stop()

@@ -12,10 +12,11 @@ import functools
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from inspect import Parameter, Signature
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, cast, get_args, get_origin
 
 import typer
 from pydantic.fields import FieldInfo
@@ -29,7 +30,7 @@ from typer.core import TyperGroup, TyperOption
 
 from sqsdelay import logs
 from sqsdelay.core import quotas
-from sqsdelay.core.delays import parse_delay
+from sqsdelay.core.delays import parse_delay, parse_exact_delay
 from sqsdelay.errors import InvalidInput, InvalidMessage, SqsDelayError
 from sqsdelay.extras import require
 from sqsdelay.settings import Settings, load_settings
@@ -116,6 +117,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "park_concurrency",
         "schedule_group",
     ),
+    "Registry": ("registry", "registry_table"),
     "Logging and metrics": ("log_format", "log_level", "log_file", "metrics", "metrics_namespace"),
     "Cost report": ("spark_class_archive",),
 }
@@ -223,6 +225,14 @@ def send(
         str | None,
         typer.Option(help="NServiceBus message type; required with --wire-format nservicebus"),
     ] = None,
+    id: Annotated[
+        str | None,
+        typer.Option(
+            "--id",
+            help="the message's id (default: a new UUID); with the registry, a second send "
+            "of an id still scheduled sends nothing and prints duplicate: true",
+        ),
+    ] = None,
 ) -> int:
     """Send one delayed message; prints one JSON line with message_id, route and queue_url."""
     from sqsdelay.aws.sender import Sender
@@ -239,10 +249,14 @@ def send(
     assert body is not None
     attributes = dict(_attribute(a) for a in attribute or [])
     result = Sender(settings).send(
-        queue, body, delay=seconds, attributes=attributes, message_type=message_type
+        queue, body, delay=seconds, attributes=attributes, message_type=message_type, id=id
     )
     print(json.dumps(result.as_dict()))
     return 0
+
+
+# Exit codes of cancel and reschedule by status (DESIGN.md).
+STATUS_EXIT = {"cancelled": 0, "rescheduled": 0, "too-late": 3, "unknown": 4}
 
 
 @command
@@ -251,15 +265,111 @@ def cancel(
     queue: Annotated[str, typer.Argument(help="destination queue (without prefix)")],
     message_id: Annotated[str, typer.Argument(help="the message_id that send printed")],
 ) -> int:
-    """Cancel a parked message.
+    """Cancel a scheduled message (with the registry, or a parked one).
 
-    Prints cancelled (exit 0) or too-late (exit 3: it is in its last hops or delivered, and
-    will arrive)."""
+    Prints one JSON line with status: cancelled (exit 0: it will never be delivered),
+    too-late (exit 3: handed over, it will arrive) or unknown (exit 4: no record of it)."""
     from sqsdelay.aws.sender import Sender
 
-    outcome = Sender(settings_of(ctx)).cancel(queue, message_id)
-    print(outcome)
-    return 0 if outcome == "cancelled" else 3
+    with _known_queue():
+        outcome = Sender(settings_of(ctx)).cancel(queue, message_id)
+    print(json.dumps({"status": outcome, "message_id": message_id, "queue": queue}))
+    return STATUS_EXIT[outcome]
+
+
+@contextlib.contextmanager
+def _known_queue() -> Iterator[None]:
+    """A destination without a delay queue is bad input for cancel, reschedule and
+    scheduled (exit 2): nothing can be scheduled there."""
+    from sqsdelay.errors import QueueMissing
+
+    try:
+        yield
+    except QueueMissing as exc:
+        raise InvalidInput(f"{exc.queue}: {exc.detail}") from None
+
+
+def _utc_time(text: str, flag: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidInput(
+            f"{flag} {text!r} is not an ISO 8601 time: 2027-01-31T09:00:00Z"
+        ) from None
+    if when.tzinfo is None:
+        raise InvalidInput(
+            f"{flag} {text!r} has no time zone: add Z (UTC) or an offset such as +01:00"
+        )
+    return when
+
+
+@command
+def reschedule(
+    ctx: typer.Context,
+    queue: Annotated[str, typer.Argument(help="destination queue (without prefix)")],
+    message_id: Annotated[str, typer.Argument(help="the message_id that send printed")],
+    delay: Annotated[str | None, typer.Option(help="the new delay, in seconds from now")] = None,
+    at: Annotated[str | None, typer.Option(help="the new due time, ISO 8601 with a zone")] = None,
+) -> int:
+    """Move a scheduled message's due time, later or sooner (with the registry, or a parked
+    one). Prints one JSON line with status: rescheduled (exit 0, with due_at), too-late
+    (exit 3) or unknown (exit 4)."""
+    from sqsdelay.aws.sender import Sender
+
+    if (delay is None) == (at is None):
+        raise InvalidInput("give exactly one of --delay or --at")
+    when = _utc_time(at, "--at") if at is not None else None
+    seconds = parse_exact_delay(delay) if delay is not None else None
+    sender = Sender(settings_of(ctx))
+    with _known_queue():
+        outcome, due_ms = sender.reschedule(queue, message_id, delay=seconds, at=when)
+    line: dict[str, Any] = {"status": outcome, "message_id": message_id, "queue": queue}
+    if outcome == "rescheduled":
+        line["due_at"] = _iso(due_ms)
+    print(json.dumps(line))
+    return STATUS_EXIT[outcome]
+
+
+def _iso(epoch_ms: int) -> str:
+    when = datetime.fromtimestamp(epoch_ms / 1000, UTC)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@command
+def scheduled(
+    ctx: typer.Context,
+    queue: Annotated[str, typer.Argument(help="destination queue (without prefix)")],
+    due_before: Annotated[
+        str | None, typer.Option(help="only what is due before this time (ISO 8601, zone)")
+    ] = None,
+    state: Annotated[
+        str, typer.Option(help="scheduled, handed-over, cancelled, or all")
+    ] = "scheduled",
+    limit: Annotated[int, typer.Option(help="at most this many, soonest first")] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON line per message")] = False,
+) -> int:
+    """List a destination's messages in the registry, soonest first."""
+    from sqsdelay.aws.sender import Sender
+    from sqsdelay.core.registry import STATES, State
+
+    if state != "all" and state not in STATES:
+        raise InvalidInput(f"--state {state!r}: give one of {', '.join(STATES)} or all")
+    chosen: State | None = None if state == "all" else cast(State, state)
+    before = _utc_time(due_before, "--due-before") if due_before is not None else None
+    with _known_queue():
+        records = Sender(settings_of(ctx)).scheduled(
+            queue, due_before=before, state=chosen, limit=limit
+        )
+    if as_json:
+        for record in records:
+            print(json.dumps(record.as_dict()))
+        return 0
+    table = Table("due at (UTC)", "message id", "state", "route", title=f"{queue}: {len(records)}")
+    for record in records:
+        row = record.as_dict()
+        table.add_row(row["due_at"], row["message_id"], row["state"], row["route"])
+    Console().print(table)
+    return 0
 
 
 @command
@@ -298,6 +408,15 @@ def install(
         state = "created" if group.created else ("exists" if group.exists else "missing")
         print(f"{'schedules':<11} {group.name}: {state}")
         for p in group.problems:
+            problems += 1
+            print(f"  problem: {p.problem}\n    fix: {p.fix}")
+    if settings.registry == "dynamodb":
+        table = Installer(settings).registry_table(queues, create=not check)
+        state = "created" if table.created else ("exists" if table.exists else "missing")
+        print(f"{'registry':<11} {table.name}: {state}")
+        for fixed in table.fixed:
+            print(f"  fixed: {fixed}")
+        for p in table.problems:
             problems += 1
             print(f"  problem: {p.problem}\n    fix: {p.fix}")
     print("ok" if not problems else f"{problems} problem(s)")
@@ -488,6 +607,11 @@ def cost_estimate(
         f"parked (SQSDELAY_PARKING=scheduler, threshold {e.park_after_seconds:,} s, {parked}): "
         f"{e.parked_requests:,.1f} requests + {e.parked_invocations:,.0f} Scheduler "
         f"invocation(s), {e.parked_cost:.7f} {cur}"
+    )
+    print(
+        f"registry (SQSDELAY_REGISTRY=dynamodb), added: {e.registry_write_units:g} write + "
+        f"{e.registry_read_units:,.1f} read request units, {e.registry_cost:.7f} {cur} "
+        f"(parked: {e.parked_registry_cost:.7f} {cur})"
     )
     print(
         "why they differ: the reference counts 2 FIFO operations per 900 s; each pass really "

@@ -66,6 +66,22 @@ class DelayQueueMissing(QueueMissing):
         self.destination = destination
 
 
+class RegistryError(SqsDelayError):
+    """The registry of scheduled messages did not answer or refused (throttled, denied, a
+    missing table): nothing was sent or changed (CLI exit code 1)."""
+
+    def __init__(self, operation: str, table: str, code: str, detail: str) -> None:
+        self.operation = operation
+        self.table = table
+        self.code = code
+        self.detail = detail
+        super().__init__(
+            f"{operation} on the registry table {table!r} failed: {code}: {detail[:300]} "
+            "(check SQSDELAY_REGISTRY_TABLE, `sqsdelay install` and the role's dynamodb "
+            "grants, then retry)"
+        )
+
+
 class BatchSendError(SqsDelayError):
     """Some entries of a batch were not sent. Carries the full result: nothing is hidden."""
 

@@ -78,6 +78,16 @@ class Settings(BaseSettings):
         pattern=r"^[0-9a-zA-Z-_.]{1,64}$",
         description="parking: the EventBridge Scheduler schedule group",
     )
+    registry: Literal["off", "dynamodb"] = Field(
+        default="off",
+        description="dynamodb: record every delayed message, so that it can be listed, "
+        "cancelled, rescheduled and deduplicated by id (sender and worker alike)",
+    )
+    registry_table: str = Field(
+        default="sqsdelay-scheduled",
+        pattern=r"^[a-zA-Z0-9_.\-]{3,255}$",
+        description="registry: the DynamoDB table (SQSDELAY_QUEUE_PREFIX is not added)",
+    )
     max_attempts: int = Field(
         default=defaults.DEFAULT_MAX_ATTEMPTS,
         ge=1,
@@ -199,6 +209,10 @@ class Settings(BaseSettings):
         from sqsdelay.cost.pricing import load_pricing, park_break_even_seconds
 
         return park_break_even_seconds(load_pricing(), cycle_seconds=self.max_native_delay_seconds)
+
+    def registry_table_name(self) -> str | None:
+        """The registry's table, or None when the registry is off."""
+        return self.registry_table if self.registry == "dynamodb" else None
 
     def batch_budget_seconds(self) -> float:
         """How long the calls of one received batch may take, every kind counted (Scheduler,

@@ -29,6 +29,7 @@ class BatchRunner:
             max_bytes=settings.max_message_bytes,
             park_concurrency=settings.park_concurrency,
             delete=delete,
+            registry_table=settings.registry_table_name(),
         )
         self.state = StepState()
         self.park_targets = ParkTargets(settings, resolver)

@@ -31,7 +31,9 @@ def fault_of(exc: Exception) -> Fault:
         error = exc.response.get("Error", {})
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
         detail = str(error.get("Message", "")) or str(exc)
-        return Fault(str(error.get("Code", "Unknown")), detail, status)
+        item = exc.response.get("Item")
+        found = item if isinstance(item, Mapping) else None
+        return Fault(str(error.get("Code", "Unknown")), detail, status, item=found)
     if isinstance(exc, ParamValidationError):  # refused before it was sent: the request's fault
         return Fault("ParamValidationError", str(exc))
     return Fault(type(exc).__name__, str(exc) or repr(exc), answered=False)

@@ -74,6 +74,10 @@ def sync_scheduler(settings: Settings) -> Any:
     return boto3.client("scheduler", **service_kwargs(settings))
 
 
+def sync_dynamodb(settings: Settings) -> Any:
+    return boto3.client("dynamodb", **service_kwargs(settings))
+
+
 def sync_cloudwatch(settings: Settings) -> Any:
     return boto3.client("cloudwatch", **service_kwargs(settings))
 

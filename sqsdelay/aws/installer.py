@@ -11,11 +11,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from botocore import xform_name
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sqsdelay.aws.clients import error_code, sync_client, sync_scheduler, translate
+from sqsdelay.aws.clients import error_code, sync_client, sync_dynamodb, sync_scheduler, translate
 from sqsdelay.aws.queues import QueueResolver, install_command, trio
-from sqsdelay.core import defaults, quotas, wirenames
+from sqsdelay.core import defaults, quotas, registry, wirenames
+from sqsdelay.errors import RegistryError
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
 
@@ -193,6 +195,17 @@ class QueueReport:
 
 
 @dataclass
+class TableReport:
+    """The registry's DynamoDB table."""
+
+    name: str
+    exists: bool
+    created: bool = False
+    fixed: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+@dataclass
 class GroupReport:
     """The EventBridge Scheduler schedule group that parking needs."""
 
@@ -332,4 +345,65 @@ class Installer:
             report.problems.append(
                 Problem(name, f"state is {group['State']}", "wait, or choose another group")
             )
+        return report
+
+    def registry_table(
+        self, queues: Sequence[str], *, create: bool = True, dynamodb: Any = None
+    ) -> TableReport:
+        """Create (or with create=False, check) the registry's table: on-demand, the index by
+        destination and due time, TTL, point-in-time recovery. A table that exists is
+        checked and its TTL and recovery switched on when off; its keys are never changed."""
+        name = self.settings.registry_table
+        db = dynamodb or sync_dynamodb(self.settings)
+        fix = install_command(self.settings, *queues)
+
+        def call(operation: str, **kwargs: Any) -> Any:
+            try:
+                return getattr(db, xform_name(operation))(**kwargs)
+            except (ClientError, BotoCoreError) as exc:
+                raise RegistryError(operation, name, error_code(exc), str(exc)) from None
+
+        try:
+            described = db.describe_table(TableName=name)["Table"]
+        except (ClientError, BotoCoreError) as exc:
+            if error_code(exc) != "ResourceNotFoundException":
+                raise RegistryError("DescribeTable", name, error_code(exc), str(exc)) from None
+            described = None
+        report = TableReport(name, described is not None)
+        if described is None:
+            if not create:
+                report.problems.append(Problem(name, "table does not exist", fix))
+                return report
+            call("CreateTable", **registry.create_table_request(name))
+            db.get_waiter("table_exists").wait(
+                TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 120}
+            )
+            report.created = report.exists = True
+            log.info("registry.created", table=name)
+            described = db.describe_table(TableName=name)["Table"]
+        ttl = call("DescribeTimeToLive", TableName=name)
+        backups = call("DescribeContinuousBackups", TableName=name)
+        problems = registry.table_problems(described, ttl, backups)
+        if create:
+            if any("time to live" in p for p in problems):
+                spec = {"Enabled": True, "AttributeName": registry.TTL_ATTRIBUTE}
+                call("UpdateTimeToLive", TableName=name, TimeToLiveSpecification=spec)
+                report.fixed.append("time to live enabled")
+            if any("point-in-time" in p for p in problems):
+                spec = {"PointInTimeRecoveryEnabled": True}
+                call(
+                    "UpdateContinuousBackups", TableName=name, PointInTimeRecoverySpecification=spec
+                )
+                report.fixed.append("point-in-time recovery enabled")
+            ttl = call("DescribeTimeToLive", TableName=name)
+            backups = call("DescribeContinuousBackups", TableName=name)
+            problems = registry.table_problems(described, ttl, backups)
+        rebuild = (
+            "the keys, index or billing of a table cannot be changed in place: name a new "
+            f"table with SQSDELAY_REGISTRY_TABLE and run {fix}"
+        )
+        report.problems = [
+            Problem(name, p, fix if ("time to live" in p or "recovery" in p) else rebuild)
+            for p in problems
+        ]
         return report

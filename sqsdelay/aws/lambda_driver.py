@@ -14,7 +14,7 @@ from typing import Any
 
 from sqsdelay.aws.batches import BatchRunner
 from sqsdelay.aws.callers import SyncCaller
-from sqsdelay.aws.clients import observe, sync_client, sync_scheduler
+from sqsdelay.aws.clients import observe, sync_client, sync_dynamodb, sync_scheduler
 from sqsdelay.aws.emf import EmfWriter
 from sqsdelay.aws.queues import QueueResolver
 from sqsdelay.core.calls import drive
@@ -40,6 +40,7 @@ class Handler:
         *,
         client: Any = None,
         scheduler: Any = None,
+        dynamodb: Any = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         write_metrics: Callable[[str], object] | None = None,
@@ -47,6 +48,7 @@ class Handler:
         self.settings = settings or load_settings()
         self._client = client
         self._scheduler = scheduler
+        self._dynamodb = dynamodb
         self._clock = clock
         self.resolver = QueueResolver(self.settings)
         # Lambda deletes every record not reported as failed: the step deletes nothing.
@@ -55,7 +57,7 @@ class Handler:
         self.stats = self.state.stats
         self.metrics = EmfWriter(self.settings, write=write_metrics, clock=clock)
         self._callers: dict[str, SyncCaller] = {}
-        for given in (client, scheduler):
+        for given in (client, scheduler, dynamodb):
             if given is not None:
                 observe(self.stats, given)
 
@@ -73,11 +75,20 @@ class Handler:
             observe(self.stats, self._scheduler)
         return self._scheduler
 
+    @property
+    def dynamodb(self) -> Any:
+        if self._dynamodb is None:
+            self._dynamodb = sync_dynamodb(self.settings)
+            observe(self.stats, self._dynamodb)
+        return self._dynamodb
+
     def _caller(self, account: str) -> SyncCaller:
         if account not in self._callers:
             clients = {"sqs": self.client}
             if self.settings.parking == "scheduler":
                 clients["scheduler"] = self.scheduler
+            if self.settings.registry == "dynamodb":
+                clients["dynamodb"] = self.dynamodb
             self._callers[account] = SyncCaller(
                 clients, self.resolver, account, threads=self.settings.park_concurrency
             )

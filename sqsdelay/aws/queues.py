@@ -31,6 +31,8 @@ _INSTALL_SETTINGS = (
     "max_native_delay_seconds",
     "delay_queue_retention_seconds",
     "kms_key_id",
+    "registry",
+    "registry_table",
 )
 
 

@@ -6,6 +6,7 @@ Both drive the same flows (`_SenderCore`), so they behave the same way.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -20,9 +21,10 @@ from sqsdelay.aws.clients import (
     client_kwargs,
     service_kwargs,
     sync_client,
+    sync_dynamodb,
     sync_scheduler,
 )
-from sqsdelay.aws.queues import ParkTargets, QueueResolver, install_command
+from sqsdelay.aws.queues import ParkTargets, QueueResolver, QueueTrio, install_command
 from sqsdelay.core import (
     batching,
     defaults,
@@ -30,6 +32,7 @@ from sqsdelay.core import (
     nservicebus,
     parking,
     quotas,
+    registry,
     schedules,
     wire,
     wirenames,
@@ -37,13 +40,15 @@ from sqsdelay.core import (
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.calls import Call, Flow, adrive, drive, gather
 from sqsdelay.core.delays import DelayLike, delay_milliseconds, route
-from sqsdelay.core.types import Attributes, CancelOutcome, Route, Sent
+from sqsdelay.core.types import Attributes, CancelOutcome, RescheduleOutcome, Route, Sent
 from sqsdelay.errors import (
     BatchSendError,
     ConfigError,
     InvalidDelay,
+    InvalidInput,
     InvalidMessage,
     MessageDelayTooLong,
+    RegistryError,
     SqsOperationError,
 )
 from sqsdelay.logs import get_logger
@@ -65,6 +70,7 @@ class Message:
     deliver_at: datetime | None = None
     attributes: Mapping[str, Any] = field(default_factory=dict)
     message_type: str | None = None
+    id: str | None = None  # the message's id (default: a new UUID); the registry's key
 
 
 class MessageOptions(TypedDict, total=False):
@@ -74,6 +80,7 @@ class MessageOptions(TypedDict, total=False):
     deliver_at: datetime | None
     attributes: Mapping[str, Any]
     message_type: str | None
+    id: str | None
 
 
 @dataclass(frozen=True)
@@ -104,9 +111,12 @@ class SendResult:
     index: int = 0
     group_id: str | None = None  # delay-queue route: stable id of the message across hops
     nservicebus_message_id: str | None = None  # the NServiceBus.MessageId it carries
+    # The registry had this id scheduled already: nothing was sent.
+    duplicate: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "duplicate": self.duplicate,
             "message_id": self.message_id,
             "route": self.route,
             "queue": self.queue,
@@ -170,7 +180,7 @@ def plan(
     attributes: Attributes = dict(message.attributes)
     wire.check_user_attributes(attributes)
     # One id names the message everywhere: envelope, NServiceBus.MessageId, group, dedup.
-    ident = new_id()
+    ident = registry.check_message_id(message.id) if message.id is not None else new_id()
     body = message.body
     nsb_id: str | None = None
     if settings.wire_format == "nservicebus":
@@ -197,6 +207,12 @@ def plan(
             attributes[wirenames.DELAY_MS_ATTRIBUTE] = wire.string_attribute(str(millis))
         # One group per message, so no message ever blocks another.
         request["MessageGroupId"] = request["MessageDeduplicationId"] = nsb_id = ident
+        if settings.registry == "dynamodb":
+            # The registry deduplicates by id for the whole delay; FIFO's five minutes would
+            # also swallow a new send of an id whose first message was just handed over.
+            request["MessageDeduplicationId"] = hashlib.sha256(
+                f"{ident}|{now}".encode()
+            ).hexdigest()
     if nsb_id is not None:
         attributes[wirenames.MESSAGE_ID_ATTRIBUTE] = wire.string_attribute(nsb_id)
     if len(attributes) > quotas.MAX_MESSAGE_ATTRIBUTES:  # no room: whole seconds, rounded up
@@ -253,7 +269,13 @@ def park_request(
 
 
 def _result(
-    planned: PlannedSend, url: str, message_id: str, index: int = 0, *, parked: bool = False
+    planned: PlannedSend,
+    url: str,
+    message_id: str,
+    index: int = 0,
+    *,
+    parked: bool = False,
+    duplicate: bool = False,
 ) -> SendResult:
     result = SendResult(
         message_id=message_id,
@@ -266,7 +288,11 @@ def _result(
         index=index,
         group_id=planned.request.get("MessageGroupId"),
         nservicebus_message_id=planned.nservicebus_message_id,
+        duplicate=duplicate,
     )
+    if duplicate:
+        log.info("delay.duplicate", message_id=message_id, destination=planned.destination)
+        return result
     log.info(
         "delay.scheduled",
         message_id=message_id,
@@ -327,6 +353,13 @@ def _finish(result: BatchResult, total: int, raise_on_failure: bool) -> BatchRes
     return result
 
 
+def _changed_route(result: SendResult, after: int | None) -> str | None:
+    """The route a record must be corrected to: `_register` wrote "parked" for a delay above
+    the park threshold, and the send may have fallen back to the delay queue."""
+    written = "parked" if after is not None and result.delay_seconds > after else "delay-queue"
+    return None if result.route == written else result.route
+
+
 def _entries(planned: Sequence[PlannedSend], batch: list[int]) -> list[dict[str, Any]]:
     return [{"Id": str(i), **planned[i].request} for i in batch]
 
@@ -345,6 +378,7 @@ class _SenderCore:
         # Scheduler's outages last longer than a send: wait 5 s first, then 10, 20 ...
         self._breaker = BackoffTimer(base_seconds=5)
         self._client: Any = None  # the SQS client (its region names the error queue's ARN)
+        self._table = self.settings.registry_table_name()
 
     def _url(self, planned: PlannedSend) -> Flow[str]:
         self.resolver.trio(planned.requested)  # names the queues, so that a miss has its fix
@@ -374,17 +408,59 @@ class _SenderCore:
         url = yield from self._url(planned)
         return _result(planned, url, ident, index, parked=True)
 
+    def _register(self, planned: PlannedSend, now: float, index: int) -> Flow[SendResult | None]:
+        """Record a delay-queue send in the registry before it is sent; a result (nothing to
+        send) when the id is scheduled already. Raises RegistryError: nothing is sent."""
+        if self._table is None or planned.route != "delay-queue":
+            return None
+        ident = planned.request["MessageGroupId"]
+        now_ms = int(now * 1000)
+        parks = self._after is not None and planned.delay_seconds > self._after
+        route: registry.RecordRoute = "parked" if parks else "delay-queue"
+        record = registry.Record(
+            planned.destination, ident, now_ms + planned.delay_ms, "scheduled", route
+        )
+        timeout = self.settings.call_timeout_seconds
+        if (yield from registry.put(self._table, record, now_ms, timeout)):
+            return None
+        url = yield from self._url(planned)
+        return _result(planned, url, ident, index, duplicate=True)
+
+    def _confirm(self, results: Sequence[SendResult]) -> Flow[None]:
+        """Mark the records of what was sent: later sends with these ids are duplicates."""
+        if self._table is None:
+            return
+        table, timeout = self._table, self.settings.call_timeout_seconds
+        sent = [r for r in results if r.route != "direct" and not r.duplicate and r.group_id]
+        marks = [
+            registry.mark_sent(
+                table,
+                r.destination,
+                r.group_id or "",
+                _changed_route(r, self._after),
+                timeout,
+            )
+            for r in sent
+        ]
+        for result, ok in zip(sent, (yield from gather(marks)), strict=True):
+            if not ok:
+                log.warning("registry.mark_failed", message_id=result.group_id)
+
     def send_flow(self, queue: str, message: Message) -> Flow[SendResult]:
         now = self._clock()
         planned = plan(queue, message, self.settings, now=now)
-        parked = yield from self._park(planned, now, 0)
-        if parked is not None:
-            return parked
-        url = yield from self._url(planned)
-        [reply] = yield [Call("sqs", "SendMessage", planned.request, planned.queue)]
-        if reply.fault is not None:
-            raise self.resolver.failure(reply.fault, "SendMessage", planned.queue)
-        return _result(planned, url, reply.response["MessageId"])
+        duplicate = yield from self._register(planned, now, 0)
+        if duplicate is not None:
+            return duplicate
+        result = yield from self._park(planned, now, 0)
+        if result is None:
+            url = yield from self._url(planned)
+            [reply] = yield [Call("sqs", "SendMessage", planned.request, planned.queue)]
+            if reply.fault is not None:
+                raise self.resolver.failure(reply.fault, "SendMessage", planned.queue)
+            result = _result(planned, url, reply.response["MessageId"])
+        yield from self._confirm([result])
+        return result
 
     def send_batch_flow(
         self, queue: str, messages: Sequence[Message], raise_on_failure: bool
@@ -392,16 +468,17 @@ class _SenderCore:
         now = self._clock()
         planned = [plan(queue, m, self.settings, now=now) for m in messages]
         result = BatchResult()
+        done = yield from self._register_batch(planned, now, result)
         # Parks go out `park_concurrency` at a time, and stop as soon as the breaker opens.
         step = self.settings.park_concurrency
-        waiting = [i for i, p in enumerate(planned) if p.route == "delay-queue"]
+        waiting = [i for i, p in enumerate(planned) if p.route == "delay-queue" and i not in done]
         for start in range(0, len(waiting), step):
             if self._paused(self._clock()):
                 break
             chunk = waiting[start : start + step]
             parked = yield from gather([self._park(planned[i], now, i) for i in chunk])
             result.sent += [r for r in parked if r is not None]
-        batches = _batches(planned, self.settings, skip={r.index for r in result.sent})
+        batches = _batches(planned, self.settings, skip=done | {r.index for r in result.sent})
         urls: dict[int, str] = {}
         for batch in batches:
             try:
@@ -422,23 +499,165 @@ class _SenderCore:
                 _fail_batch(result, planned, batch, err)
             else:
                 _collect(result, planned, batch, urls[batch[0]], dict(reply.response))
+        yield from self._confirm(result.sent)
         return _finish(result, len(planned), raise_on_failure)
 
+    def _register_batch(
+        self, planned: Sequence[PlannedSend], now: float, result: BatchResult
+    ) -> Flow[set[int]]:
+        """Register a batch's delay-queue sends, `park_concurrency` writes at a time: the
+        indexes not to send (duplicates, in `result.sent`; unrecorded, in `result.failed`)."""
+        done: set[int] = set()
+        if self._table is None:
+            return done
+        todo = [i for i, p in enumerate(planned) if p.route == "delay-queue"]
+        step = self.settings.park_concurrency
+        for start in range(0, len(todo), step):
+            chunk = todo[start : start + step]
+            answers = yield from gather([self._try_register(planned[i], now, i) for i in chunk])
+            for i, answer in zip(chunk, answers, strict=True):
+                if isinstance(answer, SendResult):
+                    result.sent.append(answer)
+                elif isinstance(answer, SendFailure):
+                    result.failed.append(answer)
+                else:
+                    continue
+                done.add(i)
+        return done
+
+    def _try_register(
+        self, planned: PlannedSend, now: float, index: int
+    ) -> Flow[SendResult | SendFailure | None]:
+        try:
+            return (yield from self._register(planned, now, index))
+        except RegistryError as exc:
+            return SendFailure(index, planned.queue, exc.code, str(exc))
+
+    def _destination(self, queue: str) -> Flow[QueueTrio]:
+        """The queues of `queue`, after checking that its delay queue exists."""
+        trio = self.resolver.trio(queue)
+        yield from self.resolver.lookup(trio.delay)
+        return trio
+
+    def _without_registry(self, what: str) -> ConfigError:
+        return ConfigError(
+            f"{what} needs the registry (SQSDELAY_REGISTRY=dynamodb) or a parked message "
+            "(SQSDELAY_PARKING=scheduler); a message in the loop without a record cannot be "
+            "found"
+        )
+
     def cancel_flow(self, queue: str, message_id: str) -> Flow[CancelOutcome]:
-        """Cancel a parked message by the id `send` returned: `cancelled`, or `too-late`
-        when it is no longer parked (in its last hops, delivered, or never parked)."""
-        if self.settings.parking == "off":
-            raise ConfigError(
-                "cancel works on parked messages: set SQSDELAY_PARKING=scheduler (a message in "
-                "the loop cannot be cancelled)"
+        """Cancel a scheduled message by the id `send` returned. With the registry:
+        `cancelled` until it is handed over, then `too-late`; `unknown` without a record
+        (a parked one is still found by its schedule). Without: parked messages only."""
+        registry.check_message_id(message_id)
+        if self._table is None and self.settings.parking == "off":
+            raise self._without_registry("cancel")
+        trio = yield from self._destination(queue)
+        outcome: CancelOutcome = "unknown"
+        if self._table is not None:
+            status, _ = yield from registry.cancel(
+                self._table,
+                trio.destination,
+                message_id,
+                int(self._clock() * 1000),
+                self.settings.call_timeout_seconds,
             )
-        delay_queue = self.resolver.trio(queue).delay
-        name = parking.schedule_name(delay_queue, message_id)
-        cycle = self.settings.max_native_delay_seconds
-        group = self.settings.schedule_group
-        outcome = yield from schedules.cancel(name, group, now=self._clock(), cycle=cycle)
-        log.info("delay.cancel", message_id=message_id, queue=delay_queue, outcome=outcome)
+            outcome = status
+        if self.settings.parking == "scheduler" and outcome != "too-late":
+            # Parked: delete the schedule too (with a record, that is tidying: the worker
+            # drops a cancelled message whatever brings it back).
+            name = parking.schedule_name(trio.delay, message_id)
+            cycle = self.settings.max_native_delay_seconds
+            group = self.settings.schedule_group
+            try:
+                deleted = yield from schedules.cancel(name, group, now=self._clock(), cycle=cycle)
+            except SqsOperationError as exc:
+                if outcome != "cancelled":
+                    raise
+                log.warning("schedule.delete_failed", schedule=name, code=exc.code)
+                deleted = "too-late"
+            if outcome == "unknown":
+                outcome = "cancelled" if deleted == "cancelled" else "unknown"
+            if self._table is None and deleted == "too-late":
+                outcome = "too-late"
+        log.info("delay.cancel", message_id=message_id, queue=trio.delay, outcome=outcome)
         return outcome
+
+    def reschedule_flow(
+        self, queue: str, message_id: str, *, delay: DelayLike | None, at: datetime | None
+    ) -> Flow[tuple[RescheduleOutcome, int]]:
+        """Move the due time of a scheduled message (a delay from now, or a time): the
+        outcome and the new due time (epoch ms). With the registry, the worker follows the
+        record at the message's next hop; a parked message's schedule is moved as well."""
+        registry.check_message_id(message_id)
+        if self._table is None and self.settings.parking == "off":
+            raise self._without_registry("reschedule")
+        now = self._clock()
+        millis = delay_milliseconds(delay, deliver_at=at, now=now)
+        if at is not None and at.timestamp() <= now:
+            raise InvalidDelay(f"--at {at.isoformat()} is in the past: give a later time")
+        if millis > self.settings.max_delay_seconds * 1000:
+            raise InvalidDelay(
+                f"the new due time is {millis / 1000:.0f} s away, beyond the maximum delay of "
+                f"{self.settings.max_delay_seconds} s (SQSDELAY_MAX_DELAY_SECONDS)"
+            )
+        due_ms = int(now * 1000) + millis
+        trio = yield from self._destination(queue)
+        outcome: RescheduleOutcome = "rescheduled"
+        if self._table is not None:
+            status, _ = yield from registry.reschedule(
+                self._table,
+                trio.destination,
+                message_id,
+                due_ms,
+                int(now * 1000),
+                self.settings.call_timeout_seconds,
+            )
+            if status != "done":
+                outcome = "unknown" if status == "unknown" else "too-late"
+        if self.settings.parking == "scheduler" and outcome == "rescheduled":
+            name = parking.schedule_name(trio.delay, message_id)
+            moved = yield from schedules.move(
+                name,
+                self.settings.schedule_group,
+                message_id,
+                due_ms=due_ms,
+                now=now,
+                cycle=self.settings.max_native_delay_seconds,
+            )
+            if self._table is None and moved != "rescheduled":
+                outcome = "too-late"
+        log.info("delay.rescheduled", message_id=message_id, queue=trio.delay, outcome=outcome)
+        return outcome, due_ms
+
+    def scheduled_flow(
+        self,
+        queue: str,
+        *,
+        due_before: datetime | None = None,
+        state: registry.State | None = "scheduled",
+        limit: int = 100,
+    ) -> Flow[list[registry.Record]]:
+        """The registry's records of a destination, soonest first."""
+        if self._table is None:
+            raise ConfigError("listing needs the registry: set SQSDELAY_REGISTRY=dynamodb")
+        if limit < 1:
+            raise InvalidInput(f"--limit {limit}: give 1 or more")
+        if due_before is not None and due_before.tzinfo is None:
+            raise InvalidDelay("--due-before needs a time zone, e.g. 2027-01-31T09:00:00Z")
+        trio = yield from self._destination(queue)
+        before = int(due_before.timestamp() * 1000) if due_before is not None else None
+        return (
+            yield from registry.listed(
+                self._table,
+                trio.destination,
+                due_before_ms=before,
+                state=state,
+                limit=limit,
+                timeout=self.settings.call_timeout_seconds,
+            )
+        )
 
 
 class Sender(_SenderCore):
@@ -450,6 +669,7 @@ class Sender(_SenderCore):
         *,
         client: Any = None,
         scheduler: Any = None,
+        dynamodb: Any = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(settings, clock)
@@ -457,6 +677,8 @@ class Sender(_SenderCore):
         clients = {"sqs": self._client}
         if self.settings.parking == "scheduler":
             clients["scheduler"] = scheduler or sync_scheduler(self.settings)
+        if self._table is not None:
+            clients["dynamodb"] = dynamodb or sync_dynamodb(self.settings)
         self._caller = SyncCaller(clients, self.resolver, threads=self.settings.park_concurrency)
 
     def send(self, queue: str, body: str, **options: Unpack[MessageOptions]) -> SendResult:
@@ -476,7 +698,31 @@ class Sender(_SenderCore):
         return drive(self.send_batch_flow(queue, messages, raise_on_failure), self._caller)
 
     def cancel(self, queue: str, message_id: str) -> CancelOutcome:
+        """Cancel a scheduled message by its id: `cancelled`, `too-late` or `unknown`."""
         return drive(self.cancel_flow(queue, message_id), self._caller)
+
+    def reschedule(
+        self,
+        queue: str,
+        message_id: str,
+        *,
+        delay: DelayLike | None = None,
+        at: datetime | None = None,
+    ) -> tuple[RescheduleOutcome, int]:
+        """Move a scheduled message's due time: the outcome and the due time (epoch ms)."""
+        return drive(self.reschedule_flow(queue, message_id, delay=delay, at=at), self._caller)
+
+    def scheduled(
+        self,
+        queue: str,
+        *,
+        due_before: datetime | None = None,
+        state: registry.State | None = "scheduled",
+        limit: int = 100,
+    ) -> list[registry.Record]:
+        """What the registry holds for a destination, soonest first."""
+        flow = self.scheduled_flow(queue, due_before=due_before, state=state, limit=limit)
+        return drive(flow, self._caller)
 
 
 class AsyncSender(_SenderCore):
@@ -501,6 +747,11 @@ class AsyncSender(_SenderCore):
             kwargs = service_kwargs(self.settings, max_pool=50)
             clients["scheduler"] = await self._stack.enter_async_context(
                 self._session.client("scheduler", **kwargs)
+            )
+        if self._table is not None:
+            kwargs = service_kwargs(self.settings, max_pool=50)
+            clients["dynamodb"] = await self._stack.enter_async_context(
+                self._session.client("dynamodb", **kwargs)
             )
         self._caller = AsyncCaller(clients, self.resolver)
         return self
@@ -527,6 +778,30 @@ class AsyncSender(_SenderCore):
     async def cancel(self, queue: str, message_id: str) -> CancelOutcome:
         """As `Sender.cancel`."""
         return await adrive(self.cancel_flow(queue, message_id), self.caller)
+
+    async def reschedule(
+        self,
+        queue: str,
+        message_id: str,
+        *,
+        delay: DelayLike | None = None,
+        at: datetime | None = None,
+    ) -> tuple[RescheduleOutcome, int]:
+        """As `Sender.reschedule`."""
+        flow = self.reschedule_flow(queue, message_id, delay=delay, at=at)
+        return await adrive(flow, self.caller)
+
+    async def scheduled(
+        self,
+        queue: str,
+        *,
+        due_before: datetime | None = None,
+        state: registry.State | None = "scheduled",
+        limit: int = 100,
+    ) -> list[registry.Record]:
+        """As `Sender.scheduled`."""
+        flow = self.scheduled_flow(queue, due_before=due_before, state=state, limit=limit)
+        return await adrive(flow, self.caller)
 
 
 __all__ = [

@@ -124,6 +124,12 @@ class Worker:
                 )
                 observe(self.stats, scheduler)
                 clients["scheduler"] = scheduler
+            if self.settings.registry == "dynamodb":
+                dynamodb = await stack.enter_async_context(
+                    session.client("dynamodb", **service_kwargs(self.settings, max_pool=pool))
+                )
+                observe(self.stats, dynamodb)
+                clients["dynamodb"] = dynamodb
             self._caller = AsyncCaller(clients, self.resolver)
             for q in self.queues:  # a missing delay queue stops the start with its fix
                 await adrive(self.resolver.lookup(q.trio.delay), self.caller)

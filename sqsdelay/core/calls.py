@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 T = TypeVar("T")
-Service = Literal["sqs", "scheduler", "clock"]
+Service = Literal["sqs", "scheduler", "dynamodb", "clock"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,9 @@ class Fault:
     detail: str = ""
     status: int = 0  # HTTP status of the answer; 0 without one
     answered: bool = True
+    # DynamoDB's ConditionalCheckFailedException carries the item as it was (asked for with
+    # ReturnValuesOnConditionCheckFailure): the registry reads who won from it.
+    item: Mapping[str, Any] | None = None
 
     def is_service_fault(self, codes: frozenset[str]) -> bool:
         """A failure of the service rather than of the request: one of `codes`, any 5xx,

@@ -62,6 +62,16 @@ def parse_delay(text: str) -> int:
     return delay_seconds(value)
 
 
+def parse_exact_delay(text: str) -> Decimal:
+    """Parse a CLI delay kept exact (the sender rounds it up to the millisecond)."""
+    try:
+        value = Decimal(text.strip())
+    except ArithmeticError:
+        raise InvalidDelay(f"delay {text!r} is not a number of seconds") from None
+    delay_milliseconds(value)  # refuses a negative or infinite one
+    return value
+
+
 def route(delay: int, *, max_native_delay: int, unrestricted: bool) -> Route:
     """Where a delay goes: straight to the destination, or through its delay queue.
 

@@ -27,8 +27,16 @@ FALLBACKS: Final = "SchedulerFallbacks"
 RECEIVE_FAILURES: Final = "ReceiveFailures"
 LATENESS: Final = "HandOverLateness"
 CLOCK_OFFSET: Final = "ClockOffset"
-REQUESTS: Final = {"sqs": "SqsRequests", "scheduler": "SchedulerRequests"}
-THROTTLED: Final = {"sqs": "SqsThrottled", "scheduler": "SchedulerThrottled"}
+REQUESTS: Final = {
+    "sqs": "SqsRequests",
+    "scheduler": "SchedulerRequests",
+    "dynamodb": "RegistryRequests",
+}
+THROTTLED: Final = {
+    "sqs": "SqsThrottled",
+    "scheduler": "SchedulerThrottled",
+    "dynamodb": "RegistryThrottled",
+}
 
 _HOUR_MS: Final = 3_600_000
 _DAY_MS: Final = 24 * _HOUR_MS

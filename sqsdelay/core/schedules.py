@@ -8,10 +8,11 @@ schedule unless it is too late.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
-from sqsdelay.core import parking
+from sqsdelay.core import parking, wirenames
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.calls import Call, Fault, Flow
 from sqsdelay.core.types import CancelOutcome
@@ -89,3 +90,66 @@ def cancel(name: str, group: str, *, now: float, cycle: int) -> Flow[CancelOutco
         return answer
     [deleted] = yield [Call("scheduler", "DeleteSchedule", ident)]
     return "too-late" if _gone(deleted.fault, "DeleteSchedule", name) else "cancelled"
+
+
+Moved = Literal["rescheduled", "too-late", "not-parked"]
+
+
+def _moved_input(input_text: str, message_id: str, due_ms: int, fire_ms: int) -> dict[str, Any]:
+    """The schedule's SendMessage request with the new due time (and, for a reader without
+    sqsdelay.DueAt, the delay counted from `fire_ms`), and a dedup id of its own."""
+    request: dict[str, Any] = json.loads(input_text)
+    attributes = request.setdefault("MessageAttributes", {})
+    attributes[wirenames.DUE_AT_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(due_ms)}
+    left = str(max(0, -(-(due_ms - fire_ms) // 1000)))
+    attributes[wirenames.DELAY_ATTRIBUTE] = {"DataType": "String", "StringValue": left}
+    request["MessageDeduplicationId"] = parking.dedup_id(message_id, due_ms)
+    return request
+
+
+def move(
+    name: str, group: str, message_id: str, *, due_ms: int, now: float, cycle: int
+) -> Flow[Moved]:
+    """Move a parked message to a new due time: UpdateSchedule with the new fire time and
+    payload, or, when the new time is too close to wait in Scheduler, send the payload to the
+    delay queue now and delete the schedule (the loop's last hops take over). `not-parked`:
+    no such schedule; `too-late`: it fires within Scheduler's precision."""
+    ident = {"Name": name, "GroupName": group}
+    [got] = yield [Call("scheduler", "GetSchedule", ident)]
+    if _gone(got.fault, "GetSchedule", name):
+        return "not-parked"
+    schedule = got.response
+    if outcome(schedule, now=now, cycle=cycle) is not None:
+        return "too-late"
+    target = dict(schedule["Target"])
+    fire = parking.fire_at_ms(due_ms, cycle)
+    if fire - now * 1000 > parking.precision_seconds(cycle) * 1000:
+        target["Input"] = json.dumps(
+            _moved_input(target["Input"], message_id, due_ms, fire),
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        update = {
+            **ident,
+            "ScheduleExpression": parking.at_expression(fire),
+            "ScheduleExpressionTimezone": "UTC",
+            "FlexibleTimeWindow": {"Mode": "OFF"},
+            "ActionAfterCompletion": "DELETE",
+            "State": "ENABLED",
+            "Target": target,
+        }
+        [updated] = yield [Call("scheduler", "UpdateSchedule", update)]
+        return "too-late" if _gone(updated.fault, "UpdateSchedule", name) else "rescheduled"
+    now_ms = int(now * 1000)
+    request = parking.send_message_of(
+        json.dumps(_moved_input(target["Input"], message_id, due_ms, now_ms))
+    )
+    [sent] = yield [Call("sqs", "SendMessage", request)]
+    if sent.fault is not None:
+        raise SqsOperationError("SendMessage", name, sent.fault.code, sent.fault.detail)
+    # Deleting is tidying: if it fails and the schedule fires, the registry's claim (or
+    # FIFO deduplication) keeps the second copy from a second delivery.
+    [deleted] = yield [Call("scheduler", "DeleteSchedule", ident)]
+    if deleted.fault is not None and deleted.fault.code != "ResourceNotFoundException":
+        log.warning("schedule.delete_failed", schedule=name, code=deleted.fault.code)
+    return "rescheduled"

@@ -13,25 +13,26 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from sqsdelay.core import batching, parking, schedules
+from sqsdelay.core import batching, parking, registry, schedules, wirenames
 from sqsdelay.core.backoff import BackoffTimer, retry_backoff_seconds, visibility_seconds
 from sqsdelay.core.calls import Call, Fault, Flow, gather, pause
 from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import HandOver, Limits, Park, Received, Requeue
 from sqsdelay.core.failures import FailureLog, is_message_fault
-from sqsdelay.core.metrics import FALLBACKS, HELD, Tally, lateness_ms
+from sqsdelay.core.metrics import CANCELLED, FALLBACKS, HELD, Tally, lateness_ms
 from sqsdelay.core.processing import Outgoing, decide_batch, outgoing
 from sqsdelay.core.quotas import MAX_BATCH_ENTRIES, MAX_MESSAGE_BYTES
 from sqsdelay.core.types import Target
+from sqsdelay.core.wire import number_attribute
 from sqsdelay.errors import InvalidMessage
 from sqsdelay.logs import get_logger
 
 log = get_logger("sqsdelay.step")
 
-End = Literal["handed-over", "requeued", "parked", "dead-lettered", "held"]
+End = Literal["handed-over", "requeued", "parked", "dead-lettered", "held", "cancelled", "dropped"]
 END: dict[str, End] = {
     "delay.handed_over": "handed-over",
     "delay.requeued": "requeued",
@@ -96,6 +97,7 @@ class StepConfig:
     park_concurrency: int = 10
     # The ECS worker deletes what it moved; Lambda deletes every record it is not told failed.
     delete: bool = True
+    registry_table: str | None = None  # SQSDELAY_REGISTRY=dynamodb: the table
 
 
 class StepState:
@@ -106,6 +108,7 @@ class StepState:
         self.offset = ClockOffset()
         self.sends = BackoffTimer()
         self.scheduler = BackoffTimer()
+        self.registry = BackoffTimer()
         self.failures = FailureLog()
         self.stats = Stats()
 
@@ -148,6 +151,22 @@ def _waits(out: Outgoing) -> bool:
 
 def _wait_ms(out: Outgoing) -> int:
     return _hand_over(out).wait_ms
+
+
+def _registry_id(received: Received) -> str | None:
+    """The key of a message's record: the id `send` printed (NServiceBus.MessageId)."""
+    value = received.attributes.get(wirenames.MESSAGE_ID_ATTRIBUTE)
+    text = value.get("StringValue") if value else None
+    try:
+        return registry.check_message_id(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+def _due_from(received: Received, record: registry.Record) -> Received:
+    """The message with the due time its record was rescheduled to."""
+    due = {wirenames.DUE_AT_ATTRIBUTE: number_attribute(record.due_ms)}
+    return replace(received, attributes={**received.attributes, **due})
 
 
 def _groups(waiting: list[Outgoing]) -> list[list[Outgoing]]:
@@ -196,6 +215,8 @@ def handle(
     step = _Step(
         queues, park_target, config, state, clock, local_ms, deadline, outcome or Outcome()
     )
+    if config.registry_table:
+        received = yield from step.follow_registry(received, config.registry_table)
     outs, stuck = decide_batch(
         received,
         local_ms=local_ms,
@@ -209,6 +230,8 @@ def handle(
         log.error("delay.unhandled", message_id=r.message_id, queue=queues.delay)
         step.hold(r, retry_backoff_seconds(r.receive_count), "cannot be handled")
     rest = yield from step.park(outs)
+    if config.registry_table:
+        rest = yield from step.claim(rest, config.registry_table)
     yield from step.send(rest)
     if config.delete:
         yield from step.delete()
@@ -236,6 +259,8 @@ class _Step:
         self.budget = _Budget(clock, deadline, config.call_timeout)
         self.outcome = outcome
         self.done: list[Outgoing] = []  # sent or parked: the originals may be deleted
+        self.dropped: list[Received] = []  # cancelled or a second copy: deleted, never sent
+        self.records: dict[str, registry.Record] = {}  # by NServiceBus.MessageId
         self.local_ms = local_ms  # when the batch arrived: `clock()` need not be epoch time
         self.offset_ms = 0  # the clock offset estimate the decisions used (set by `handle`)
 
@@ -282,6 +307,111 @@ class _Step:
             tally.handed_over(destination, late)
         elif isinstance(d, Requeue):  # a parked message is not in the loop: not counted
             tally.due(destination, d.due_ms - self.broker_ms())
+
+    # -- the registry ----------------------------------------------------------------------
+
+    def follow_registry(self, received: list[Received], table: str) -> Flow[list[Received]]:
+        """Read the records of the batch: drop what was cancelled (or was handed over by
+        another copy), give a rescheduled message its new due time, hold what the registry
+        could not answer for (backing off; never the error queue). Messages without a record
+        (NServiceBus's, or sent without the registry) go on as they came."""
+        ids = {r.message_id: i for r in received if (i := _registry_id(r)) is not None}
+        if not ids:
+            return received
+        wait = self.state.registry.retry_in(registry.BREAKER_KEY, self.clock())
+        timeout = self.budget.timeout(PARK_SHARE)
+        if wait > 0 or timeout <= 0:
+            lookup = registry.Lookup({}, frozenset(ids.values()))
+        else:
+            lookup = yield from registry.read(
+                table, self.queues.destination, list(ids.values()), timeout
+            )
+            self._registry_answered(lookup.fault)
+        kept: list[Received] = []
+        for r in received:
+            ident = ids.get(r.message_id)
+            record = lookup.records.get(ident) if ident else None
+            if ident in lookup.failed:
+                self._registry_hold(r)
+            elif record is None:
+                kept.append(r)
+            elif record.state == "cancelled":
+                self.drop(r, "cancelled")
+            elif record.state == "handed-over" and record.claimed_by != r.message_id:
+                self.drop(r, "duplicate")
+            else:
+                self.records[r.message_id] = record
+                kept.append(_due_from(r, record) if record.moved else r)
+        return kept
+
+    def claim(self, outs: list[Outgoing], table: str) -> Flow[list[Outgoing]]:
+        """Claim the record of each hand-over (one conditional write each, all at once)
+        before anything is sent: the claim decides a race with a cancel or a reschedule.
+        Returns what may be sent."""
+        claims = [
+            (o, rec)
+            for o in outs
+            if isinstance(o.decision, HandOver) and (rec := self.records.get(o.source.message_id))
+        ]
+        if not claims:
+            return outs
+        timeout = self.budget.timeout(SEND_SHARE)  # a claim is the start of its send
+        results: list[registry.Claim]
+        if self.state.registry.retry_in(registry.BREAKER_KEY, self.clock()) > 0 or timeout <= 0:
+            results = ["failed"] * len(claims)
+        else:
+            now = self.broker_ms()
+            calls = [
+                registry.claim_call(table, rec, o.source.message_id, now, timeout)
+                for o, rec in claims
+            ]
+            answers = yield calls
+            results = [registry.claimed(a.fault) for a in answers]
+            faults = [a.fault for a, r in zip(answers, results, strict=True) if r == "failed"]
+            self._registry_answered(faults[0] if faults else None)
+        blocked: set[str] = set()
+        for (out, _), result in zip(claims, results, strict=True):
+            if result == "claimed":
+                continue
+            blocked.add(out.source.message_id)
+            if result == "failed":
+                self._registry_hold(out.source)
+            elif result == "moved":  # rescheduled meanwhile: the next receive reads it again
+                self.hold(out.source, 1, "rescheduled while being handed over")
+            else:
+                self.drop(out.source, result)
+        return [o for o in outs if o.source.message_id not in blocked]
+
+    def _registry_answered(self, fault: Fault | None) -> None:
+        if fault is None:
+            self.state.registry.success(registry.BREAKER_KEY)
+            return
+        wait = self.state.registry.failure(registry.BREAKER_KEY, self.clock())
+        log.error(
+            "registry.unavailable",
+            code=fault.code,
+            detail=fault.detail[:300],
+            retry_in_seconds=wait,
+        )
+
+    def _registry_hold(self, source: Received) -> None:
+        wait = self.state.registry.retry_in(registry.BREAKER_KEY, self.clock())
+        self.hold(source, visibility_seconds(max(wait, 1)), "registry unavailable")
+
+    def drop(self, source: Received, why: Literal["cancelled", "duplicate"]) -> None:
+        """Delete without sending: cancelled, or a copy of a message another copy handed over."""
+        self.dropped.append(source)
+        self.outcome.ends[source.message_id] = "cancelled" if why == "cancelled" else "dropped"
+        event = "delay.cancelled" if why == "cancelled" else "delay.duplicate_dropped"
+        self.state.stats.events[event] += 1
+        self.state.stats.tally.count(self.queues.destination, CANCELLED)
+        self.state.failures.forget(source.message_id)
+        log.info(
+            event,
+            message_id=source.message_id,
+            nservicebus_message_id=_registry_id(source),
+            destination=self.queues.destination,
+        )
 
     # -- parking ---------------------------------------------------------------------------
 
@@ -461,11 +591,11 @@ class _Step:
         """Delete the originals of what was sent or parked. A failed delete brings the message
         back after the visibility timeout: a requeue is then dropped by FIFO deduplication, a
         hand-over may be delivered twice."""
-        done = self.done
+        done = [o.source for o in self.done] + self.dropped
         step = MAX_BATCH_ENTRIES
         chunks = [done[i : i + step] for i in range(0, len(done), step)]
         entries = [
-            [{"Id": str(i), "ReceiptHandle": o.source.receipt_handle} for i, o in enumerate(c)]
+            [{"Id": str(i), "ReceiptHandle": r.receipt_handle} for i, r in enumerate(c)]
             for c in chunks
         ]
         failed = yield from self._delay_queue_calls("DeleteMessageBatch", entries)

@@ -12,7 +12,8 @@ class AttributeValue(TypedDict):
 Attributes = dict[str, AttributeValue]
 Route = Literal["direct", "delay-queue"]
 Sent = Literal["direct", "delay-queue", "parked"]  # how a send went out
-CancelOutcome = Literal["cancelled", "too-late"]
+CancelOutcome = Literal["cancelled", "too-late", "unknown"]
+RescheduleOutcome = Literal["rescheduled", "too-late", "unknown"]
 Target = Literal["delay", "destination", "error"]  # the role of a queue in a trio
 WireFormat = Literal["raw", "nservicebus"]
 InvalidDelayAction = Literal["error", "deliver"]  # what the worker does with a bad delay

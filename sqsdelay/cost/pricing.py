@@ -35,6 +35,8 @@ class Pricing(BaseModel):
     free_requests_per_month: int = Field(ge=0)
     billing_chunk_bytes: int = Field(gt=0)
     scheduler_per_million: float = Field(ge=0)
+    dynamodb_write_per_million: float = Field(ge=0)
+    dynamodb_read_per_million: float = Field(ge=0)
 
     @model_validator(mode="after")
     def _tiers_ascend(self) -> Pricing:
@@ -58,6 +60,14 @@ class Pricing(BaseModel):
     @property
     def scheduler_price(self) -> float:
         return self.scheduler_per_million / 1e6
+
+    @property
+    def write_unit_price(self) -> float:
+        return self.dynamodb_write_per_million / 1e6
+
+    @property
+    def read_unit_price(self) -> float:
+        return self.dynamodb_read_per_million / 1e6
 
 
 def load_pricing(path: Path | None = None) -> Pricing:
@@ -98,6 +108,12 @@ class PythonOps:
 
 
 NEVER = 2**62  # a park threshold no delay reaches: parking off
+# The registry's request units per delayed message (items well under 1 KB; docs/registry.md):
+# the sender's PutItem (1, and 1 for the index), its mark after the send (1; the index is
+# not touched), the worker's claim at the hand-over (1, and 1 for the index).
+REGISTRY_WRITE_UNITS = 5
+# Each hop reads the record (BatchGetItem, eventually consistent: half a unit per item).
+REGISTRY_READ_UNITS_PER_HOP = 0.5
 
 
 @dataclass(frozen=True)
@@ -179,6 +195,10 @@ class Requests:
     parked_fifo: Any  # the batched worker with parking (SQSDELAY_PARKING=scheduler)
     parked_standard: Any
     parked_invocations: Any
+    # The registry (SQSDELAY_REGISTRY=dynamodb), on top of the batched or parked worker.
+    registry_writes: Any
+    registry_reads: Any
+    parked_registry_reads: Any
 
     @classmethod
     def of(cls, q: Quantities, *, cycle_seconds: int = 900, batch_fill: int = 10) -> Requests:
@@ -212,6 +232,11 @@ class Requests:
             parked_fifo=batched_fifo - loop_of_parked + parked_hop,
             parked_standard=q.batch_chunks / f + q.chunks - q.routed_chunks,
             parked_invocations=q.parked,
+            registry_writes=REGISTRY_WRITE_UNITS * q.routed,
+            registry_reads=REGISTRY_READ_UNITS_PER_HOP * q.cycles,
+            # A parked message skips its loop and makes the last hop only.
+            parked_registry_reads=REGISTRY_READ_UNITS_PER_HOP
+            * (q.cycles - q.parked_cycles + q.parked),
         )
 
 
@@ -311,6 +336,10 @@ class Estimate:
     parked_requests: float
     parked_invocations: float
     parked_cost: float
+    registry_write_units: float
+    registry_read_units: float
+    registry_cost: float  # added to the batched worker's cost with SQSDELAY_REGISTRY=dynamodb
+    parked_registry_cost: float  # ... to the parked worker's
 
 
 def estimate(
@@ -357,4 +386,13 @@ def estimate(
         parked_cost=fifo * p.fifo_price
         + standard * p.standard_price
         + invocations * p.scheduler_price,
+        registry_write_units=r.registry_writes,
+        registry_read_units=r.registry_reads,
+        registry_cost=registry_cost(r.registry_writes, r.registry_reads, p),
+        parked_registry_cost=registry_cost(r.registry_writes, r.parked_registry_reads, p),
     )
+
+
+def registry_cost(writes: Any, reads: Any, pricing: Pricing) -> Any:
+    """The registry's DynamoDB request units at on-demand prices."""
+    return writes * pricing.write_unit_price + reads * pricing.read_unit_price

@@ -14,10 +14,13 @@ from typing import Any
 
 from sqsdelay.cost.bands import BAND_ORDER
 from sqsdelay.cost.pricing import (
+    REGISTRY_READ_UNITS_PER_HOP,
+    REGISTRY_WRITE_UNITS,
     Pricing,
     Quantities,
     Requests,
     idle_polls_per_month,
+    registry_cost,
     tiered_cost,
 )
 from sqsdelay.errors import InvalidInput
@@ -68,6 +71,10 @@ def priced(agg: Any, p: Pricing, *, cycle_seconds: int, batch_fill: int) -> Any:
         + df["parked_standard"] * p.standard_price
         + df["parked_invocations"] * p.scheduler_price
     )
+    df["registry_cost"] = registry_cost(df["registry_writes"], df["registry_reads"], p)
+    df["parked_registry_cost"] = registry_cost(
+        df["registry_writes"], df["parked_registry_reads"], p
+    )
     df["scheduler_requests"] = df["scheduler_invocations"] + df["scheduler_standard"]
     df["scheduler_cost"] = (
         df["scheduler_invocations"] * p.scheduler_price
@@ -76,9 +83,14 @@ def priced(agg: Any, p: Pricing, *, cycle_seconds: int, batch_fill: int) -> Any:
     return df
 
 
-SUMS = ["messages", "delayed_messages", "delay_seconds", "cycles"] + [
-    f"{m}_{x}" for m in MODELS for x in ("requests", "cost")
-]
+SUMS = [
+    "messages",
+    "delayed_messages",
+    "delay_seconds",
+    "cycles",
+    "registry_cost",
+    "parked_registry_cost",
+] + [f"{m}_{x}" for m in MODELS for x in ("requests", "cost")]
 
 
 def build(
@@ -158,6 +170,10 @@ def build(
         "free_requests_per_month": pricing.free_requests_per_month,
         "average_monthly_cost": float(by_month["billed_cost"].mean()),
         "cost_per_delayed_message": float(totals["batched_cost"]) / delayed if delayed else 0.0,
+        "registry_cost": float(totals["registry_cost"]),
+        "registry_cost_per_delayed_message": (
+            float(totals["registry_cost"]) / delayed if delayed else 0.0
+        ),
         "options": _options(totals, idle_cost),
     }
     assumptions = [
@@ -177,6 +193,11 @@ def build(
         "destination per month in which it had traffic.",
         "EventBridge Scheduler: one one-time schedule per delayed message, which sends the "
         "message to the destination when due (one standard send).",
+        f"The registry (SQSDELAY_REGISTRY=dynamodb) adds, per delayed message, "
+        f"{REGISTRY_WRITE_UNITS} DynamoDB write request units and "
+        f"{REGISTRY_READ_UNITS_PER_HOP} read units per worker pass, at on-demand prices "
+        f"({pricing.dynamodb_write_per_million} and {pricing.dynamodb_read_per_million} "
+        f"{pricing.currency} per million): the registry column, on top of the batched worker.",
     ]
     tables = {
         "by_destination": by_destination,
@@ -318,6 +339,7 @@ VIEW = [
     ("batched_cost", "batched", MONEY),
     ("parked_cost", "parked", MONEY),
     ("scheduler_cost", "Scheduler", MONEY),
+    ("registry_cost", "registry (added)", MONEY),
     ("idle_poll_cost", "idle polling", MONEY),
     ("billed_cost", "billed", MONEY),
 ]

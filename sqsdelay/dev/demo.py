@@ -40,7 +40,9 @@ PLAN = [
 # ms: its own lateness is the worker's plus that.
 LATENESS_TOLERANCE = 0.5
 PARK_AFTER = 10  # seconds: longer delays wait in (emulated) EventBridge Scheduler
-CANCELLED = ("billing", 25)  # parked, then cancelled: must never arrive
+CANCELLED = ("billing", 19)  # parked, then cancelled: must never arrive
+LOOP_CANCELLED = ("reminders", 9)  # cancelled after its first cycle, while it loops
+RESCHEDULED = ("billing", 6, 14)  # looping, moved from 6 s to 14 s after the send
 
 
 @dataclass
@@ -55,6 +57,7 @@ class Row:
     delivered: float | None = None
     copies: int = 0
     cancelled: bool = False
+    to_cancel: bool = False  # cancel it once the worker has moved it once
 
     @property
     def lateness(self) -> float | None:
@@ -131,6 +134,8 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
             parking="scheduler",
             scheduler_role_arn="arn:aws:iam::123456789012:role/sqsdelay-scheduler",
             park_after_seconds=PARK_AFTER,
+            registry="dynamodb",
+            registry_table="demo-scheduled",
         )
         console.print(
             Panel.fit(
@@ -139,7 +144,8 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
                 f"a delay above {CYCLE} s goes through <queue>-delay.fifo and the worker moves\n"
                 f"it on each cycle; a shorter one goes straight to the queue with DelaySeconds.\n"
                 f"Above {PARK_AFTER} s a message is parked in EventBridge Scheduler (emulated)\n"
-                f"until one cycle before it is due; one parked message is then cancelled.\n"
+                f"until one cycle before it is due. With the registry (DynamoDB, emulated),\n"
+                f"one parked and one looping message are cancelled, and one is rescheduled.\n"
                 f"Events are recorded in {events}",
                 title="sqsdelay demo",
             )
@@ -147,10 +153,14 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
         installer = Installer(settings)
         installer.run(DESTINATIONS)
         installer.schedule_group(DESTINATIONS)
+        installer.registry_table(DESTINATIONS)
         sender = Sender(settings)
         sqs = sync_client(settings)
         urls = {d: sqs.get_queue_url(QueueName=f"demo-{d}")["QueueUrl"] for d in DESTINATIONS}
-        rows = [Row(f"demo-{i}", dest, delay) for i, (dest, delay) in enumerate([*PLAN, CANCELLED])]
+        plan = [*PLAN, RESCHEDULED[:2], LOOP_CANCELLED, CANCELLED]
+        rows = [Row(f"demo-{i}", dest, delay) for i, (dest, delay) in enumerate(plan)]
+        moved, looping, gone = rows[-3:]
+        looping.to_cancel = True
         started = time.time()
         with (
             WorkerThread(settings, DESTINATIONS, write_metrics=emf_lines.append),
@@ -158,12 +168,15 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
         ):
             for r in rows:
                 r.due = time.time() + r.delay
-                result = sender.send(r.destination, json.dumps({"demo": r.name}), delay=r.delay)
+                body = json.dumps({"demo": r.name})
+                result = sender.send(r.destination, body, delay=r.delay, id=r.name)
                 r.route, r.group_id = result.route, result.group_id
-            gone = rows[-1]
-            gone.cancelled = sender.cancel(gone.destination, gone.group_id or "") == "cancelled"
-            gone.route = "parked, cancelled" if gone.cancelled else gone.route + ", too-late"
-            deadline = time.monotonic() + max(d for _, d in PLAN) + timeout
+            status, due_ms = sender.reschedule(moved.destination, moved.name, delay=RESCHEDULED[2])
+            if status == "rescheduled":
+                moved.due, moved.route = due_ms / 1000, f"rescheduled to {RESCHEDULED[2]} s"
+            _cancel(sender, gone)
+            live.console.print(_scheduled(sender))
+            deadline = time.monotonic() + RESCHEDULED[2] + max(d for _, d in PLAN) + timeout
             by_name = {r.name: r for r in rows}
             # Wait for every message, and past the cancelled one's due time (it must not come).
             while time.monotonic() < deadline and (
@@ -179,6 +192,9 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
                         row.delivered = row.delivered or now
                         sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
                 _count_cycles(events, rows)
+                if looping.to_cancel and looping.cycles >= 1:  # moved once: it is looping
+                    looping.to_cancel = False
+                    _cancel(sender, looping)
                 live.update(_table(rows, started))
                 time.sleep(0.05)
     lost = [r.name for r in rows if r.delivered is None and not r.cancelled]
@@ -186,9 +202,10 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
     early += [f"{r.name} (cancelled)" for r in rows if r.cancelled and r.delivered is not None]
     late = [r.lateness for r in rows if r.lateness is not None]
     console.print()
+    cancelled = sum(r.cancelled for r in rows)
     console.print(
-        f"delivered {sum(r.delivered is not None for r in rows)}/{len(rows) - 1} "
-        f"(and 1 cancelled), parked {sum('parked' in r.route for r in rows)}, "
+        f"delivered {sum(r.delivered is not None for r in rows)}/{len(rows) - cancelled} "
+        f"(and {cancelled} cancelled), parked {sum('parked' in r.route for r in rows)}, "
         f"early {len(early)}, "
         f"max lateness {max(late, default=0):.2f} s, duplicates "
         f"{sum(max(0, r.copies - 1) for r in rows)}"
@@ -202,6 +219,25 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
     return _cost_report(events, output, console)
 
 
+def _cancel(sender: Sender, row: Row) -> None:
+    row.cancelled = sender.cancel(row.destination, row.name) == "cancelled"
+    row.route += ", cancelled" if row.cancelled else ", too late to cancel"
+
+
+def _scheduled(sender: Sender) -> Table:
+    """What the registry holds (`sqsdelay scheduled`), soonest first."""
+    table = Table(title="sqsdelay scheduled reminders / billing (the registry)")
+    for col in ("due at (UTC)", "message id", "destination", "state", "route"):
+        table.add_column(col)
+    records = [r for d in DESTINATIONS for r in sender.scheduled(d, state=None)]
+    for record in sorted(records, key=lambda r: r.due_ms):
+        row = record.as_dict()
+        table.add_row(
+            row["due_at"][11:23], row["message_id"], row["destination"], row["state"], row["route"]
+        )
+    return table
+
+
 def _compare_metrics(lines: list[str], rows: list[Row], console: Console) -> bool:
     """The worker's metrics (its EMF lines) next to what the demo measured itself; whether
     they agree: the same hand-overs and requeues, lateness within the demo's polling."""
@@ -213,6 +249,7 @@ def _compare_metrics(lines: list[str], rows: list[Row], console: Console) -> boo
                 for metric in directive["Metrics"]:
                     values.setdefault(metric["Name"], []).extend(obj[metric["Name"]])
     worker = [r for r in rows if r.delivered is not None and r.route != "direct"]
+    looped = [r for r in rows if r.route != "direct"]
     measured = [r.lateness or 0.0 for r in worker]
     late = [v / 1000 for v in values.get(LATENESS, [])]
     due = {name: int(sum(values.get(name, []))) for _, name in WINDOWS}
@@ -224,7 +261,13 @@ def _compare_metrics(lines: list[str], rows: list[Row], console: Console) -> boo
         (
             "requeues (due within 1 h)",
             due["DueWithin1h"],
-            sum(r.cycles for r in worker) - len(worker),
+            sum(r.cycles for r in looped) - len(worker),
+            0.0,
+        ),
+        (
+            "cancelled, dropped by the worker",
+            sum(values.get("Cancelled", [])),
+            sum(r.cancelled and "parked" not in r.route for r in rows),
             0.0,
         ),
         *(

@@ -163,6 +163,8 @@ def test_report_files_and_summary(spark: Any, event_log: Path, tmp_path: Path) -
     exact = next(m for m in summary["models"] if m["model"] == "exact")
     assert exact["requests"] == pytest.approx(expected("exact_fifo") + expected("exact_standard"))
     assert summary == {**report.summary, "assumptions": report.assumptions}
+    registry = expected("registry_writes") * 0.625e-6 + expected("registry_reads") * 0.125e-6
+    assert summary["registry_cost"] == pytest.approx(registry) and registry > 0
     for name in ("by_destination", "by_month", "by_band", "delay_histogram", "models"):
         assert (out / f"{name}.csv").stat().st_size > 0
     import pandas as pd
@@ -173,7 +175,7 @@ def test_report_files_and_summary(spark: Any, event_log: Path, tmp_path: Path) -
     assert by_month.index[-1] == "total"
     assert by_month["batched_cost"].iloc[-1] == pytest.approx(by_month["batched_cost"][:-1].sum())
     page = (out / "report.html").read_text()
-    assert page.count("<svg") == 3 and "Assumptions" in page
+    assert page.count("<svg") == 3 and "Assumptions" in page and "registry (added)" in page
     assert "<script" not in page and "<link" not in page and "src=" not in page  # offline
 
 
@@ -220,6 +222,8 @@ def test_cost_estimate_prints_the_reference_numbers() -> None:
         "why they differ",
         # One invocation, Scheduler's send and one batched hop (0.2 + 0.1): 1.3 requests.
         "threshold 10,020 s, parked): 1.3 requests + 1 Scheduler invocation(s), 0.0000016 USD",
+        # The registry: 5 write units, half a read unit on each of the 35,039 passes.
+        "added: 5 write + 17,519.5 read request units, 0.0021931 USD (parked: 0.0000032 USD)",
     ):
         assert text in result.stdout
 

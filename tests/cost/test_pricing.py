@@ -89,13 +89,15 @@ def test_tiers_and_free_tier() -> None:
         (
             "currency: USD\nsqs_tiers:\n - {up_to_requests: 5, standard_per_million: -1, "
             "fifo_per_million: 1}\nfree_requests_per_month: 0\nbilling_chunk_bytes: 1\n"
-            "scheduler_per_million: 1",
+            "scheduler_per_million: 1\ndynamodb_write_per_million: 1\n"
+            "dynamodb_read_per_million: 1",
             "greater than or equal to 0",
         ),
         (
             "currency: USD\nsqs_tiers:\n - {up_to_requests: 5, standard_per_million: 1, "
             "fifo_per_million: 1}\nfree_requests_per_month: 0\nbilling_chunk_bytes: 1\n"
-            "scheduler_per_million: 1",
+            "scheduler_per_million: 1\ndynamodb_write_per_million: 1\n"
+            "dynamodb_read_per_million: 1",
             "must) have up_to_requests: null",
         ),
         ("[unclosed", "not valid YAML"),
@@ -123,3 +125,13 @@ def test_a_changed_price_file_changes_the_figures(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text(text)
     assert estimate(31_536_000, pricing=load_pricing(path)).reference_cost == pytest.approx(0.07008)
+
+
+def test_the_registry_costs_five_writes_and_half_a_read_per_pass() -> None:
+    year = estimate(31_536_000)
+    assert (year.registry_write_units, year.registry_read_units) == (5, 0.5 * 35_039)
+    assert year.registry_cost == pytest.approx(5 * 0.625e-6 + 0.5 * 35_039 * 0.125e-6)
+    # Parked at send: one pass, the last.
+    assert year.parked_registry_cost == pytest.approx(5 * 0.625e-6 + 0.5 * 0.125e-6)
+    direct = estimate(600)  # straight to the destination: no record
+    assert (direct.registry_write_units, direct.registry_cost) == (0, 0)

@@ -242,9 +242,9 @@ def test_cancel_cli_prints_the_outcome_and_exits_3_when_too_late(
         return subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
 
     first = cancel()
-    assert (first.returncode, first.stdout.strip()) == (0, "cancelled"), first.stderr
+    assert (first.returncode, json.loads(first.stdout)["status"]) == (0, "cancelled"), first.stderr
     second = cancel()
-    assert (second.returncode, second.stdout.strip()) == (3, "too-late")
+    assert (second.returncode, json.loads(second.stdout)["status"]) == (3, "too-late")
 
 
 def test_a_crash_between_create_schedule_and_delete_delivers_once(

@@ -1,4 +1,4 @@
-"""A stub SQS and EventBridge Scheduler that answer a core flow's calls in memory.
+"""A stub SQS, EventBridge Scheduler and registry table that answer a core flow's calls in memory.
 
 In the spirit of dramatiq's StubBroker: no server, and every call can be made to fail on
 demand. `fail(api, code)` answers with an error (nothing happens), `timeout(api)` gives no
@@ -35,6 +35,7 @@ class StubAws:
     deleted: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     hidden: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     schedules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    items: dict[str, dict[str, Any]] = field(default_factory=dict)  # the registry, by id
     calls: list[Call] = field(default_factory=list)
     rounds: list[list[Call]] = field(default_factory=list)
     rules: list[_Rule] = field(default_factory=list)
@@ -151,7 +152,31 @@ class StubAws:
             if call.api == "DeleteSchedule":
                 del self.schedules[p["Name"]]
             return dict(found)
+        if call.api == "BatchGetItem":
+            [(table, request)] = p["RequestItems"].items()
+            found = [
+                self.items[k["id"]["S"]] for k in request["Keys"] if k["id"]["S"] in self.items
+            ]
+            return {"Responses": {table: found}, "UnprocessedKeys": {}}
+        if call.api == "UpdateItem" and ":handed" in p["ExpressionAttributeValues"]:
+            return self._claim(p)
         raise AssertionError(f"the stub does not answer {call.api}")
+
+    def _claim(self, p: dict[str, Any]) -> dict[str, Any] | Fault:
+        """The registry's claim: scheduled with the same due time, or claimed by the caller."""
+        values = p["ExpressionAttributeValues"]
+        item = self.items.get(p["Key"]["id"]["S"])
+        state = item["state"]["S"] if item else None
+        ok = item is not None and (
+            (state == "scheduled" and item["due_ms"] == values[":due"])
+            or (state == "handed-over" and item.get("claimed_by") == values[":mid"])
+        )
+        if not ok:
+            fault = Fault("ConditionalCheckFailedException", "The conditional request failed")
+            return Fault(fault.code, fault.detail, 400, item=dict(item) if item else None)
+        assert item is not None
+        item["state"], item["claimed_by"] = {"S": "handed-over"}, values[":mid"]
+        return {}
 
     def count(self, api: str, queue: str | None = None) -> int:
         return sum(1 for c in self.calls if c.api == api and queue in (None, c.queue))

@@ -1,0 +1,464 @@
+"""The registry of scheduled messages: DynamoDB requests and the rules that read their
+answers (pure, no I/O). See docs/registry.md.
+
+One item per message sent through a delay queue, keyed by destination and message id. Every
+change of state is a conditional write, so a cancel, a reschedule and a hand-over racing
+each other have exactly one winner:
+
+- the sender writes the item (`scheduled`, not yet `sent`) before it sends, and marks it
+  `sent` after; a second send with the same key is a duplicate only once the first was sent,
+  so a sender that crashed in between may send again (the claim below keeps it to one
+  delivery);
+- the worker reads the items of a received batch at each hop (a cancel drops the message, a
+  reschedule moves its due time) and, before a hand-over, claims the item: `scheduled` →
+  `handed-over`, naming the SQS message that claimed it. A redelivery of that very SQS message
+  (a crash after the claim) may claim again; any other copy is dropped;
+- `cancel` and `reschedule` succeed only while the item is `scheduled`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
+
+from sqsdelay.core.calls import Call, Fault, Flow
+from sqsdelay.core.types import CancelOutcome
+from sqsdelay.errors import InvalidInput, RegistryError
+
+State = Literal["scheduled", "handed-over", "cancelled"]
+STATES: Final[tuple[State, ...]] = ("scheduled", "handed-over", "cancelled")
+RecordRoute = Literal["delay-queue", "parked"]
+# The global secondary index by destination and due time (`scheduled` lists from it).
+DUE_INDEX: Final = "by-due"
+# How long an item outlives its due time before DynamoDB's TTL removes it: `scheduled` and
+# `cancel` can still answer for it for two weeks.
+KEEP_AFTER_DUE_SECONDS: Final = 14 * 86_400
+# BatchGetItem takes at most 100 keys.
+MAX_BATCH_GET: Final = 100
+# Items per Query page of `listed` (DynamoDB applies the state filter after this limit).
+PAGE: Final = 100
+# Faults after which the registry is backing off (the step holds what needs it).
+SERVICE_FAULT_CODES: Final = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "AccessDeniedException",
+        "ResourceNotFoundException",  # the table is missing
+        "UnrecognizedClientException",
+    }
+)
+BREAKER_KEY: Final = "dynamodb-registry"
+# A message id is the FIFO group and deduplication id of its delay-queue messages: SQS's rule.
+_MESSAGE_ID = re.compile(r"[A-Za-z0-9!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]{1,128}", re.ASCII)
+
+
+def check_message_id(message_id: str) -> str:
+    if not _MESSAGE_ID.fullmatch(message_id):
+        raise InvalidInput(
+            f"the message id {message_id[:140]!r} is not 1 to 128 letters, digits or "
+            "punctuation (it is the FIFO group id of its delay-queue messages): pick a key "
+            "such as an order number or a UUID"
+        )
+    return message_id
+
+
+def key(destination: str, message_id: str) -> dict[str, Any]:
+    return {"id": {"S": f"{destination}/{message_id}"}}
+
+
+@dataclass(frozen=True)
+class Record:
+    destination: str
+    message_id: str
+    due_ms: int
+    state: State
+    route: RecordRoute
+    sent: bool = True
+    moved: bool = False  # rescheduled: the due time here overrides the message's own
+    claimed_by: str = ""  # the SQS MessageId that claimed the hand-over
+
+    def as_dict(self) -> dict[str, Any]:
+        due = datetime.fromtimestamp(self.due_ms / 1000, UTC)
+        return {
+            "message_id": self.message_id,
+            "destination": self.destination,
+            "due_at": due.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "state": self.state,
+            "route": self.route,
+        }
+
+
+def record_of(item: Mapping[str, Any]) -> Record | None:
+    """A record from a DynamoDB item; None when the item is not one of ours."""
+    try:
+        state = item["state"]["S"]
+        route = item.get("route", {}).get("S", "delay-queue")
+        if state not in STATES or route not in ("delay-queue", "parked"):
+            return None
+        return Record(
+            destination=item["destination"]["S"],
+            message_id=item["message_id"]["S"],
+            due_ms=int(item["due_ms"]["N"]),
+            state=state,
+            route=route,
+            sent=bool(item.get("sent", {}).get("BOOL", True)),
+            moved=bool(item.get("moved", {}).get("BOOL", False)),
+            claimed_by=item.get("claimed_by", {}).get("S", ""),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _expires(due_ms: int) -> dict[str, str]:
+    return {"N": str(due_ms // 1000 + KEEP_AFTER_DUE_SECONDS)}
+
+
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def _faulted(fault: Fault | None) -> Fault | None:
+    """A fault other than a failed condition (which is an answer)."""
+    return fault if fault is not None and fault.code != "ConditionalCheckFailedException" else None
+
+
+# -- the sender --------------------------------------------------------------------------
+
+
+def put(table: str, record: Record, now_ms: int, timeout: float | None) -> Flow[bool]:
+    """Write a new record, not yet sent. False: a record with this key is scheduled and was
+    sent (a duplicate: send nothing)."""
+    item = {
+        **key(record.destination, record.message_id),
+        "destination": {"S": record.destination},
+        "message_id": {"S": record.message_id},
+        "due_ms": _n(record.due_ms),
+        "state": {"S": "scheduled"},
+        "route": {"S": record.route},
+        "sent": {"BOOL": False},
+        "updated_ms": _n(now_ms),
+        "expires_at": _expires(record.due_ms),
+    }
+    params = {
+        "TableName": table,
+        "Item": item,
+        "ConditionExpression": "attribute_not_exists(id) OR #s <> :scheduled OR sent = :false",
+        "ExpressionAttributeNames": {"#s": "state"},
+        "ExpressionAttributeValues": {":scheduled": {"S": "scheduled"}, ":false": {"BOOL": False}},
+    }
+    [reply] = yield [Call("dynamodb", "PutItem", params, timeout=timeout)]
+    if (fault := _faulted(reply.fault)) is not None:
+        raise RegistryError("PutItem", table, fault.code, fault.detail)
+    return reply.fault is None
+
+
+def mark_sent(
+    table: str, destination: str, message_id: str, route: str | None, timeout: float | None
+) -> Flow[bool]:
+    """After the send: later sends with this key are duplicates; `route`, how it went out
+    when that is not what the record says (only then is the index written too). False when
+    it failed (the message is sent all the same; a later send with the key sends again, and
+    the claim keeps that to one delivery)."""
+    params: dict[str, Any] = {
+        "TableName": table,
+        "Key": key(destination, message_id),
+        "UpdateExpression": "SET sent = :true",
+        "ConditionExpression": "attribute_exists(id)",
+        "ExpressionAttributeValues": {":true": {"BOOL": True}},
+    }
+    if route is not None:
+        params["UpdateExpression"] += ", #r = :route"
+        params["ExpressionAttributeNames"] = {"#r": "route"}
+        params["ExpressionAttributeValues"][":route"] = {"S": route}
+    [reply] = yield [Call("dynamodb", "UpdateItem", params, timeout=timeout)]
+    return reply.fault is None
+
+
+# -- the worker --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """The records of a batch by message id (absent: no record), and the ids whose lookup
+    failed (`fault`: why)."""
+
+    records: dict[str, Record]
+    failed: frozenset[str]
+    fault: Fault | None = None
+
+
+def read(table: str, destination: str, ids: list[str], timeout: float | None) -> Flow[Lookup]:
+    """BatchGetItem of the records of `ids` (eventually consistent: the claim is what is
+    strongly consistent). Unprocessed keys count as failed."""
+    unique = sorted(set(ids))
+    if not unique:
+        return Lookup({}, frozenset())
+    chunks = [unique[i : i + MAX_BATCH_GET] for i in range(0, len(unique), MAX_BATCH_GET)]
+    calls = [
+        Call(
+            "dynamodb",
+            "BatchGetItem",
+            {"RequestItems": {table: {"Keys": [key(destination, m) for m in chunk]}}},
+            timeout=timeout,
+        )
+        for chunk in chunks
+    ]
+    replies = yield calls
+    records: dict[str, Record] = {}
+    failed: set[str] = set()
+    fault: Fault | None = None
+    for chunk, reply in zip(chunks, replies, strict=True):
+        if reply.fault is not None:
+            failed.update(chunk)
+            fault = reply.fault
+            continue
+        for item in reply.response.get("Responses", {}).get(table, []):
+            found = record_of(item)
+            if found is not None and found.destination == destination:
+                records[found.message_id] = found
+        left = reply.response.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+        for k in left:
+            failed.add(str(k["id"]["S"]).split("/", 1)[-1])
+            fault = fault or Fault("UnprocessedKeys", "throttled: keys left unprocessed")
+    return Lookup(records, frozenset(failed), fault)
+
+
+Claim = Literal["claimed", "cancelled", "duplicate", "moved", "failed"]
+
+
+def claim_call(
+    table: str, record: Record, sqs_message_id: str, now_ms: int, timeout: float
+) -> Call:
+    """The conditional write that makes a hand-over the winner: scheduled with the due time
+    this hand-over was decided for, or already claimed by this very SQS message."""
+    params = {
+        "TableName": table,
+        "Key": key(record.destination, record.message_id),
+        "UpdateExpression": "SET #s = :handed, claimed_by = :mid, updated_ms = :now",
+        "ConditionExpression": "(#s = :scheduled AND due_ms = :due) OR "
+        "(#s = :handed AND claimed_by = :mid)",
+        "ExpressionAttributeNames": {"#s": "state"},
+        "ExpressionAttributeValues": {
+            ":handed": {"S": "handed-over"},
+            ":scheduled": {"S": "scheduled"},
+            ":mid": {"S": sqs_message_id},
+            ":due": _n(record.due_ms),
+            ":now": _n(now_ms),
+        },
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    return Call("dynamodb", "UpdateItem", params, timeout=timeout)
+
+
+def claimed(fault: Fault | None) -> Claim:
+    """Read a claim's answer: `moved` when the record was rescheduled meanwhile (the next
+    receive decides again), `failed` when the registry did not answer (hold and retry)."""
+    if fault is None:
+        return "claimed"
+    if fault.code != "ConditionalCheckFailedException":
+        return "failed"
+    now = record_of(fault.item or {})
+    if now is None or now.state == "cancelled":
+        return "cancelled"  # gone (a manual delete) or cancelled: never delivered
+    if now.state == "handed-over":
+        return "duplicate"
+    return "moved"
+
+
+# -- cancel, reschedule, list ------------------------------------------------------------
+
+Change = Literal["done", "too-late", "cancelled", "unknown"]
+
+
+def _change(
+    table: str,
+    destination: str,
+    message_id: str,
+    update: str,
+    values: dict[str, Any],
+    timeout: float | None,
+) -> Flow[tuple[Change, Record | None]]:
+    params = {
+        "TableName": table,
+        "Key": key(destination, message_id),
+        "UpdateExpression": update,
+        "ConditionExpression": "#s = :scheduled",
+        "ExpressionAttributeNames": {"#s": "state"},
+        "ExpressionAttributeValues": {":scheduled": {"S": "scheduled"}, **values},
+        "ReturnValues": "ALL_NEW",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    [reply] = yield [Call("dynamodb", "UpdateItem", params, timeout=timeout)]
+    if (fault := _faulted(reply.fault)) is not None:
+        raise RegistryError("UpdateItem", table, fault.code, fault.detail)
+    if reply.fault is None:
+        return "done", record_of(reply.response.get("Attributes", {}))
+    old = record_of(reply.fault.item or {})
+    if old is None:
+        return "unknown", None
+    return ("cancelled" if old.state == "cancelled" else "too-late"), old
+
+
+def cancel(
+    table: str, destination: str, message_id: str, now_ms: int, timeout: float | None
+) -> Flow[tuple[CancelOutcome, Record | None]]:
+    """scheduled → cancelled. `cancelled` also when it already was (cancelling twice is
+    fine); `too-late` once handed over; `unknown` without a record."""
+    update = "SET #s = :cancelled, updated_ms = :now"
+    values = {":cancelled": {"S": "cancelled"}, ":now": _n(now_ms)}
+    change, record = yield from _change(table, destination, message_id, update, values, timeout)
+    if change in ("done", "cancelled"):
+        return "cancelled", record
+    return ("too-late" if change == "too-late" else "unknown"), record
+
+
+def reschedule(
+    table: str, destination: str, message_id: str, due_ms: int, now_ms: int, timeout: float | None
+) -> Flow[tuple[Change, Record | None]]:
+    """Move the due time of a scheduled record (`moved`: the worker's next read follows it)."""
+    update = "SET due_ms = :due, moved = :true, updated_ms = :now, expires_at = :expires"
+    values = {
+        ":due": _n(due_ms),
+        ":true": {"BOOL": True},
+        ":now": _n(now_ms),
+        ":expires": _expires(due_ms),
+    }
+    return (yield from _change(table, destination, message_id, update, values, timeout))
+
+
+def query_params(
+    table: str,
+    destination: str,
+    *,
+    due_before_ms: int | None,
+    state: State | None,
+    page_size: int,
+    start: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """One page of the index query: soonest first, never a scan."""
+    names = {"#d": "destination"}
+    values: dict[str, Any] = {":d": {"S": destination}}
+    condition = "#d = :d"
+    if due_before_ms is not None:
+        condition += " AND due_ms < :before"
+        values[":before"] = _n(due_before_ms)
+    params: dict[str, Any] = {
+        "TableName": table,
+        "IndexName": DUE_INDEX,
+        "KeyConditionExpression": condition,
+        "ScanIndexForward": True,
+        "Limit": page_size,
+    }
+    if state is not None:
+        params["FilterExpression"] = "#s = :state"
+        names["#s"] = "state"
+        values[":state"] = {"S": state}
+    params["ExpressionAttributeNames"] = names
+    params["ExpressionAttributeValues"] = values
+    if start:
+        params["ExclusiveStartKey"] = dict(start)
+    return params
+
+
+def listed(
+    table: str,
+    destination: str,
+    *,
+    due_before_ms: int | None,
+    state: State | None,
+    limit: int,
+    timeout: float | None,
+) -> Flow[list[Record]]:
+    """Up to `limit` records, soonest first, page by page."""
+    out: list[Record] = []
+    start: Mapping[str, Any] | None = None
+    while len(out) < limit:
+        params = query_params(
+            table,
+            destination,
+            due_before_ms=due_before_ms,
+            state=state,
+            page_size=PAGE,
+            start=start,
+        )
+        [reply] = yield [Call("dynamodb", "Query", params, timeout=timeout)]
+        if reply.fault is not None:
+            raise RegistryError("Query", table, reply.fault.code, reply.fault.detail)
+        out += [r for i in reply.response.get("Items", []) if (r := record_of(i)) is not None]
+        start = reply.response.get("LastEvaluatedKey")
+        if not start:
+            break
+    return out[:limit]
+
+
+# -- the table ---------------------------------------------------------------------------
+
+
+def create_table_request(table: str) -> dict[str, Any]:
+    """On-demand, keyed by `id`, with the index by destination and due time. DynamoDB
+    encrypts every table at rest (with an AWS owned key: the records hold no bodies)."""
+    return {
+        "TableName": table,
+        "BillingMode": "PAY_PER_REQUEST",
+        "AttributeDefinitions": [
+            {"AttributeName": "id", "AttributeType": "S"},
+            {"AttributeName": "destination", "AttributeType": "S"},
+            {"AttributeName": "due_ms", "AttributeType": "N"},
+        ],
+        "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": DUE_INDEX,
+                "KeySchema": [
+                    {"AttributeName": "destination", "KeyType": "HASH"},
+                    {"AttributeName": "due_ms", "KeyType": "RANGE"},
+                ],
+                # What `scheduled` prints, no more: the sender's second write (`sent`) and
+                # the claim's `claimed_by` then cost no index write.
+                "Projection": {
+                    "ProjectionType": "INCLUDE",
+                    "NonKeyAttributes": ["message_id", "state", "route"],
+                },
+            }
+        ],
+    }
+
+
+TTL_ATTRIBUTE: Final = "expires_at"
+
+
+def table_problems(
+    description: Mapping[str, Any],
+    ttl: Mapping[str, Any],
+    backups: Mapping[str, Any],
+) -> list[str]:
+    """What is wrong with an existing table (DescribeTable, DescribeTimeToLive and
+    DescribeContinuousBackups answers)."""
+    problems: list[str] = []
+    keys = {(k["AttributeName"], k["KeyType"]) for k in description.get("KeySchema", [])}
+    if keys != {("id", "HASH")}:
+        problems.append(f"key schema is {sorted(keys)}, not id (HASH)")
+    index = next(
+        (i for i in description.get("GlobalSecondaryIndexes", []) if i["IndexName"] == DUE_INDEX),
+        None,
+    )
+    wanted = {("destination", "HASH"), ("due_ms", "RANGE")}
+    if index is None or {(k["AttributeName"], k["KeyType"]) for k in index["KeySchema"]} != wanted:
+        problems.append(f"no index {DUE_INDEX} by destination (HASH) and due_ms (RANGE)")
+    mode = description.get("BillingModeSummary", {}).get("BillingMode", "PROVISIONED")
+    if mode != "PAY_PER_REQUEST":
+        problems.append(f"billing mode is {mode}, not PAY_PER_REQUEST (on-demand)")
+    spec = ttl.get("TimeToLiveDescription", {})
+    if spec.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING") or (
+        spec.get("AttributeName") != TTL_ATTRIBUTE
+    ):
+        problems.append(f"time to live is not enabled on {TTL_ATTRIBUTE}")
+    pitr = backups.get("ContinuousBackupsDescription", {}).get("PointInTimeRecoveryDescription", {})
+    if pitr.get("PointInTimeRecoveryStatus") != "ENABLED":
+        problems.append("point-in-time recovery is off")
+    return problems
