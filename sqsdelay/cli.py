@@ -263,7 +263,9 @@ STATUS_EXIT = {"cancelled": 0, "rescheduled": 0, "too-late": 3, "unknown": 4}
 def cancel(
     ctx: typer.Context,
     queue: Annotated[str, typer.Argument(help="destination queue (without prefix)")],
-    message_id: Annotated[str, typer.Argument(help="the message_id that send printed")],
+    message_id: Annotated[
+        str, typer.Argument(help="the message's id: send's --id, or the group_id it printed")
+    ],
 ) -> int:
     """Cancel a scheduled message (with the registry, or a parked one).
 
@@ -307,7 +309,9 @@ def _utc_time(text: str, flag: str) -> datetime:
 def reschedule(
     ctx: typer.Context,
     queue: Annotated[str, typer.Argument(help="destination queue (without prefix)")],
-    message_id: Annotated[str, typer.Argument(help="the message_id that send printed")],
+    message_id: Annotated[
+        str, typer.Argument(help="the message's id: send's --id, or the group_id it printed")
+    ],
     delay: Annotated[str | None, typer.Option(help="the new delay, in seconds from now")] = None,
     at: Annotated[str | None, typer.Option(help="the new due time, ISO 8601 with a zone")] = None,
 ) -> int:

@@ -380,6 +380,11 @@ class _SenderCore:
         self._client: Any = None  # the SQS client (its region names the error queue's ARN)
         self._table = self.settings.registry_table_name()
 
+    def _services(self) -> list[str]:
+        """The services other than SQS this sender calls."""
+        on = {"scheduler": self.settings.parking == "scheduler", "dynamodb": bool(self._table)}
+        return [service for service, used in on.items() if used]
+
     def _url(self, planned: PlannedSend) -> Flow[str]:
         self.resolver.trio(planned.requested)  # names the queues, so that a miss has its fix
         return (yield from self.resolver.lookup(planned.queue))
@@ -675,10 +680,10 @@ class Sender(_SenderCore):
         super().__init__(settings, clock)
         self._client = client or sync_client(self.settings)
         clients = {"sqs": self._client}
-        if self.settings.parking == "scheduler":
-            clients["scheduler"] = scheduler or sync_scheduler(self.settings)
-        if self._table is not None:
-            clients["dynamodb"] = dynamodb or sync_dynamodb(self.settings)
+        given = {"scheduler": scheduler, "dynamodb": dynamodb}
+        makers = {"scheduler": sync_scheduler, "dynamodb": sync_dynamodb}
+        for service in self._services():
+            clients[service] = given[service] or makers[service](self.settings)
         self._caller = SyncCaller(clients, self.resolver, threads=self.settings.park_concurrency)
 
     def send(self, queue: str, body: str, **options: Unpack[MessageOptions]) -> SendResult:
@@ -743,15 +748,10 @@ class AsyncSender(_SenderCore):
         kwargs = client_kwargs(self.settings, max_pool=50)
         self._client = await self._stack.enter_async_context(self._session.client("sqs", **kwargs))
         clients = {"sqs": self._client}
-        if self.settings.parking == "scheduler":
+        for service in self._services():
             kwargs = service_kwargs(self.settings, max_pool=50)
-            clients["scheduler"] = await self._stack.enter_async_context(
-                self._session.client("scheduler", **kwargs)
-            )
-        if self._table is not None:
-            kwargs = service_kwargs(self.settings, max_pool=50)
-            clients["dynamodb"] = await self._stack.enter_async_context(
-                self._session.client("dynamodb", **kwargs)
+            clients[service] = await self._stack.enter_async_context(
+                self._session.client(service, **kwargs)
             )
         self._caller = AsyncCaller(clients, self.resolver)
         return self

@@ -116,3 +116,43 @@ def test_no_cancelled_message_is_ever_sent_and_every_record_ends_once(
         if kind in ("cancelled", "other"):
             assert f"body {i}" not in sent
     assert stub.queues["error"] == []  # a registry fault never dead-letters
+
+
+ANY_VALUE = st.one_of(
+    st.text(max_size=200),
+    st.binary(max_size=20),
+    st.integers(),
+    st.none(),
+    st.lists(st.text(max_size=5), max_size=3),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from(["DataType", "StringValue", "BinaryValue"]), ANY_VALUE),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_whatever_a_producer_wrote_as_the_id_every_record_ends_once(
+    values: list[dict[str, Any]],
+) -> None:
+    """NServiceBus.MessageId is the registry's key: any value a producer put there (not a
+    string, too long, binary) is looked up only when it is a valid id, and never stops the
+    batch."""
+    stub = StubAws()
+    batch = [
+        message(i, 5, attrs={wirenames.MESSAGE_ID_ATTRIBUTE: value})
+        for i, value in enumerate(values)
+    ]
+    outcome = run(batch, stub, config=CONFIG)
+    assert set(outcome.ends) == {m.message_id for m in batch}
+    asked = [
+        k["id"]["S"]
+        for c in stub.calls
+        if c.api == "BatchGetItem"
+        for k in next(iter(c.params["RequestItems"].values()))["Keys"]
+    ]
+    for key in asked:
+        registry.check_message_id(key.split("/", 1)[1])  # only valid ids were looked up

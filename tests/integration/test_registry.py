@@ -465,6 +465,32 @@ def test_a_sender_killed_between_record_and_send_loses_nothing_on_retry(
     assert copies == 1  # k2's first copy was sent too: the claim let one through
 
 
+def test_a_parking_sender_killed_after_its_schedule_loses_nothing_on_retry(
+    parked: Settings, sqs: Any, dynamodb: Any, scheduler: Any, cli_env: dict[str, str]
+) -> None:
+    urls = install(parked, sqs, dynamodb)
+    env = {
+        **cli_env,
+        "SQSDELAY_MAX_NATIVE_DELAY_SECONDS": str(PARK_CYCLE),
+        "SQSDELAY_PARKING": "scheduler",
+        "SQSDELAY_SCHEDULER_ROLE_ARN": ROLE,
+        "SQSDELAY_PARK_AFTER_SECONDS": "6",
+    }
+    # The schedule is created, the record not yet marked sent: the caller saw no success.
+    killed(env, "UpdateItem", "send", "orders", "--delay", "7", "--body", "p1", "--id", "p1")
+    assert len(scheduler.list_schedules(GroupName=parked.schedule_group)["Schedules"]) == 1
+    sender = Sender(parked, client=sqs, scheduler=scheduler, dynamodb=dynamodb)
+    retry = sender.send("orders", "p1", delay=7, id="p1")
+    assert retry.duplicate is False  # the schedule exists: this copy goes into the loop
+    collector = Collector(sqs, urls["orders"])
+    with RunningWorker(parked, ["orders"]) as running:
+        collector.until(1, timeout=40)
+        collector.quiet_for(PARK_CYCLE + 2)
+        copies = running.worker.stats.events["delay.duplicate_dropped"]
+    assert [d.body for d in collector.got] == ["p1"]
+    assert copies == 1  # the schedule's copy and the loop's: the claim let one through
+
+
 def test_a_worker_killed_around_its_claim_delivers_once_and_never_a_cancel(
     looping: Settings, sqs: Any, dynamodb: Any, cli_env: dict[str, str]
 ) -> None:
@@ -633,3 +659,30 @@ def test_the_sender_policy_grants_exactly_what_send_cancel_reschedule_and_list_c
     assert calls == {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"}
     assert resolved == expected
     assert resources["Table"]["DeletionPolicy"] == "Retain"
+
+
+def test_the_async_sender_records_cancels_reschedules_and_lists_the_same_way(
+    looping: Settings, sqs: Any, dynamodb: Any
+) -> None:
+    import asyncio
+
+    from sqsdelay.aws.sender import AsyncSender
+
+    install(looping, sqs, dynamodb)
+
+    async def main() -> list[Any]:
+        async with AsyncSender(looping) as sender:
+            first = await sender.send("orders", "a", delay=600, id="async-1")
+            again = await sender.send("orders", "a", delay=600, id="async-1")
+            await sender.send("orders", "b", delay=900, id="async-2")
+            moved = await sender.reschedule("orders", "async-2", delay=300)
+            cancelled = await sender.cancel("orders", "async-1")
+            listed = await sender.scheduled("orders", state=None)
+            return [first.duplicate, again.duplicate, moved[0], cancelled, listed]
+
+    first, again, moved, cancelled, listed = asyncio.run(main())
+    assert (first, again, moved, cancelled) == (False, True, "rescheduled", "cancelled")
+    assert [(r.message_id, r.state) for r in listed] == [
+        ("async-2", "scheduled"),  # moved to 300 s: now the soonest
+        ("async-1", "cancelled"),
+    ]
