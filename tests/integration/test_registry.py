@@ -202,7 +202,7 @@ def test_cancel_and_reschedule_a_parked_message(
     sender = Sender(parked, client=sqs, scheduler=scheduler, dynamodb=dynamodb)
     gone = sender.send("orders", "gone", delay=40, id="gone")
     moved = sender.send("orders", "moved", delay=40, id="moved")
-    later = sender.send("orders", "later", delay=12, id="later")
+    later = sender.send("orders", "later", delay=9, id="later")
     soon = sender.send("orders", "soon", delay=40, id="soon")
     assert {gone.route, moved.route, later.route, soon.route} == {"parked"}
     assert {r.route for r in sender.scheduled("orders")} == {"parked"}
@@ -213,7 +213,7 @@ def test_cancel_and_reschedule_a_parked_message(
     # Sooner and later: the schedule is moved (UpdateSchedule); too close to stay parked: its
     # payload goes back into the loop at once and the schedule is deleted.
     due = {"moved": sender.reschedule("orders", "moved", delay=8)[1]}
-    due["later"] = sender.reschedule("orders", "later", delay=14)[1]
+    due["later"] = sender.reschedule("orders", "later", delay=11)[1]
     due["soon"] = sender.reschedule("orders", "soon", delay=2)[1]
     left = {s["Name"] for s in scheduler.list_schedules(**name)["Schedules"]}
     assert parking.schedule_name(f"{parked.queue_prefix}orders-delay.fifo", "soon") not in left
@@ -302,6 +302,11 @@ def test_cli_cancel_reschedule_send_statuses_and_exit_codes(
     code, line = cli("reschedule", "orders", "K-1", "--delay", "1200")
     assert code == 0 and line["status"] == "rescheduled"  # type: ignore[index]
     assert line["due_at"].endswith("Z")  # type: ignore[index]
+    at = (datetime.now(UTC) + timedelta(days=7)).replace(microsecond=0)
+    code, line = cli("reschedule", "orders", "K-1", "--at", at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    assert code == 0 and line["due_at"] == at.strftime("%Y-%m-%dT%H:%M:%S.000Z")  # type: ignore[index]
+    shown = CliRunner().invoke(app, ["scheduled", "orders", "--limit", "20"], env=env)
+    assert shown.exit_code == 0 and "K-1" in shown.stdout and "scheduled" in shown.stdout
     assert cli("reschedule", "orders", "K-1", "--at", "2030-01-01T00:00:00")[0] == 2  # no zone
     assert cli("reschedule", "orders", "K-1", "--at", "2001-01-01T00:00:00Z")[0] == 2  # past
     assert cli("reschedule", "orders", "bad id\t", "--delay", "5")[0] == 2
