@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Profile the `sqsdelay worker` process with cProfile on a fauxqs backlog (8 queues x 400
+messages, 1 s cycle, 25 s), and print where its time goes as JSON (issue 20, item 4).
+
+    cd scripts && ../.venv/bin/python profile_worker.py
+"""
+
+from __future__ import annotations
+
+import json
+import pstats
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import bench_worker as bw
+from benchkit import EmulatorProcess, env_for
+
+# (label, file suffix, function): the cumulative time of each, as a share of the process's.
+PARTS = [
+    ("botocore: validate parameters", "botocore/validate.py", "validate"),
+    ("botocore: serialize", "botocore/serialize.py", "serialize_to_request"),
+    ("botocore: parse responses", "botocore/parsers.py", "parse"),
+    ("botocore: build the user agent", "botocore/useragent.py", "to_string"),
+    ("sqsdelay: the step (all of it)", "core/step.py", "handle"),
+    ("sqsdelay: per-message log events", "sqsdelay/logs.py", "info"),
+    ("sqsdelay: decisions", "core/processing.py", "decide_batch"),
+]
+
+
+def main() -> None:
+    out = Path(tempfile.mkdtemp()) / "worker.prof"
+    emu = EmulatorProcess("fauxqs")
+    try:
+        names = [f"q{i}" for i in range(8)]
+        urls = bw.install(emu.url, "prof-", names, cycle=1)
+        bw.preload(emu.url, [urls[f"{n}-delay.fifo"] for n in names], 400)
+        env = env_for(
+            emu.url, "prof-", max_native_delay_seconds=1, wait_time_seconds=1, concurrency=4
+        )
+        command = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "sqsdelay", "worker"]
+        with tempfile.TemporaryFile("w") as log:
+            proc = subprocess.Popen(
+                [*command, *names], env=env, stdout=subprocess.DEVNULL, stderr=log
+            )
+            time.sleep(25)
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+    finally:
+        emu.stop()
+    stats = pstats.Stats(str(out)).stats  # type: ignore[attr-defined]
+    total = sum(v[2] for v in stats.values())
+    shares = {}
+    for label, suffix, function in PARTS:
+        cum = max(
+            (v[3] for k, v in stats.items() if k[0].endswith(suffix) and k[2] == function),
+            default=0.0,
+        )
+        shares[label] = {"seconds": round(cum, 2), "percent": round(100 * cum / total, 1)}
+    print(json.dumps({"profiled_seconds": round(total, 2), "cumulative": shares}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
