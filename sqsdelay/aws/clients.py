@@ -33,13 +33,20 @@ def _is_loopback(url: str) -> bool:
 
 
 def client_kwargs(
-    settings: Settings, *, max_pool: int = 10, read_timeout: float | None = None
+    settings: Settings,
+    *,
+    max_pool: int = 10,
+    read_timeout: float | None = None,
+    validate: bool = True,
 ) -> dict[str, Any]:
-    """Keyword arguments for `client("sqs", ...)`, shared by boto3 and aioboto3."""
+    """Keyword arguments for `client("sqs", ...)`, shared by boto3 and aioboto3. The worker
+    passes `validate=False`: it only sends what SQS returned to it, and botocore's client-side
+    parameter validation was a tenth of its CPU (docs/benchmarks.md, "Worker profile")."""
     timeout = read_timeout or settings.call_timeout_seconds
-    kwargs: dict[str, Any] = {
-        "config": _BOTO_CONFIG.merge(Config(read_timeout=timeout, max_pool_connections=max_pool))
-    }
+    config = Config(
+        read_timeout=timeout, max_pool_connections=max_pool, parameter_validation=validate
+    )
+    kwargs: dict[str, Any] = {"config": _BOTO_CONFIG.merge(config)}
     session = boto3.session.Session()
     region = settings.region or session.region_name
     if settings.endpoint_url:

@@ -112,7 +112,9 @@ class Worker:
                     loop.add_signal_handler(sig, self.stop)
         session = aioboto3.Session()
         pool = max(10, len(self.queues) * self.concurrency * 2)
-        kwargs = client_kwargs(self.settings, max_pool=pool, read_timeout=LONG_POLL_READ_TIMEOUT)
+        kwargs = client_kwargs(
+            self.settings, max_pool=pool, read_timeout=LONG_POLL_READ_TIMEOUT, validate=False
+        )
         async with contextlib.AsyncExitStack() as stack:
             client = await stack.enter_async_context(session.client("sqs", **kwargs))
             self._client = client
