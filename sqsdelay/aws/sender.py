@@ -353,10 +353,15 @@ def _finish(result: BatchResult, total: int, raise_on_failure: bool) -> BatchRes
     return result
 
 
+def _written_route(delay_seconds: int, after: int | None) -> registry.RecordRoute:
+    """The route `_register` records before sending: "parked" above the park threshold."""
+    return "parked" if after is not None and delay_seconds > after else "delay-queue"
+
+
 def _changed_route(result: SendResult, after: int | None) -> str | None:
-    """The route a record must be corrected to: `_register` wrote "parked" for a delay above
-    the park threshold, and the send may have fallen back to the delay queue."""
-    written = "parked" if after is not None and result.delay_seconds > after else "delay-queue"
+    """The route a record must be corrected to: parking may have fallen back to the delay
+    queue after `_register` wrote "parked"."""
+    written = _written_route(result.delay_seconds, after)
     return None if result.route == written else result.route
 
 
@@ -420,8 +425,7 @@ class _SenderCore:
             return None
         ident = planned.request["MessageGroupId"]
         now_ms = int(now * 1000)
-        parks = self._after is not None and planned.delay_seconds > self._after
-        route: registry.RecordRoute = "parked" if parks else "delay-queue"
+        route = _written_route(planned.delay_seconds, self._after)
         record = registry.Record(
             planned.destination, ident, now_ms + planned.delay_ms, "scheduled", route
         )

@@ -78,7 +78,6 @@ class Record:
     due_ms: int
     state: State
     route: RecordRoute
-    sent: bool = True
     moved: bool = False  # rescheduled: the due time here overrides the message's own
     claimed_by: str = ""  # the SQS MessageId that claimed the hand-over
 
@@ -106,7 +105,6 @@ def record_of(item: Mapping[str, Any]) -> Record | None:
             due_ms=int(item["due_ms"]["N"]),
             state=state,
             route=route,
-            sent=bool(item.get("sent", {}).get("BOOL", True)),
             moved=bool(item.get("moved", {}).get("BOOL", False)),
             claimed_by=item.get("claimed_by", {}).get("S", ""),
         )

@@ -318,9 +318,8 @@ class _Step:
         ids = {r.message_id: i for r in received if (i := _registry_id(r)) is not None}
         if not ids:
             return received
-        wait = self.state.registry.retry_in(registry.BREAKER_KEY, self.clock())
-        timeout = self.budget.timeout(PARK_SHARE)
-        if wait > 0 or timeout <= 0:
+        timeout = self._registry_timeout(PARK_SHARE)
+        if timeout is None:
             lookup = registry.Lookup({}, frozenset(ids.values()))
         else:
             lookup = yield from registry.read(
@@ -355,9 +354,9 @@ class _Step:
         ]
         if not claims:
             return outs
-        timeout = self.budget.timeout(SEND_SHARE)  # a claim is the start of its send
+        timeout = self._registry_timeout(SEND_SHARE)  # a claim is the start of its send
         results: list[registry.Claim]
-        if self.state.registry.retry_in(registry.BREAKER_KEY, self.clock()) > 0 or timeout <= 0:
+        if timeout is None:
             results = ["failed"] * len(claims)
         else:
             now = self.broker_ms()
@@ -381,6 +380,14 @@ class _Step:
             else:
                 self.drop(out.source, result)
         return [o for o in outs if o.source.message_id not in blocked]
+
+    def _registry_timeout(self, share: float) -> float | None:
+        """The time limit for a round of registry calls; None while its breaker is open or
+        the phase has no time left (the round then counts as failed)."""
+        timeout = self.budget.timeout(share)
+        if timeout <= 0 or self.state.registry.retry_in(registry.BREAKER_KEY, self.clock()) > 0:
+            return None
+        return timeout
 
     def _registry_answered(self, fault: Fault | None) -> None:
         if fault is None:
