@@ -8,7 +8,8 @@
 - lateness: multi-cycle delays through the real worker; p50/p99/max and early deliveries;
 - burst (fauxqs only): 50,000 messages over 8 destinations, all due within the same 60 s,
   loaded into the delay queues ahead of time; hand-over rate against the raw capacity, lateness,
-  early/lost/duplicates, the worker's peak RSS and CPU per 1,000 messages against the raw loop's;
+  early/lost/duplicates, the worker's peak RSS and CPU per 1,000 messages against the raw loop's
+  (`--only burst` also runs the raw loop on the worker's client settings);
 - parking (moto only: it has Scheduler's API, and the emulator fires the schedules): one long
   delay per message, unparked, parked by the worker and parked at send, in the same run:
   SQS requests and Scheduler calls per message, early and lost messages;
@@ -47,6 +48,7 @@ from benchkit import (
 from botocore.config import Config
 
 from sqsdelay import logs
+from sqsdelay.aws.clients import client_kwargs
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.core import wirenames
@@ -151,9 +153,14 @@ def naive_phase(url: str, queues: int, per_queue: int, seconds: float) -> dict[s
     }
 
 
-def raw_phase(url: str, queues: int, per_queue: int, seconds: float) -> dict[str, Any]:
+def raw_phase(
+    url: str, queues: int, per_queue: int, seconds: float, config: Config | None = None
+) -> dict[str, Any]:
+    """A plain batch loop (receive, send, delete) on a default aioboto3 client, or on `config`;
+    the emulator's raw batch capacity, and the CPU the worker is compared with."""
+    prefix = "raw-" if config is None else "rawc-"
     names = [f"r{i}" for i in range(queues)]
-    urls = install(url, "raw-", names, cycle=1)
+    urls = install(url, prefix, names, cycle=1)
     fifo = [urls[f"{n}-delay.fifo"] for n in names]
     preload(url, fifo, per_queue)
     processed = 0
@@ -186,7 +193,7 @@ def raw_phase(url: str, queues: int, per_queue: int, seconds: float) -> dict[str
             processed += len(msgs)
 
     async def main() -> float:
-        async with async_client(url) as c:
+        async with async_client(url, **({} if config is None else {"config": config})) as c:
             started = time.monotonic()
             deadline = started + seconds
             await asyncio.gather(*(loop(c, q, deadline) for q in fifo for _ in range(4)))
@@ -407,6 +414,13 @@ def burst_phase(url: str, count: int, raw: dict[str, Any]) -> dict[str, Any]:
             cpu / max(1, moved) * 1000 / raw["cpu_seconds_per_1000_messages"], 2
         ),
     }
+
+
+def worker_config() -> Config:
+    """The botocore Config of the worker's SQS clients."""
+    settings = Settings(endpoint_url="http://127.0.0.1:1", region="us-east-1")
+    config: Config = client_kwargs(settings, validate=False)["config"]
+    return config
 
 
 ROLE = "arn:aws:iam::123456789012:role/sqsdelay-scheduler"
@@ -670,9 +684,19 @@ def main() -> None:
                 out = lateness_phase(emulator.url, args.lateness_messages, 2, args.metrics)
             else:
                 raw = raw_phase(emulator.url, args.queues, 400, args.seconds)
+                # the same loop on the worker's client settings (no validation, fixed
+                # User-Agent): what is left is the worker's own cost
+                lean = raw_phase(emulator.url, args.queues, 400, args.seconds, worker_config())
+                burst = burst_phase(emulator.url, args.burst_messages, raw)
+                burst["cpu_vs_raw_loop_on_worker_client"] = round(
+                    burst["worker_cpu_seconds_per_1000_messages"]
+                    / lean["cpu_seconds_per_1000_messages"],
+                    2,
+                )
                 out = {
                     "raw_batch_capacity": raw,
-                    "burst": burst_phase(emulator.url, args.burst_messages, raw),
+                    "raw_loop_on_worker_client": lean,
+                    "burst": burst,
                 }
             print(json.dumps(out, indent=2))
         finally:
