@@ -4,7 +4,8 @@
 - load: delay queues with a backlog and a 1 s cycle; the worker runs for a while and its own
   request counters give requests per message per cycle (bar: <= 0.35) and throughput;
 - naive: a one-message-at-a-time boto3 loop (receive 1, send, delete) on the same server;
-- raw: the emulator's own batch capacity (receive 10, send batch, delete batch, no logic);
+- raw: the emulator's own batch capacity (receive 10 with the worker's attributes, send them
+  on in a batch, delete batch, no logic);
 - lateness: multi-cycle delays through the real worker; p50/p99/max and early deliveries;
 - burst (fauxqs only): 50,000 messages over 8 destinations, all due within the same 60 s,
   loaded into the delay queues ahead of time; hand-over rate against the raw capacity, lateness,
@@ -52,6 +53,7 @@ from sqsdelay.aws.clients import client_kwargs
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.core import wirenames
+from sqsdelay.core.processing import SYSTEM_ATTRIBUTES
 from sqsdelay.settings import Settings
 
 FAR = {wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000000"}}
@@ -168,7 +170,14 @@ def raw_phase(
     async def loop(c: Any, q: str, deadline: float) -> None:
         nonlocal processed
         while time.monotonic() < deadline:
-            resp = await c.receive_message(QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+            # the worker's calls: its attributes received and passed on, without its logic
+            resp = await c.receive_message(
+                QueueUrl=q,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=1,
+                MessageAttributeNames=["All"],
+                MessageSystemAttributeNames=list(SYSTEM_ATTRIBUTES),
+            )
             msgs = resp.get("Messages", [])
             if not msgs:
                 continue
@@ -178,6 +187,7 @@ def raw_phase(
                     {
                         "Id": str(i),
                         "MessageBody": m["Body"],
+                        "MessageAttributes": m.get("MessageAttributes", {}),
                         "MessageGroupId": uuid.uuid4().hex,
                         "MessageDeduplicationId": uuid.uuid4().hex,
                     }
@@ -407,6 +417,8 @@ def burst_phase(url: str, count: int, raw: dict[str, Any]) -> dict[str, Any]:
         "duplicates": sum(len(t) - 1 for t in seen.values()),
         "handed_over": len(handed),
         "requeued": stopped["messages"].get("delay.requeued", 0),
+        "worker_requests": stopped["requests"],
+        "worker_requests_per_message": round(stopped["requests_total"] / max(1, moved), 3),
         "worker_peak_rss_mib": round(peak_rss, 1),
         "worker_cpu_seconds_per_1000_messages": round(cpu / max(1, moved) * 1000, 3),
         "raw_loop_cpu_seconds_per_1000_messages": raw["cpu_seconds_per_1000_messages"],

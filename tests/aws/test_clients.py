@@ -4,6 +4,7 @@ the input comes from users (the worker's clients skip it; docs/benchmarks.md).""
 from __future__ import annotations
 
 import asyncio
+import re
 from importlib.metadata import version
 from typing import Any
 
@@ -37,7 +38,9 @@ def test_sync_client_names_sqsdelay_and_validates() -> None:
     with pytest.raises(_Sent) as sent:
         client.list_queues()
     agent = sent.value.headers["User-Agent"].decode()
-    assert agent.startswith(f"sqsdelay/{version('sqsdelay')} "), agent
+    # as the README says: sqsdelay/<version>, then botocore's name and version (then what
+    # others append: Powertools for AWS Lambda adds "PT/..." once it is imported)
+    assert re.match(rf"sqsdelay/{re.escape(version('sqsdelay'))} Botocore/\S+", agent), agent
     with pytest.raises(ParamValidationError):
         client.send_message(QueueUrl="q", MessageBody="x", DelaySeconds="soon")
 
@@ -53,4 +56,4 @@ def test_worker_client_skips_validation() -> None:
             return sent.value.headers["User-Agent"]
 
     agent = asyncio.run(send())
-    assert agent.decode().startswith("sqsdelay/"), agent
+    assert re.match(r"sqsdelay/\S+ botocore/\S+", agent.decode()), agent
