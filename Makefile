@@ -35,8 +35,10 @@ infra-lint: $(INFRA_STAMP)
 	$(INFRA)/bin/checkov -d infra --framework cloudformation --compact --quiet --skip-download
 	$(INFRA)/bin/hadolint Dockerfile
 
+# Two pytest workers, one test file each at a time (its fixtures stay together): most tests
+# wait on servers and subprocesses, so this halves the run on two cores.
 unit: $(STAMP)
-	$(BIN)/pytest -q --durations=15
+	$(BIN)/pytest -q -n 2 --dist loadfile --durations=15
 
 test: lint typecheck infra-lint unit
 

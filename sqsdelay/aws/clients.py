@@ -17,7 +17,7 @@ from sqsdelay.settings import Settings
 
 # Standard retry mode backs off on throttling; our own code handles per-entry failures.
 # A fixed User-Agent names sqsdelay in CloudTrail, and spares botocore from rebuilding its
-# default one (sixteen sanitized components) twice per request: 9.5 % of the worker's CPU
+# default one (sixteen sanitized components) twice per request: 9.5 % of the worker's time
 # (docs/benchmarks.md, "Worker profile").
 _BOTO_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 3},
