@@ -13,10 +13,10 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from inspect import Parameter, Signature
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast, get_args, get_origin
 
 import typer
 from pydantic.fields import FieldInfo
@@ -34,6 +34,9 @@ from sqsdelay.core.delays import parse_delay, parse_exact_delay
 from sqsdelay.errors import InvalidInput, InvalidMessage, SqsDelayError
 from sqsdelay.extras import require
 from sqsdelay.settings import Settings, load_settings
+
+if TYPE_CHECKING:  # the AWS adapters load only when a command needs them
+    from sqsdelay.aws.installer import QueueReport, ResourceReport
 
 
 class _CommandsFirst(TyperGroup):
@@ -319,6 +322,7 @@ def reschedule(
     one). Prints one JSON line with status: rescheduled (exit 0, with due_at), too-late
     (exit 3) or unknown (exit 4)."""
     from sqsdelay.aws.sender import Sender
+    from sqsdelay.core.registry import iso_utc
 
     if (delay is None) == (at is None):
         raise InvalidInput("give exactly one of --delay or --at")
@@ -329,14 +333,9 @@ def reschedule(
         outcome, due_ms = sender.reschedule(queue, message_id, delay=seconds, at=when)
     line: dict[str, Any] = {"status": outcome, "message_id": message_id, "queue": queue}
     if outcome == "rescheduled":
-        line["due_at"] = _iso(due_ms)
+        line["due_at"] = iso_utc(due_ms)
     print(json.dumps(line))
     return STATUS_EXIT[outcome]
-
-
-def _iso(epoch_ms: int) -> str:
-    when = datetime.fromtimestamp(epoch_ms / 1000, UTC)
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @command
@@ -396,35 +395,32 @@ def install(
     if check and fix:
         raise InvalidInput("--check and --fix exclude each other")
     settings = settings_of(ctx)
-    reports = Installer(settings).run(queues, create=not check, fix=fix, force=force)
+    installer = Installer(settings)
     problems = 0
-    for r in reports:
-        state = "created" if r.created else ("missing" if r.url is None else "exists")
-        print(f"{r.spec.role:<11} {r.spec.name}: {state}")
-        for fixed in r.fixed:
-            print(f"  fixed: {fixed}")
-        for p in r.problems:
-            problems += not p.warning
-            kind = "warning" if p.warning else "problem"
-            print(f"  {kind}: {p.problem}\n    fix: {p.fix}")
+    for r in installer.run(queues, create=not check, fix=fix, force=force):
+        problems += _print_report(r.spec.role, r.spec.name, r.created, r.url is not None, r)
     if settings.parking == "scheduler":
-        group = Installer(settings).schedule_group(queues, create=not check)
-        state = "created" if group.created else ("exists" if group.exists else "missing")
-        print(f"{'schedules':<11} {group.name}: {state}")
-        for p in group.problems:
-            problems += 1
-            print(f"  problem: {p.problem}\n    fix: {p.fix}")
+        group = installer.schedule_group(queues, create=not check)
+        problems += _print_report("schedules", group.name, group.created, group.exists, group)
     if settings.registry == "dynamodb":
-        table = Installer(settings).registry_table(queues, create=not check)
-        state = "created" if table.created else ("exists" if table.exists else "missing")
-        print(f"{'registry':<11} {table.name}: {state}")
-        for fixed in table.fixed:
-            print(f"  fixed: {fixed}")
-        for p in table.problems:
-            problems += 1
-            print(f"  problem: {p.problem}\n    fix: {p.fix}")
+        table = installer.registry_table(queues, create=not check)
+        problems += _print_report("registry", table.name, table.created, table.exists, table)
     print("ok" if not problems else f"{problems} problem(s)")
     return 1 if problems else 0
+
+
+def _print_report(
+    role: str, name: str, created: bool, exists: bool, report: QueueReport | ResourceReport
+) -> int:
+    """Print what `install` found of one resource; the number of problems (not warnings)."""
+    state = "created" if created else ("exists" if exists else "missing")
+    print(f"{role:<11} {name}: {state}")
+    for fixed in report.fixed:
+        print(f"  fixed: {fixed}")
+    for p in report.problems:
+        kind = "warning" if p.warning else "problem"
+        print(f"  {kind}: {p.problem}\n    fix: {p.fix}")
+    return sum(not p.warning for p in report.problems)
 
 
 @command

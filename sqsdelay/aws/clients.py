@@ -2,7 +2,7 @@
 
 import ipaddress
 from importlib.metadata import version
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 import boto3
@@ -85,16 +85,22 @@ def service_kwargs(settings: Settings, **kwargs: Any) -> dict[str, Any]:
     return out
 
 
-def sync_scheduler(settings: Settings) -> Any:
-    return boto3.client("scheduler", **service_kwargs(settings))
+ExtraService = Literal["scheduler", "dynamodb"]
 
 
-def sync_dynamodb(settings: Settings) -> Any:
-    return boto3.client("dynamodb", **service_kwargs(settings))
+def sync_service(settings: Settings, service: ExtraService | Literal["cloudwatch"]) -> Any:
+    """A boto3 client of a service other than SQS."""
+    return boto3.client(service, **service_kwargs(settings))
 
 
-def sync_cloudwatch(settings: Settings) -> Any:
-    return boto3.client("cloudwatch", **service_kwargs(settings))
+def extra_services(settings: Settings) -> list[ExtraService]:
+    """The services besides SQS that senders and workers call with these settings:
+    Scheduler when parking, DynamoDB with the registry."""
+    used: dict[ExtraService, bool] = {
+        "scheduler": settings.parking == "scheduler",
+        "dynamodb": settings.registry == "dynamodb",
+    }
+    return [service for service, on in used.items() if on]
 
 
 def error_code(exc: Exception) -> str:

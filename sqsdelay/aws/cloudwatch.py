@@ -11,7 +11,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sqsdelay.aws.clients import error_code, sync_cloudwatch
+from sqsdelay.aws.clients import error_code, sync_service
 from sqsdelay.core.metrics import LATENESS, WINDOWS
 from sqsdelay.settings import Settings
 
@@ -76,7 +76,7 @@ def read_metrics(
     """The metrics of `destinations` (physical queue names). A failure to read (no
     cloudwatch:GetMetricData, no network) is reported, not raised: `inspect` still shows
     the queues."""
-    cw = client or sync_cloudwatch(settings)
+    cw = client or sync_service(settings, "cloudwatch")
     ns = settings.metrics_namespace
     now = (now or datetime.now(UTC)).replace(second=0, microsecond=0)
     period = cycle_period(settings.max_native_delay_seconds)

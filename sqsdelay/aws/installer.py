@@ -14,7 +14,7 @@ from typing import Any, Literal
 from botocore import xform_name
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sqsdelay.aws.clients import error_code, sync_client, sync_dynamodb, sync_scheduler, translate
+from sqsdelay.aws.clients import error_code, sync_client, sync_service, translate
 from sqsdelay.aws.queues import QueueResolver, install_command, trio
 from sqsdelay.core import defaults, quotas, registry, wirenames
 from sqsdelay.errors import RegistryError
@@ -195,23 +195,13 @@ class QueueReport:
 
 
 @dataclass
-class TableReport:
-    """The registry's DynamoDB table."""
+class ResourceReport:
+    """A resource beside the queues: the schedule group parking needs, the registry's table."""
 
     name: str
     exists: bool
     created: bool = False
     fixed: list[str] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
-
-
-@dataclass
-class GroupReport:
-    """The EventBridge Scheduler schedule group that parking needs."""
-
-    name: str
-    exists: bool
-    created: bool = False
     problems: list[Problem] = field(default_factory=list)
 
 
@@ -318,10 +308,10 @@ class Installer:
         report.fixed = [p.problem for p in attempted if not still & set(p.attributes)]
         return after
 
-    def schedule_group(self, queues: Sequence[str], *, create: bool = True) -> GroupReport:
+    def schedule_group(self, queues: Sequence[str], *, create: bool = True) -> ResourceReport:
         """Create (or with create=False, check) the schedule group parking uses."""
         name = self.settings.schedule_group
-        scheduler = self._scheduler or sync_scheduler(self.settings)
+        scheduler = self._scheduler or sync_service(self.settings, "scheduler")
         try:
             group = scheduler.get_schedule_group(Name=name)
         except (ClientError, BotoCoreError) as exc:
@@ -330,7 +320,7 @@ class Installer:
             group = None
         if group is None and not create:
             fix = install_command(self.settings, *queues)
-            return GroupReport(name, False, problems=[Problem(name, "does not exist", fix)])
+            return ResourceReport(name, False, problems=[Problem(name, "does not exist", fix)])
         if group is None:
             # Create only when missing: CreateScheduleGroup on an existing name is refused
             # by AWS, and moto would even replace the group (and its schedules).
@@ -339,8 +329,8 @@ class Installer:
             except (ClientError, BotoCoreError) as exc:
                 raise translate(exc, "CreateScheduleGroup", name) from None
             log.info("schedule_group.created", group=name)
-            return GroupReport(name, True, created=True)
-        report = GroupReport(name, True)
+            return ResourceReport(name, True, created=True)
+        report = ResourceReport(name, True)
         if group.get("State", "ACTIVE") != "ACTIVE":
             report.problems.append(
                 Problem(name, f"state is {group['State']}", "wait, or choose another group")
@@ -349,12 +339,12 @@ class Installer:
 
     def registry_table(
         self, queues: Sequence[str], *, create: bool = True, dynamodb: Any = None
-    ) -> TableReport:
+    ) -> ResourceReport:
         """Create (or with create=False, check) the registry's table: on-demand, the index by
         destination and due time, TTL, point-in-time recovery. A table that exists is
         checked and its TTL and recovery switched on when off; its keys are never changed."""
         name = self.settings.registry_table
-        db = dynamodb or sync_dynamodb(self.settings)
+        db = dynamodb or sync_service(self.settings, "dynamodb")
         fix = install_command(self.settings, *queues)
 
         def call(operation: str, **kwargs: Any) -> Any:
@@ -369,7 +359,7 @@ class Installer:
             if error_code(exc) != "ResourceNotFoundException":
                 raise RegistryError("DescribeTable", name, error_code(exc), str(exc)) from None
             described = None
-        report = TableReport(name, described is not None)
+        report = ResourceReport(name, described is not None)
         if described is None:
             if not create:
                 report.problems.append(Problem(name, "table does not exist", fix))
@@ -381,29 +371,30 @@ class Installer:
             report.created = report.exists = True
             log.info("registry.created", table=name)
             described = db.describe_table(TableName=name)["Table"]
-        ttl = call("DescribeTimeToLive", TableName=name)
-        backups = call("DescribeContinuousBackups", TableName=name)
-        problems = registry.table_problems(described, ttl, backups)
+
+        def problems_of(table: Any) -> list[str]:
+            ttl = call("DescribeTimeToLive", TableName=name)
+            backups = call("DescribeContinuousBackups", TableName=name)
+            return registry.table_problems(table, ttl, backups)
+
+        problems = problems_of(described)
         if create:
-            if any("time to live" in p for p in problems):
+            if registry.TTL_OFF in problems:
                 spec = {"Enabled": True, "AttributeName": registry.TTL_ATTRIBUTE}
                 call("UpdateTimeToLive", TableName=name, TimeToLiveSpecification=spec)
                 report.fixed.append("time to live enabled")
-            if any("point-in-time" in p for p in problems):
+            if registry.RECOVERY_OFF in problems:
                 spec = {"PointInTimeRecoveryEnabled": True}
                 call(
                     "UpdateContinuousBackups", TableName=name, PointInTimeRecoverySpecification=spec
                 )
                 report.fixed.append("point-in-time recovery enabled")
-            ttl = call("DescribeTimeToLive", TableName=name)
-            backups = call("DescribeContinuousBackups", TableName=name)
-            problems = registry.table_problems(described, ttl, backups)
+        if report.fixed:
+            problems = problems_of(described)
         rebuild = (
             "the keys, index or billing of a table cannot be changed in place: name a new "
             f"table with SQSDELAY_REGISTRY_TABLE and run {fix}"
         )
-        report.problems = [
-            Problem(name, p, fix if ("time to live" in p or "recovery" in p) else rebuild)
-            for p in problems
-        ]
+        switchable = (registry.TTL_OFF, registry.RECOVERY_OFF)
+        report.problems = [Problem(name, p, fix if p in switchable else rebuild) for p in problems]
         return report

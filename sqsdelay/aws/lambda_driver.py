@@ -14,7 +14,13 @@ from typing import Any
 
 from sqsdelay.aws.batches import BatchRunner
 from sqsdelay.aws.callers import SyncCaller
-from sqsdelay.aws.clients import observe, sync_client, sync_dynamodb, sync_scheduler
+from sqsdelay.aws.clients import (
+    ExtraService,
+    extra_services,
+    observe,
+    sync_client,
+    sync_service,
+)
 from sqsdelay.aws.emf import EmfWriter
 from sqsdelay.aws.queues import QueueResolver
 from sqsdelay.core.calls import drive
@@ -47,8 +53,7 @@ class Handler:
     ) -> None:
         self.settings = settings or load_settings()
         self._client = client
-        self._scheduler = scheduler
-        self._dynamodb = dynamodb
+        self._others: dict[ExtraService, Any] = {"scheduler": scheduler, "dynamodb": dynamodb}
         self._clock = clock
         self.resolver = QueueResolver(self.settings)
         # Lambda deletes every record not reported as failed: the step deletes nothing.
@@ -68,27 +73,18 @@ class Handler:
             observe(self.stats, self._client)
         return self._client
 
-    @property
-    def scheduler(self) -> Any:
-        if self._scheduler is None:
-            self._scheduler = sync_scheduler(self.settings)
-            observe(self.stats, self._scheduler)
-        return self._scheduler
-
-    @property
-    def dynamodb(self) -> Any:
-        if self._dynamodb is None:
-            self._dynamodb = sync_dynamodb(self.settings)
-            observe(self.stats, self._dynamodb)
-        return self._dynamodb
+    def _other(self, service: ExtraService) -> Any:
+        """The client of a service besides SQS, made when first needed."""
+        if self._others[service] is None:
+            self._others[service] = sync_service(self.settings, service)
+            observe(self.stats, self._others[service])
+        return self._others[service]
 
     def _caller(self, account: str) -> SyncCaller:
         if account not in self._callers:
             clients = {"sqs": self.client}
-            if self.settings.parking == "scheduler":
-                clients["scheduler"] = self.scheduler
-            if self.settings.registry == "dynamodb":
-                clients["dynamodb"] = self.dynamodb
+            for service in extra_services(self.settings):
+                clients[service] = self._other(service)
             self._callers[account] = SyncCaller(
                 clients, self.resolver, account, threads=self.settings.park_concurrency
             )

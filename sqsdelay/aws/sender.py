@@ -19,10 +19,10 @@ import aioboto3
 from sqsdelay.aws.callers import AsyncCaller, SyncCaller
 from sqsdelay.aws.clients import (
     client_kwargs,
+    extra_services,
     service_kwargs,
     sync_client,
-    sync_dynamodb,
-    sync_scheduler,
+    sync_service,
 )
 from sqsdelay.aws.queues import ParkTargets, QueueResolver, QueueTrio, install_command
 from sqsdelay.core import (
@@ -385,11 +385,6 @@ class _SenderCore:
         self._client: Any = None  # the SQS client (its region names the error queue's ARN)
         self._table = self.settings.registry_table_name()
 
-    def _services(self) -> list[str]:
-        """The services other than SQS this sender calls."""
-        on = {"scheduler": self.settings.parking == "scheduler", "dynamodb": bool(self._table)}
-        return [service for service, used in on.items() if used]
-
     def _url(self, planned: PlannedSend) -> Flow[str]:
         self.resolver.trio(planned.requested)  # names the queues, so that a miss has its fix
         return (yield from self.resolver.lookup(planned.queue))
@@ -548,20 +543,21 @@ class _SenderCore:
         yield from self.resolver.lookup(trio.delay)
         return trio
 
-    def _without_registry(self, what: str) -> ConfigError:
-        return ConfigError(
-            f"{what} needs the registry (SQSDELAY_REGISTRY=dynamodb) or a parked message "
-            "(SQSDELAY_PARKING=scheduler); a message in the loop without a record cannot be "
-            "found"
-        )
+    def _check_findable(self, what: str, message_id: str) -> None:
+        """Before a cancel or a reschedule: a valid id, and somewhere to find it."""
+        registry.check_message_id(message_id)
+        if self._table is None and self.settings.parking == "off":
+            raise ConfigError(
+                f"{what} needs the registry (SQSDELAY_REGISTRY=dynamodb) or a parked message "
+                "(SQSDELAY_PARKING=scheduler); a message in the loop without a record cannot "
+                "be found"
+            )
 
     def cancel_flow(self, queue: str, message_id: str) -> Flow[CancelOutcome]:
         """Cancel a scheduled message by the id `send` returned. With the registry:
         `cancelled` until it is handed over, then `too-late`; `unknown` without a record
         (a parked one is still found by its schedule). Without: parked messages only."""
-        registry.check_message_id(message_id)
-        if self._table is None and self.settings.parking == "off":
-            raise self._without_registry("cancel")
+        self._check_findable("cancel", message_id)
         trio = yield from self._destination(queue)
         outcome: CancelOutcome = "unknown"
         if self._table is not None:
@@ -599,9 +595,7 @@ class _SenderCore:
         """Move the due time of a scheduled message (a delay from now, or a time): the
         outcome and the new due time (epoch ms). With the registry, the worker follows the
         record at the message's next hop; a parked message's schedule is moved as well."""
-        registry.check_message_id(message_id)
-        if self._table is None and self.settings.parking == "off":
-            raise self._without_registry("reschedule")
+        self._check_findable("reschedule", message_id)
         now = self._clock()
         millis = delay_milliseconds(delay, deliver_at=at, now=now)
         if at is not None and at.timestamp() <= now:
@@ -685,9 +679,8 @@ class Sender(_SenderCore):
         self._client = client or sync_client(self.settings)
         clients = {"sqs": self._client}
         given = {"scheduler": scheduler, "dynamodb": dynamodb}
-        makers = {"scheduler": sync_scheduler, "dynamodb": sync_dynamodb}
-        for service in self._services():
-            clients[service] = given[service] or makers[service](self.settings)
+        for service in extra_services(self.settings):
+            clients[service] = given[service] or sync_service(self.settings, service)
         self._caller = SyncCaller(clients, self.resolver, threads=self.settings.park_concurrency)
 
     def send(self, queue: str, body: str, **options: Unpack[MessageOptions]) -> SendResult:
@@ -752,7 +745,7 @@ class AsyncSender(_SenderCore):
         kwargs = client_kwargs(self.settings, max_pool=50)
         self._client = await self._stack.enter_async_context(self._session.client("sqs", **kwargs))
         clients = {"sqs": self._client}
-        for service in self._services():
+        for service in extra_services(self.settings):
             kwargs = service_kwargs(self.settings, max_pool=50)
             clients[service] = await self._stack.enter_async_context(
                 self._session.client(service, **kwargs)

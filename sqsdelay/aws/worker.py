@@ -27,6 +27,7 @@ from sqsdelay.aws.callers import AsyncCaller
 from sqsdelay.aws.clients import (
     LONG_POLL_READ_TIMEOUT,
     client_kwargs,
+    extra_services,
     observe,
     service_kwargs,
 )
@@ -120,18 +121,12 @@ class Worker:
             self._client = client
             observe(self.stats, client)
             clients = {"sqs": client}
-            if self.settings.parking == "scheduler":
-                scheduler = await stack.enter_async_context(
-                    session.client("scheduler", **service_kwargs(self.settings, max_pool=pool))
+            for service in extra_services(self.settings):
+                other = await stack.enter_async_context(
+                    session.client(service, **service_kwargs(self.settings, max_pool=pool))
                 )
-                observe(self.stats, scheduler)
-                clients["scheduler"] = scheduler
-            if self.settings.registry == "dynamodb":
-                dynamodb = await stack.enter_async_context(
-                    session.client("dynamodb", **service_kwargs(self.settings, max_pool=pool))
-                )
-                observe(self.stats, dynamodb)
-                clients["dynamodb"] = dynamodb
+                observe(self.stats, other)
+                clients[service] = other
             self._caller = AsyncCaller(clients, self.resolver)
             for q in self.queues:  # a missing delay queue stops the start with its fix
                 await adrive(self.resolver.lookup(q.trio.delay), self.caller)

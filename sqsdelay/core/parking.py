@@ -108,9 +108,10 @@ def back_attributes(attributes: Attributes, due_ms: int, fire_ms: int) -> Attrib
     """The attributes a parked message comes back with: the absolute due time, and the
     delay counted from Scheduler's send (rounded up), so that a reader without
     sqsdelay.DueAt (NServiceBus) is never early either."""
+    left = max(0, -(-(due_ms - fire_ms) // 1000))
     return {
         **attributes,
-        wirenames.DELAY_ATTRIBUTE: wire.string_attribute(str(-(-(due_ms - fire_ms) // 1000))),
+        wirenames.DELAY_ATTRIBUTE: wire.string_attribute(str(left)),
         wirenames.DUE_AT_ATTRIBUTE: wire.number_attribute(due_ms),
     }
 

@@ -53,6 +53,11 @@ SERVICE_FAULT_CODES: Final = frozenset(
     }
 )
 BREAKER_KEY: Final = "dynamodb-registry"
+# The attribute DynamoDB's time to live reads (epoch seconds).
+TTL_ATTRIBUTE: Final = "expires_at"
+# The table's problems that `install` can switch off in place.
+TTL_OFF: Final = f"time to live is not enabled on {TTL_ATTRIBUTE}"
+RECOVERY_OFF: Final = "point-in-time recovery is off"
 # A message id is the FIFO group and deduplication id of its delay-queue messages: SQS's rule.
 _MESSAGE_ID = re.compile(r"[A-Za-z0-9!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]{1,128}", re.ASCII)
 
@@ -65,6 +70,12 @@ def check_message_id(message_id: str) -> str:
             "such as an order number or a UUID"
         )
     return message_id
+
+
+def iso_utc(epoch_ms: int) -> str:
+    """A due time as printed: ISO 8601 in UTC, to the millisecond, with Z."""
+    when = datetime.fromtimestamp(epoch_ms / 1000, UTC)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def key(destination: str, message_id: str) -> dict[str, Any]:
@@ -82,11 +93,10 @@ class Record:
     claimed_by: str = ""  # the SQS MessageId that claimed the hand-over
 
     def as_dict(self) -> dict[str, Any]:
-        due = datetime.fromtimestamp(self.due_ms / 1000, UTC)
         return {
             "message_id": self.message_id,
             "destination": self.destination,
-            "due_at": due.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "due_at": iso_utc(self.due_ms),
             "state": self.state,
             "route": self.route,
         }
@@ -140,7 +150,7 @@ def put(table: str, record: Record, now_ms: int, timeout: float | None) -> Flow[
         "route": {"S": record.route},
         "sent": {"BOOL": False},
         "updated_ms": _n(now_ms),
-        "expires_at": _expires(record.due_ms),
+        TTL_ATTRIBUTE: _expires(record.due_ms),
     }
     params = {
         "TableName": table,
@@ -319,7 +329,7 @@ def reschedule(
     table: str, destination: str, message_id: str, due_ms: int, now_ms: int, timeout: float | None
 ) -> Flow[tuple[Change, Record | None]]:
     """Move the due time of a scheduled record (`moved`: the worker's next read follows it)."""
-    update = "SET due_ms = :due, moved = :true, updated_ms = :now, expires_at = :expires"
+    update = f"SET due_ms = :due, moved = :true, updated_ms = :now, {TTL_ATTRIBUTE} = :expires"
     values = {
         ":due": _n(due_ms),
         ":true": {"BOOL": True},
@@ -427,7 +437,8 @@ def create_table_request(table: str) -> dict[str, Any]:
     }
 
 
-TTL_ATTRIBUTE: Final = "expires_at"
+def _key_schema(schema: list[Mapping[str, str]]) -> set[tuple[str, str]]:
+    return {(k["AttributeName"], k["KeyType"]) for k in schema}
 
 
 def table_problems(
@@ -438,7 +449,7 @@ def table_problems(
     """What is wrong with an existing table (DescribeTable, DescribeTimeToLive and
     DescribeContinuousBackups answers)."""
     problems: list[str] = []
-    keys = {(k["AttributeName"], k["KeyType"]) for k in description.get("KeySchema", [])}
+    keys = _key_schema(description.get("KeySchema", []))
     if keys != {("id", "HASH")}:
         problems.append(f"key schema is {sorted(keys)}, not id (HASH)")
     index = next(
@@ -446,7 +457,7 @@ def table_problems(
         None,
     )
     wanted = {("destination", "HASH"), ("due_ms", "RANGE")}
-    if index is None or {(k["AttributeName"], k["KeyType"]) for k in index["KeySchema"]} != wanted:
+    if index is None or _key_schema(index["KeySchema"]) != wanted:
         problems.append(f"no index {DUE_INDEX} by destination (HASH) and due_ms (RANGE)")
     mode = description.get("BillingModeSummary", {}).get("BillingMode", "PROVISIONED")
     if mode != "PAY_PER_REQUEST":
@@ -455,8 +466,8 @@ def table_problems(
     if spec.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING") or (
         spec.get("AttributeName") != TTL_ATTRIBUTE
     ):
-        problems.append(f"time to live is not enabled on {TTL_ATTRIBUTE}")
+        problems.append(TTL_OFF)
     pitr = backups.get("ContinuousBackupsDescription", {}).get("PointInTimeRecoveryDescription", {})
     if pitr.get("PointInTimeRecoveryStatus") != "ENABLED":
-        problems.append("point-in-time recovery is off")
+        problems.append(RECOVERY_OFF)
     return problems

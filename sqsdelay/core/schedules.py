@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from sqsdelay.core import parking, wirenames
+from sqsdelay.core import parking
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.calls import Call, Fault, Flow
 from sqsdelay.core.types import CancelOutcome
@@ -99,10 +99,9 @@ def _moved_input(input_text: str, message_id: str, due_ms: int, fire_ms: int) ->
     """The schedule's SendMessage request with the new due time (and, for a reader without
     sqsdelay.DueAt, the delay counted from `fire_ms`), and a dedup id of its own."""
     request: dict[str, Any] = json.loads(input_text)
-    attributes = request.setdefault("MessageAttributes", {})
-    attributes[wirenames.DUE_AT_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(due_ms)}
-    left = str(max(0, -(-(due_ms - fire_ms) // 1000)))
-    attributes[wirenames.DELAY_ATTRIBUTE] = {"DataType": "String", "StringValue": left}
+    # it sets a string and a number value, alike in the JSON form (binary ones stay base64)
+    attributes = request.get("MessageAttributes", {})
+    request["MessageAttributes"] = parking.back_attributes(attributes, due_ms, fire_ms)
     request["MessageDeduplicationId"] = parking.dedup_id(message_id, due_ms)
     return request
 
