@@ -108,6 +108,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "queues",
         "concurrency",
         "wait_time_seconds",
+        "receive_visibility_seconds",
         "invalid_delay",
         "max_attempts",
         "max_receive_failure_seconds",

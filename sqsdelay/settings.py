@@ -98,7 +98,15 @@ class Settings(BaseSettings):
         default=defaults.DEFAULT_VISIBILITY_TIMEOUT_SECONDS,
         ge=1,
         le=quotas.MAX_VISIBILITY_TIMEOUT_SECONDS,
-        description="worker: visibility timeout on receive",
+        description="worker: how long a batch in hand is kept out of sight (extended from "
+        "SQSDELAY_RECEIVE_VISIBILITY_SECONDS while it is handled)",
+    )
+    receive_visibility_seconds: int = Field(
+        default=defaults.DEFAULT_RECEIVE_VISIBILITY_SECONDS,
+        ge=1,
+        le=quotas.MAX_VISIBILITY_TIMEOUT_SECONDS,
+        description="worker: visibility on receive; a batch still in hand at half of it is "
+        "extended to the visibility timeout",
     )
     delay_queue_retention_seconds: int = Field(
         default=defaults.MIN_DELAY_QUEUE_RETENTION_SECONDS,
@@ -209,6 +217,10 @@ class Settings(BaseSettings):
         from sqsdelay.cost.pricing import load_pricing, park_break_even_seconds
 
         return park_break_even_seconds(load_pricing(), cycle_seconds=self.max_native_delay_seconds)
+
+    def receive_visibility(self) -> int:
+        """The visibility a receive asks for: the short one, never above the timeout."""
+        return min(self.receive_visibility_seconds, self.visibility_timeout_seconds)
 
     def registry_table_name(self) -> str | None:
         """The registry's table, or None when the registry is off."""

@@ -92,14 +92,16 @@ class PlannedSend:
     delay_seconds: int
     size_bytes: int
     request: dict[str, Any]
+    message_id: str  # the message's own id (`id=`, or a new UUID)
     nservicebus_message_id: str | None = None
     delay_ms: int = 0  # the delay asked for, to the millisecond (rounded up)
 
 
 @dataclass(frozen=True)
 class SendResult:
-    """`message_id`: SQS's id; for a parked message (no SQS message yet) the message's own
-    id, the one `cancel` takes (also `group_id` on the delay-queue route)."""
+    """`message_id`: the message's own id (`id=`, or a new UUID), the one `cancel`,
+    `reschedule` and `scheduled` use; `sqs_message_id`: SQS's id of what was sent (None when
+    parked, or a duplicate that sent nothing)."""
 
     message_id: str
     route: Sent
@@ -109,7 +111,7 @@ class SendResult:
     delay_seconds: int
     size_bytes: int
     index: int = 0
-    group_id: str | None = None  # delay-queue route: stable id of the message across hops
+    sqs_message_id: str | None = None
     nservicebus_message_id: str | None = None  # the NServiceBus.MessageId it carries
     # The registry had this id scheduled already: nothing was sent.
     duplicate: bool = False
@@ -118,13 +120,13 @@ class SendResult:
         return {
             "duplicate": self.duplicate,
             "message_id": self.message_id,
+            "sqs_message_id": self.sqs_message_id,
             "route": self.route,
             "queue": self.queue,
             "queue_url": self.queue_url,
             "destination": self.destination,
             "delay_seconds": self.delay_seconds,
             "size_bytes": self.size_bytes,
-            "group_id": self.group_id,
             "nservicebus_message_id": self.nservicebus_message_id,
         }
 
@@ -228,6 +230,7 @@ def plan(
         delay_seconds=seconds,
         size_bytes=wire.message_size(body, attributes),
         request=request,
+        message_id=ident,
         nservicebus_message_id=nsb_id,
         delay_ms=millis,
     )
@@ -271,12 +274,13 @@ def park_request(
 def _result(
     planned: PlannedSend,
     url: str,
-    message_id: str,
+    sqs_message_id: str | None,
     index: int = 0,
     *,
     parked: bool = False,
     duplicate: bool = False,
 ) -> SendResult:
+    message_id = planned.message_id
     result = SendResult(
         message_id=message_id,
         route="parked" if parked else planned.route,
@@ -286,7 +290,7 @@ def _result(
         delay_seconds=planned.delay_seconds,
         size_bytes=planned.size_bytes,
         index=index,
-        group_id=planned.request.get("MessageGroupId"),
+        sqs_message_id=sqs_message_id,
         nservicebus_message_id=planned.nservicebus_message_id,
         duplicate=duplicate,
     )
@@ -301,7 +305,7 @@ def _result(
         delay_seconds=planned.delay_seconds,
         size_bytes=planned.size_bytes,
         route=result.route,
-        group_id=result.group_id,
+        sqs_message_id=sqs_message_id,
     )
     return result
 
@@ -411,7 +415,7 @@ class _SenderCore:
             log.warning("delay.park_skipped", message_id=ident, reason=refused)
             return None
         url = yield from self._url(planned)
-        return _result(planned, url, ident, index, parked=True)
+        return _result(planned, url, None, index, parked=True)
 
     def _register(self, planned: PlannedSend, now: float, index: int) -> Flow[SendResult | None]:
         """Record a delay-queue send in the registry before it is sent; a result (nothing to
@@ -428,19 +432,19 @@ class _SenderCore:
         if (yield from registry.put(self._table, record, now_ms, timeout)):
             return None
         url = yield from self._url(planned)
-        return _result(planned, url, ident, index, duplicate=True)
+        return _result(planned, url, None, index, duplicate=True)
 
     def _confirm(self, results: Sequence[SendResult]) -> Flow[None]:
         """Mark the records of what was sent: later sends with these ids are duplicates."""
         if self._table is None:
             return
         table, timeout = self._table, self.settings.call_timeout_seconds
-        sent = [r for r in results if r.route != "direct" and not r.duplicate and r.group_id]
+        sent = [r for r in results if r.route != "direct" and not r.duplicate]
         marks = [
             registry.mark_sent(
                 table,
                 r.destination,
-                r.group_id or "",
+                r.message_id,
                 _changed_route(r, self._after),
                 timeout,
             )
@@ -448,7 +452,7 @@ class _SenderCore:
         ]
         for result, ok in zip(sent, (yield from gather(marks)), strict=True):
             if not ok:
-                log.warning("registry.mark_failed", message_id=result.group_id)
+                log.warning("registry.mark_failed", message_id=result.message_id)
 
     def send_flow(self, queue: str, message: Message) -> Flow[SendResult]:
         now = self._clock()

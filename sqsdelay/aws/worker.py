@@ -36,9 +36,10 @@ from sqsdelay.aws.queues import QueueResolver, QueueTrio
 from sqsdelay.core import quotas
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.calls import Call, Fault, Flow, adrive, adrive_until_pause
+from sqsdelay.core.decision import Received
 from sqsdelay.core.metrics import RECEIVE_FAILURES
 from sqsdelay.core.processing import SYSTEM_ATTRIBUTES, from_boto
-from sqsdelay.core.step import Stats
+from sqsdelay.core.step import Outcome, Stats, extensions
 from sqsdelay.errors import ReceiveUnavailable, SqsDelayError
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
@@ -178,7 +179,7 @@ class Worker:
         params = {
             "MaxNumberOfMessages": quotas.MAX_BATCH_ENTRIES,
             "WaitTimeSeconds": self.settings.wait_time_seconds,
-            "VisibilityTimeout": self.settings.visibility_timeout_seconds,
+            "VisibilityTimeout": self.settings.receive_visibility(),
             "MessageAttributeNames": ["All"],
             "MessageSystemAttributeNames": list(SYSTEM_ATTRIBUTES),
         }
@@ -226,23 +227,36 @@ class Worker:
             q.loops -= 1
 
     async def _process(self, trio: QueueTrio, raw: list[dict[str, Any]]) -> None:
+        received = [from_boto(m) for m in raw]
+        outcome = Outcome()
+        beat = asyncio.create_task(self._keep_hidden(trio, received, outcome))
         try:
             flow = self.batches.flow(
-                [from_boto(m) for m in raw],
+                received,
                 trio,
                 self._client,
                 local_ms=int(self._clock() * 1000),
                 deadline=self.batches.clock() + self.settings.batch_budget_seconds(),
+                outcome=outcome,
             )
             pending = await adrive_until_pause(flow, self.caller)
             if pending is not None:  # hand-overs waiting out their fraction of a second
                 await self._pausing.acquire()  # bounds the batches finishing on their own
                 assert self._group is not None, "the worker is not running"
-                self._group.create_task(self._finish(flow, pending, trio, len(raw)))
+                self._group.create_task(self._finish(flow, pending, trio, len(raw), beat))
+                return
         except Exception:  # a fault of ours: the batch comes back after its visibility timeout
             log.exception("batch.failed", queue=trio.delay, count=len(raw))
+        await _stopped(beat)
 
-    async def _finish(self, flow: Flow[Any], pending: list[Call], trio: QueueTrio, n: int) -> None:
+    async def _finish(
+        self,
+        flow: Flow[Any],
+        pending: list[Call],
+        trio: QueueTrio,
+        n: int,
+        beat: asyncio.Task[None],
+    ) -> None:
         """The rest of a batch after its first pause, while its loop polls again: the waiting
         hand-overs, then the deletes (and backoffs) of the whole batch. Its requeues were sent
         before the pause; SQS keeps each from being received until its original is deleted
@@ -252,7 +266,56 @@ class Worker:
         except Exception:
             log.exception("batch.failed", queue=trio.delay, count=n)
         finally:
+            await _stopped(beat)
             self._pausing.release()
+
+    async def _keep_hidden(
+        self, trio: QueueTrio, received: list[Received], outcome: Outcome
+    ) -> None:
+        """The batch's heartbeat: received with a short visibility, a batch still in hand at
+        half of it is extended to the visibility timeout (again at half of that, while it
+        lasts). Most batches end before the first beat and cost nothing. A failed extension is
+        retried sooner; if the message comes back meanwhile, the copy is released (the step's
+        in-hand set) and the registry claim keeps other workers from handing it over."""
+        short, full = self.settings.receive_visibility(), self.settings.visibility_timeout_seconds
+        if short >= full:
+            return
+        wait = short / 2
+        while True:
+            await asyncio.sleep(wait)
+            entries = extensions(received, outcome, full, self.state)
+            if not entries:
+                return
+            chunks = [
+                entries[i : i + quotas.MAX_BATCH_ENTRIES]
+                for i in range(0, len(entries), quotas.MAX_BATCH_ENTRIES)
+            ]
+            calls = [
+                Call(
+                    "sqs",
+                    "ChangeMessageVisibilityBatch",
+                    {"Entries": c},
+                    trio.delay,
+                    min(self.settings.call_timeout_seconds, short / 2),
+                )
+                for c in chunks
+            ]
+            replies = await self.caller(calls)
+            failed = sum(
+                len(c) if r.fault else len(r.response.get("Failed", []))
+                for c, r in zip(chunks, replies, strict=True)
+            )
+            self.stats.events["visibility_extended"] += len(entries) - failed
+            if failed:
+                self.stats.events["extend_failed"] += failed
+                log.warning("delay.extend_failed", queue=trio.delay, count=failed)
+            wait = short / 4 if failed else full / 2
+
+
+async def _stopped(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 class WorkerThread:

@@ -13,6 +13,10 @@ MAX_DELAY_SECONDS: Final = 100 * SECONDS_PER_YEAR
 # The delay queue keeps a message at least 4 days (DESIGN.md), well past any outage.
 MIN_DELAY_QUEUE_RETENTION_SECONDS: Final = 345_600
 DEFAULT_VISIBILITY_TIMEOUT_SECONDS: Final = 60
+# The worker receives with this short visibility and extends it to the visibility timeout only
+# for a batch still in hand at half of it: a receive whose answer is lost (its messages are
+# invisible, and nobody holds them) then costs seconds, not the whole visibility timeout.
+DEFAULT_RECEIVE_VISIBILITY_SECONDS: Final = 3
 # Every non-receive SQS call (send, delete, visibility change) is abandoned after this long,
 # so a stop never waits on a hung connection longer than the stop budget allows.
 DEFAULT_CALL_TIMEOUT_SECONDS: Final = 10

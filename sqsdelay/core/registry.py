@@ -11,13 +11,18 @@ each other have exactly one winner:
   delivery);
 - the worker reads the items of a received batch at each hop (a cancel drops the message, a
   reschedule moves its due time) and, before a hand-over, claims the item: `scheduled` →
-  `handed-over`, naming the SQS message that claimed it. A redelivery of that very SQS message
-  (a crash after the claim) may claim again; any other copy is dropped;
+  `handed-over`, naming the SQS message and the receive (`attempt`) that claimed it, with a
+  lease until that receive's batch is out of time. After its send it marks the item
+  `delivered`. A later receive of that very SQS message may take the claim over only when the
+  claim was not delivered and its lease ran out (the send failed or the worker died); a
+  concurrent copy (SQS or an emulator handing the message to two receives) never wins, and any
+  other SQS message is dropped;
 - `cancel` and `reschedule` succeed only while the item is `scheduled`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -91,6 +96,16 @@ class Record:
     route: RecordRoute
     moved: bool = False  # rescheduled: the due time here overrides the message's own
     claimed_by: str = ""  # the SQS MessageId that claimed the hand-over
+    attempt: str = ""  # the receive of it that claimed (`attempt_of` its receipt handle)
+    lease_ms: int = 0  # broker time until which that receive may still send
+    delivered: bool = False  # the claiming receive's send succeeded
+
+    def held_by_another_receive(self, sqs_message_id: str) -> bool:
+        """Claimed by this SQS message but not delivered: a redelivery may take it over once
+        the lease runs out (before that, the claiming receive may still be sending)."""
+        return (
+            self.state == "handed-over" and self.claimed_by == sqs_message_id and not self.delivered
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -117,6 +132,9 @@ def record_of(item: Mapping[str, Any]) -> Record | None:
             route=route,
             moved=bool(item.get("moved", {}).get("BOOL", False)),
             claimed_by=item.get("claimed_by", {}).get("S", ""),
+            attempt=item.get("attempt", {}).get("S", ""),
+            lease_ms=int(item.get("lease_ms", {}).get("N", "0")),
+            delivered=bool(item.get("delivered", {}).get("BOOL", False)),
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -236,46 +254,90 @@ def read(table: str, destination: str, ids: list[str], timeout: float | None) ->
     return Lookup(records, frozenset(failed), fault)
 
 
-Claim = Literal["claimed", "cancelled", "duplicate", "moved", "failed"]
+Claim = Literal["claimed", "cancelled", "duplicate", "moved", "in-hand", "failed"]
+
+
+def attempt_of(receipt_handle: str) -> str:
+    """The identity of one receive of a message: every receive gets a new receipt handle, and
+    a retried claim call of the same receive names the same attempt."""
+    return hashlib.sha256(receipt_handle.encode()).hexdigest()[:24]
 
 
 def claim_call(
-    table: str, record: Record, sqs_message_id: str, now_ms: int, timeout: float
+    table: str,
+    record: Record,
+    sqs_message_id: str,
+    attempt: str,
+    now_ms: int,
+    lease_ms: int,
+    timeout: float,
 ) -> Call:
     """The conditional write that makes a hand-over the winner: scheduled with the due time
-    this hand-over was decided for, or already claimed by this very SQS message."""
+    this hand-over was decided for; or already claimed by this very receive (a retried call);
+    or claimed by another receive of this SQS message that did not deliver and whose lease
+    ran out (its send failed, or its worker died). Items claimed before leases existed have
+    no `lease_ms` and count as run out."""
     params = {
         "TableName": table,
         "Key": key(record.destination, record.message_id),
-        "UpdateExpression": "SET #s = :handed, claimed_by = :mid, updated_ms = :now",
+        "UpdateExpression": "SET #s = :handed, claimed_by = :mid, attempt = :attempt, "
+        "lease_ms = :lease, delivered = :false, updated_ms = :now",
         "ConditionExpression": "(#s = :scheduled AND due_ms = :due) OR "
-        "(#s = :handed AND claimed_by = :mid)",
+        "(#s = :handed AND claimed_by = :mid AND (attempt = :attempt OR "
+        "(NOT delivered = :true AND (attribute_not_exists(lease_ms) OR lease_ms < :now))))",
         "ExpressionAttributeNames": {"#s": "state"},
         "ExpressionAttributeValues": {
             ":handed": {"S": "handed-over"},
             ":scheduled": {"S": "scheduled"},
             ":mid": {"S": sqs_message_id},
+            ":attempt": {"S": attempt},
             ":due": _n(record.due_ms),
             ":now": _n(now_ms),
+            ":lease": _n(lease_ms),
+            ":true": {"BOOL": True},
+            ":false": {"BOOL": False},
         },
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
     return Call("dynamodb", "UpdateItem", params, timeout=timeout)
 
 
-def claimed(fault: Fault | None) -> Claim:
-    """Read a claim's answer: `moved` when the record was rescheduled meanwhile (the next
-    receive decides again), `failed` when the registry did not answer (hold and retry)."""
+def delivered_call(
+    table: str, record: Record, sqs_message_id: str, attempt: str, timeout: float
+) -> Call:
+    """After the hand-over's send: the claim is delivered, and no later receive of the message
+    may take it over (it is dropped as a duplicate instead)."""
+    params = {
+        "TableName": table,
+        "Key": key(record.destination, record.message_id),
+        "UpdateExpression": "SET delivered = :true",
+        "ConditionExpression": "claimed_by = :mid AND attempt = :attempt",
+        "ExpressionAttributeValues": {
+            ":mid": {"S": sqs_message_id},
+            ":attempt": {"S": attempt},
+            ":true": {"BOOL": True},
+        },
+    }
+    return Call("dynamodb", "UpdateItem", params, timeout=timeout)
+
+
+def claimed(fault: Fault | None, sqs_message_id: str) -> tuple[Claim, Record | None]:
+    """Read a claim's answer, with the record as it was when the condition failed: `moved`
+    when it was rescheduled meanwhile (the next receive decides again), `in-hand` when another
+    receive of this SQS message holds the claim (release and retry after its lease),
+    `failed` when the registry did not answer (hold and retry)."""
     if fault is None:
-        return "claimed"
+        return "claimed", None
     if fault.code != "ConditionalCheckFailedException":
-        return "failed"
+        return "failed", None
     now = record_of(fault.item or {})
     if now is None or now.state == "cancelled":
-        return "cancelled"  # gone (a manual delete) or cancelled: never delivered
+        return "cancelled", now  # gone (a manual delete) or cancelled: never delivered
+    if now.held_by_another_receive(sqs_message_id):
+        return "in-hand", now
     if now.state == "handed-over":
-        return "duplicate"
-    return "moved"
+        return "duplicate", now
+    return "moved", now
 
 
 # -- cancel, reschedule, list ------------------------------------------------------------

@@ -102,7 +102,8 @@ class StepConfig:
 
 class StepState:
     """What lasts from batch to batch in one runtime: the clock offset, the breakers (sends
-    per target queue; Scheduler), the message failure counts and the statistics."""
+    per target queue; Scheduler), the message failure counts, the statistics, and the SQS
+    messages in hand (by MessageId)."""
 
     def __init__(self) -> None:
         self.offset = ClockOffset()
@@ -111,6 +112,33 @@ class StepState:
         self.registry = BackoffTimer()
         self.failures = FailureLog()
         self.stats = Stats()
+        self.in_hand: set[str] = set()
+        # The receipt handle of the latest copy of a message in hand: SQS deletes (or hides)
+        # a message received again only by its newest handle.
+        self.newest: dict[str, str] = {}
+
+    def take(self, received: list[Received]) -> tuple[list[Received], list[Received]]:
+        """Split a batch into the messages now in hand and the copies of messages already in
+        hand (SQS redelivers a message whose visibility ran out while a batch still holds it,
+        and an emulator may hand one message to two concurrent receives)."""
+        fresh: list[Received] = []
+        copies: list[Received] = []
+        for r in received:
+            if r.message_id in self.in_hand:
+                copies.append(r)
+                self.newest[r.message_id] = r.receipt_handle
+            else:
+                self.in_hand.add(r.message_id)
+                fresh.append(r)
+        return fresh, copies
+
+    def handle_of(self, r: Received) -> str:
+        return self.newest.get(r.message_id, r.receipt_handle)
+
+    def let_go(self, received: list[Received]) -> None:
+        for r in received:
+            self.in_hand.discard(r.message_id)
+            self.newest.pop(r.message_id, None)
 
 
 @dataclass(frozen=True)
@@ -123,12 +151,31 @@ class Held:
 @dataclass
 class Outcome:
     """Where each record of the batch ended, by SQS MessageId; `held`, what to report or
-    keep out of sight; `unhidden`, held records whose visibility change failed."""
+    keep out of sight; `released`, copies of messages another batch had in hand (neither
+    sent nor deleted: they come back when their visibility runs out); `unhidden`, held
+    records whose visibility change failed."""
 
     ends: dict[str, End] = field(default_factory=dict)
     held: list[Held] = field(default_factory=list)
+    released: list[Received] = field(default_factory=list)
     delete_failed: int = 0
     unhidden: int = 0
+
+
+def extensions(
+    received: list[Received], outcome: Outcome, seconds: int, state: StepState
+) -> list[dict[str, Any]]:
+    """The ChangeMessageVisibility entries that keep a batch in hand out of sight for
+    `seconds` more: every message of it but the held ones (their backoff is their own
+    visibility) and the copies released to another batch, by their newest receipt handles.
+    Empty: nothing left to keep."""
+    out = {h.source.receipt_handle for h in outcome.held}
+    out.update(r.receipt_handle for r in outcome.released)
+    handles = [state.handle_of(r) for r in received if r.receipt_handle not in out]
+    return [
+        {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": seconds}
+        for i, h in enumerate(handles)
+    ]
 
 
 @dataclass(frozen=True)
@@ -161,6 +208,13 @@ def _registry_id(received: Received) -> str | None:
         return registry.check_message_id(text) if isinstance(text, str) else None
     except ValueError:
         return None
+
+
+def _ids(received: Received) -> dict[str, str]:
+    """How events name a message: `message_id`, its own id (the one `send` printed and
+    `cancel` takes; a foreign message's group id), and this hop's `sqs_message_id`."""
+    own = _registry_id(received) or received.system.get("MessageGroupId") or received.message_id
+    return {"message_id": own, "sqs_message_id": received.message_id}
 
 
 def _due_from(received: Received, record: registry.Record) -> Received:
@@ -215,27 +269,13 @@ def handle(
     step = _Step(
         queues, park_target, config, state, clock, local_ms, deadline, outcome or Outcome()
     )
-    if config.registry_table:
-        received = yield from step.follow_registry(received, config.registry_table)
-    outs, stuck = decide_batch(
-        received,
-        local_ms=local_ms,
-        offset=state.offset,
-        lim=config.limits,
-        source_queue=queues.delay,
-        failures=state.failures,
-    )
-    step.offset_ms = state.offset.estimate() or 0  # a median: computed once per batch
-    for r in stuck:
-        log.error("delay.unhandled", message_id=r.message_id, queue=queues.delay)
-        step.hold(r, retry_backoff_seconds(r.receive_count), "cannot be handled")
-    rest = yield from step.park(outs)
-    if config.registry_table:
-        rest = yield from step.claim(rest, config.registry_table)
-    yield from step.send(rest)
-    if config.delete:
-        yield from step.delete()
-    yield from step.hide()
+    fresh, copies = state.take(received)
+    for r in copies:
+        step.release(r)
+    try:
+        yield from step.run(fresh)
+    finally:  # also when the driver gives up on the flow (it is closed)
+        state.let_go(fresh)
     return step.outcome
 
 
@@ -260,9 +300,41 @@ class _Step:
         self.outcome = outcome
         self.done: list[Outgoing] = []  # sent or parked: the originals may be deleted
         self.dropped: list[Received] = []  # cancelled or a second copy: deleted, never sent
-        self.records: dict[str, registry.Record] = {}  # by NServiceBus.MessageId
+        self.records: dict[str, registry.Record] = {}  # by SQS MessageId
+        self.claimed: list[Outgoing] = []  # hand-overs whose registry claim this batch won
         self.local_ms = local_ms  # when the batch arrived: `clock()` need not be epoch time
         self.offset_ms = 0  # the clock offset estimate the decisions used (set by `handle`)
+
+    def run(self, received: list[Received]) -> Flow[None]:
+        table = self.config.registry_table
+        if table:
+            received = yield from self.follow_registry(received, table)
+        outs, stuck = decide_batch(
+            received,
+            local_ms=self.local_ms,
+            offset=self.state.offset,
+            lim=self.config.limits,
+            source_queue=self.queues.delay,
+            failures=self.state.failures,
+        )
+        self.offset_ms = self.state.offset.estimate() or 0  # a median: computed once per batch
+        for r in stuck:
+            log.error("delay.unhandled", **_ids(r), queue=self.queues.delay)
+            self.hold(r, retry_backoff_seconds(r.receive_count), "cannot be handled")
+        rest = yield from self.park(outs)
+        if table:
+            rest = yield from self.claim(rest, table)
+        yield from self.send(rest)
+        if table:
+            yield from self.mark_delivered(table)
+        if self.config.delete:
+            yield from self.delete()
+        yield from self.hide()
+
+    def release(self, copy: Received) -> None:
+        self.outcome.released.append(copy)
+        self.state.stats.events["delay.copy_in_hand"] += 1
+        log.warning("delay.copy_in_hand", **_ids(copy), queue=self.queues.delay)
 
     def broker_ms(self) -> int:
         """Now on the broker's clock: the local time since the batch arrived, corrected by
@@ -286,8 +358,7 @@ class _Step:
         self.state.failures.forget(out.source.message_id)
         getattr(log, d.level)(
             d.event,
-            message_id=out.source.message_id,
-            group_id=out.source.system.get("MessageGroupId"),
+            **_ids(out.source),
             destination=self.queues.destination,
             receive_count=out.source.receive_count,
             size_bytes=out.size,
@@ -336,8 +407,8 @@ class _Step:
                 kept.append(r)
             elif record.state == "cancelled":
                 self.drop(r, "cancelled")
-            elif record.state == "handed-over" and record.claimed_by != r.message_id:
-                self.drop(r, "duplicate")
+            elif record.state == "handed-over" and not record.held_by_another_receive(r.message_id):
+                self.drop(r, "duplicate")  # another copy was handed over, or this one was
             else:
                 self.records[r.message_id] = record
                 kept.append(_due_from(r, record) if record.moved else r)
@@ -347,39 +418,96 @@ class _Step:
         """Claim the record of each hand-over (one conditional write each, all at once)
         before anything is sent: the claim decides a race with a cancel or a reschedule.
         Returns what may be sent."""
-        claims = [
-            (o, rec)
-            for o in outs
-            if isinstance(o.decision, HandOver) and (rec := self.records.get(o.source.message_id))
-        ]
+        claims: list[tuple[Outgoing, registry.Record]] = []
+        later: set[str] = set()
+        keys: set[str] = set()
+        for o in outs:
+            rec = self.records.get(o.source.message_id)
+            if not isinstance(o.decision, HandOver) or rec is None:
+                continue
+            if rec.message_id in keys:  # two SQS messages of one id (a sender's retry)
+                later.add(o.source.message_id)  # its next hop finds the other's claim
+                self.hold(o.source, 1, "another copy of this message is being handed over")
+            else:
+                keys.add(rec.message_id)
+                claims.append((o, rec))
+        outs = [o for o in outs if o.source.message_id not in later]
         if not claims:
             return outs
         timeout = self._registry_timeout(SEND_SHARE)  # a claim is the start of its send
-        results: list[registry.Claim]
+        results: list[tuple[registry.Claim, registry.Record | None]]
         if timeout is None:
-            results = ["failed"] * len(claims)
+            results = [("failed", None)] * len(claims)
         else:
             now = self.broker_ms()
+            lease = self.lease_ms()
             calls = [
-                registry.claim_call(table, rec, o.source.message_id, now, timeout)
+                registry.claim_call(
+                    table,
+                    rec,
+                    o.source.message_id,
+                    registry.attempt_of(o.source.receipt_handle),
+                    now,
+                    lease,
+                    timeout,
+                )
                 for o, rec in claims
             ]
             answers = yield calls
-            results = [registry.claimed(a.fault) for a in answers]
-            faults = [a.fault for a, r in zip(answers, results, strict=True) if r == "failed"]
+            results = [
+                registry.claimed(a.fault, o.source.message_id)
+                for a, (o, _) in zip(answers, claims, strict=True)
+            ]
+            faults = [a.fault for a, r in zip(answers, results, strict=True) if r[0] == "failed"]
             self._registry_answered(faults[0] if faults else None)
         blocked: set[str] = set()
-        for (out, _), result in zip(claims, results, strict=True):
+        for (out, _), (result, now_record) in zip(claims, results, strict=True):
             if result == "claimed":
+                self.claimed.append(out)
                 continue
             blocked.add(out.source.message_id)
             if result == "failed":
                 self._registry_hold(out.source)
             elif result == "moved":  # rescheduled meanwhile: the next receive reads it again
                 self.hold(out.source, 1, "rescheduled while being handed over")
+            elif result == "in-hand":  # released until the other receive's lease runs out
+                left_ms = (now_record.lease_ms if now_record else 0) - self.broker_ms()
+                wait = visibility_seconds(max(1, -(-left_ms // 1000)))
+                self.hold(out.source, wait, "another receive of this message holds its claim")
             else:
                 self.drop(out.source, result)
         return [o for o in outs if o.source.message_id not in blocked]
+
+    def lease_ms(self) -> int:
+        """Until when (broker time) a claim made now may still lead to a send: the batch's
+        deadline, plus a call time limit for the workers' different clock offset estimates."""
+        left = max(0.0, self.budget.deadline - self.clock()) + self.config.call_timeout
+        return self.broker_ms() + int(left * 1000)
+
+    def mark_delivered(self, table: str) -> Flow[None]:
+        """Mark the claims whose hand-over was sent: no later receive may take them over. A
+        mark that fails leaves the claim to its lease (docs/registry.md)."""
+        sent = [
+            o for o in self.claimed if self.outcome.ends.get(o.source.message_id) == "handed-over"
+        ]
+        timeout = self.budget.timeout()
+        if not sent or timeout <= 0:
+            return
+        calls = [
+            registry.delivered_call(
+                table,
+                self.records[o.source.message_id],
+                o.source.message_id,
+                registry.attempt_of(o.source.receipt_handle),
+                timeout,
+            )
+            for o in sent
+        ]
+        answers = yield calls
+        failed = sum(1 for a in answers if a.fault is not None)
+        if failed:
+            self.state.stats.events["registry.mark_failed"] += failed
+            log.warning("registry.delivered_mark_failed", queue=self.queues.delay, count=failed)
 
     def _registry_timeout(self, share: float) -> float | None:
         """The time limit for a round of registry calls; None while its breaker is open or
@@ -415,8 +543,7 @@ class _Step:
         self.state.failures.forget(source.message_id)
         log.info(
             event,
-            message_id=source.message_id,
-            nservicebus_message_id=_registry_id(source),
+            **_ids(source),
             destination=self.queues.destination,
         )
 
@@ -477,7 +604,7 @@ class _Step:
         assert isinstance(out.decision, Park)
         self.state.stats.events["delay.park_skipped"] += 1
         self.state.stats.tally.count(self.queues.destination, FALLBACKS)
-        log.warning("delay.park_skipped", message_id=out.source.message_id, reason=reason[:200])
+        log.warning("delay.park_skipped", **_ids(out.source), reason=reason[:200])
         return outgoing(out.source, out.decision.fallback)
 
     # -- sending ---------------------------------------------------------------------------
@@ -583,7 +710,7 @@ class _Step:
         )
         log.warning(
             "delay.send_failed",
-            message_id=out.source.message_id,
+            **_ids(out.source),
             queue=queue,
             code=code,
             detail=detail[:300],
@@ -602,7 +729,7 @@ class _Step:
         step = MAX_BATCH_ENTRIES
         chunks = [done[i : i + step] for i in range(0, len(done), step)]
         entries = [
-            [{"Id": str(i), "ReceiptHandle": r.receipt_handle} for i, r in enumerate(c)]
+            [{"Id": str(i), "ReceiptHandle": self.state.handle_of(r)} for i, r in enumerate(c)]
             for c in chunks
         ]
         failed = yield from self._delay_queue_calls("DeleteMessageBatch", entries)
@@ -620,7 +747,7 @@ class _Step:
             [
                 {
                     "Id": str(i),
-                    "ReceiptHandle": h.source.receipt_handle,
+                    "ReceiptHandle": self.state.handle_of(h.source),
                     "VisibilityTimeout": h.wait_seconds,
                 }
                 for i, h in enumerate(held[start : start + step])

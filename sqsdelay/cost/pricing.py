@@ -110,8 +110,9 @@ class PythonOps:
 NEVER = 2**62  # a park threshold no delay reaches: parking off
 # The registry's request units per delayed message (items well under 1 KB; docs/registry.md):
 # the sender's PutItem (1, and 1 for the index), its mark after the send (1; the index is
-# not touched), the worker's claim at the hand-over (1, and 1 for the index).
-REGISTRY_WRITE_UNITS = 5
+# not touched), the worker's claim at the hand-over (1, and 1 for the index) and its
+# delivered mark after the hand-over's send (1; the index is not touched).
+REGISTRY_WRITE_UNITS = 6
 # Each hop reads the record (BatchGetItem, eventually consistent: half a unit per item).
 REGISTRY_READ_UNITS_PER_HOP = 0.5
 

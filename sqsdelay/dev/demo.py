@@ -51,7 +51,7 @@ class Row:
     destination: str
     delay: int
     route: str = ""
-    group_id: str | None = None
+    message_id: str | None = None
     due: float = 0.0
     cycles: int = 0
     delivered: float | None = None
@@ -102,12 +102,12 @@ def _table(rows: list[Row], started: float) -> Table:
 
 
 def _count_cycles(events: Path, rows: list[Row]) -> None:
-    by_group = {r.group_id: r for r in rows if r.group_id}
+    by_group = {r.message_id: r for r in rows if r.message_id}
     counts = dict.fromkeys(by_group, 0)
     with events.open(encoding="utf-8") as f:
         for line in f:
             if '"delay.requeued"' in line or '"delay.handed_over"' in line:
-                group = json.loads(line).get("group_id")
+                group = json.loads(line).get("message_id")
                 if group in counts:
                     counts[group] += 1
     for group, n in counts.items():
@@ -170,7 +170,7 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
                 r.due = time.time() + r.delay
                 body = json.dumps({"demo": r.name})
                 result = sender.send(r.destination, body, delay=r.delay, id=r.name)
-                r.route, r.group_id = result.route, result.group_id
+                r.route, r.message_id = result.route, result.message_id
             status, due_ms = sender.reschedule(moved.destination, moved.name, delay=RESCHEDULED[2])
             if status == "rescheduled":
                 moved.due, moved.route = due_ms / 1000, f"rescheduled to {RESCHEDULED[2]} s"

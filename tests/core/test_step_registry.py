@@ -3,15 +3,18 @@ records decide what is dropped, moved or claimed, whatever the registry answers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sqsdelay.core import registry, wirenames
-from sqsdelay.core.decision import Limits
-from sqsdelay.core.step import StepConfig, StepState
-from tests.core.test_step import DAY, Clock, Q, T, message, run
+from sqsdelay.core.calls import Call
+from sqsdelay.core.decision import Limits, Received
+from sqsdelay.core.step import StepConfig, StepState, handle
+from tests.core.test_step import DAY, TARGET, Clock, Q, T, message, run
 from tests.support.stub import StubAws
 
 TABLE = "sqsdelay-scheduled"
@@ -60,7 +63,8 @@ def test_a_cancelled_message_is_dropped_a_moved_one_follows_its_record() -> None
     requeued = stub.queues[Q.delay][0]["MessageAttributes"]
     assert requeued[wirenames.DUE_AT_ATTRIBUTE]["StringValue"] == str(T + 2 * DAY * 1000)
     assert stub.items[f"{Q.destination}/k3"]["state"] == {"S": "handed-over"}
-    assert stub.count("UpdateItem") == 1  # one claim: k3 (k5 has no record)
+    assert stub.items[f"{Q.destination}/k3"]["delivered"] == {"BOOL": True}
+    assert stub.count("UpdateItem") == 2  # k3's claim and its delivered mark (k5 has no record)
 
 
 def test_a_registry_that_does_not_answer_holds_and_never_dead_letters() -> None:
@@ -156,3 +160,194 @@ def test_whatever_a_producer_wrote_as_the_id_every_record_ends_once(
     ]
     for key in asked:
         registry.check_message_id(key.split("/", 1)[1])  # only valid ids were looked up
+
+
+# ---- one message, one handler: the interleavings of docs/registry.md ("Which interleavings
+# ---- can deliver twice"), each by name ----
+
+KEY = f"{Q.destination}/k1"
+
+
+def again(m: Received, n: int) -> Received:
+    """Another receive of the same SQS message: a new receipt handle, the count up."""
+    system = {**m.system, "ApproximateReceiveCount": str(n)}
+    return replace(m, receipt_handle=f"{m.receipt_handle}-{n}", system=system)
+
+
+def delivered(stub: StubAws) -> list[str]:
+    return [e["MessageBody"] for e in stub.queues[Q.destination]]
+
+
+def until(flow: Any, stub: StubAws, stop: Callable[[Call], bool]) -> tuple[list[Call], Any]:
+    """Drive a flow until it asks for a call matching `stop` (unanswered): a worker frozen
+    (or killed) just before that call."""
+    calls = next(flow)
+    while not any(stop(c) for c in calls):
+        calls = flow.send(stub(calls))
+    return calls, flow
+
+
+def finish(flow: Any, stub: StubAws, asked: list[Call]) -> None:
+    """Let a frozen flow go on to its end."""
+    try:
+        calls = flow.send(stub(asked))
+        while True:
+            calls = flow.send(stub(calls))
+    except StopIteration:
+        pass
+
+
+def start(m: Received, state: StepState, clock: Clock) -> Any:
+    return handle(
+        [m],
+        queues=Q,
+        park_target=TARGET,
+        config=CONFIG,
+        state=state,
+        clock=clock,
+        local_ms=int(clock() * 1000),
+        deadline=clock() + 48,
+    )
+
+
+def is_send(c: Call) -> bool:
+    return c.api == "SendMessageBatch"
+
+
+def is_mark(c: Call) -> bool:
+    return c.api == "UpdateItem" and c.params["UpdateExpression"] == "SET delivered = :true"
+
+
+def is_delete(c: Call) -> bool:
+    return c.api == "DeleteMessageBatch"
+
+
+def scheduled_stub() -> StubAws:
+    stub = StubAws()
+    stub.items = {KEY: item(1, "scheduled", T + 5_000)}
+    return stub
+
+
+def test_a_copy_received_while_the_message_is_in_hand_is_released_untouched() -> None:
+    """Interleaving 1: two receives of one SQS message in one runtime (a worker's loops, or
+    one Lambda event): the second copy is neither sent nor deleted."""
+    stub, state, clock = scheduled_stub(), StepState(), Clock()
+    first = keyed(1, 5)
+    asked, flow = until(start(first, state, clock), stub, is_send)
+    copy = run([again(first, 2)], stub, config=CONFIG, state=state, clock=clock)
+    assert copy.ends == {} and [r.receipt_handle for r in copy.released] == ["rh1-2"]
+    assert state.stats.events["delay.copy_in_hand"] == 1
+    finish(flow, stub, asked)
+    # Deleted by the copy's receipt handle: SQS honours only the newest one (moto any).
+    assert delivered(stub) == ["body 1"] and stub.deleted[Q.delay] == ["rh1-2"]
+    assert state.in_hand == set()  # the message is out of hand once its batch ended
+    assert run([again(first, 3)], stub, config=CONFIG, state=state, clock=clock).ends == {
+        "id1": "dropped"
+    }
+
+
+def test_two_runtimes_with_one_message_in_hand_deliver_it_once() -> None:
+    """Interleaving 2: two workers (no shared memory) each hold a receive of the same SQS
+    message: the second claim fails while the first's lease lasts, and the copy is held until
+    then; once the first delivered, the copy is dropped."""
+    stub, clock = scheduled_stub(), Clock()
+    first = keyed(1, 5)
+    asked, flow = until(start(first, StepState(), clock), stub, is_send)
+    second = run([again(first, 2)], stub, config=CONFIG, state=StepState(), clock=clock)
+    assert second.ends == {"id1": "held"}
+    assert second.held[0].reason == "another receive of this message holds its claim"
+    assert second.held[0].wait_seconds >= 48  # the first receive's lease
+    finish(flow, stub, asked)
+    third = run([again(first, 3)], stub, config=CONFIG, state=StepState(), clock=clock)
+    assert third.ends == {"id1": "dropped"} and delivered(stub) == ["body 1"]
+
+
+def test_a_failed_send_after_the_claim_is_taken_over_after_its_lease() -> None:
+    """Interleaving 3: the claim won, the send failed (the destination refused it): the
+    redelivery is held while the lease lasts, then takes the claim over: one delivery."""
+    stub, clock = scheduled_stub(), Clock()
+    stub.fail("SendMessageBatch", "AWS.SimpleQueueService.NonExistentQueue", times=1)
+    first = keyed(1, 5)
+    assert run([first], stub, config=CONFIG, state=StepState(), clock=clock).ends == {"id1": "held"}
+    early = run([again(first, 2)], stub, config=CONFIG, state=StepState(), clock=clock)
+    assert early.ends == {"id1": "held"} and delivered(stub) == []
+    clock.advance(60)  # past the lease (the budget plus a call time limit)
+    later = run([again(first, 3)], stub, config=CONFIG, state=StepState(), clock=clock)
+    assert later.ends == {"id1": "handed-over"} and delivered(stub) == ["body 1"]
+    assert stub.items[KEY]["delivered"] == {"BOOL": True}
+
+
+def test_a_crash_between_claim_and_send_delivers_once() -> None:
+    """Interleaving 4: the worker died after its claim, before its send."""
+    stub, clock = scheduled_stub(), Clock()
+    first = keyed(1, 5)
+    until(start(first, StepState(), clock), stub, is_send)  # then killed
+    clock.advance(60)
+    later = run([again(first, 2)], stub, config=CONFIG, state=StepState(), clock=clock)
+    assert later.ends == {"id1": "handed-over"} and delivered(stub) == ["body 1"]
+
+
+def test_a_crash_between_send_and_delivered_mark_delivers_twice() -> None:
+    """Interleaving 5 (one of the two that deliver twice): the worker died after its send,
+    before it marked the claim delivered; the redelivery takes over after the lease."""
+    stub, clock = scheduled_stub(), Clock()
+    first = keyed(1, 5)
+    until(start(first, StepState(), clock), stub, is_mark)  # sent, then killed
+    clock.advance(60)
+    later = run([again(first, 2)], stub, config=CONFIG, state=StepState(), clock=clock)
+    assert later.ends == {"id1": "handed-over"} and delivered(stub) == ["body 1", "body 1"]
+
+
+def test_a_lost_send_answer_delivers_twice() -> None:
+    """Interleaving 6 (the other one): the send took effect but its answer was lost, so the
+    claim is never marked; after the lease the redelivery sends again."""
+    stub, clock = scheduled_stub(), Clock()
+    stub.drop("SendMessageBatch", times=1)
+    first = keyed(1, 5)
+    assert run([first], stub, config=CONFIG, state=StepState(), clock=clock).ends == {"id1": "held"}
+    clock.advance(60)
+    run([again(first, 2)], stub, config=CONFIG, state=StepState(), clock=clock)
+    assert delivered(stub) == ["body 1", "body 1"]
+
+
+def test_a_crash_between_delivered_mark_and_delete_delivers_once() -> None:
+    """Interleaving 7: marked delivered, then killed before the delete: the redelivery is
+    dropped, at once (no lease to wait for)."""
+    stub, clock = scheduled_stub(), Clock()
+    first = keyed(1, 5)
+    until(start(first, StepState(), clock), stub, is_delete)
+    later = run([again(first, 2)], stub, config=CONFIG, state=StepState(), clock=clock)
+    assert later.ends == {"id1": "dropped"} and delivered(stub) == ["body 1"]
+
+
+def test_a_failed_delivered_mark_falls_back_to_the_lease() -> None:
+    """Interleaving 8: the mark was throttled and the delete failed too: the redelivery waits
+    for the lease, then delivers again (the mark alone failing, with the delete done, is
+    harmless: nothing comes back)."""
+    stub, clock = scheduled_stub(), Clock()
+    stub.fail("UpdateItem", "ThrottlingException", times=1, when=is_mark)
+    stub.fail("DeleteMessageBatch", "ReceiptHandleIsInvalid", times=1)
+    first = keyed(1, 5)
+    state = StepState()
+    run([first], stub, config=CONFIG, state=state, clock=clock)
+    assert state.stats.events["registry.mark_failed"] == 1
+    held = run([again(first, 2)], stub, config=CONFIG, state=StepState(), clock=clock)
+    assert held.ends == {"id1": "held"} and delivered(stub) == ["body 1"]
+    clock.advance(60)
+    run([again(first, 3)], stub, config=CONFIG, state=StepState(), clock=clock)
+    assert delivered(stub) == ["body 1", "body 1"]
+
+
+def test_two_sqs_messages_of_one_id_in_one_batch_make_one_claim() -> None:
+    """A sender that retried a send whose answer it lost made two SQS messages of one id; in
+    one batch only the first claims (no two claims on one item race each other), the other is
+    held and dropped at its next hop."""
+    stub, clock = scheduled_stub(), Clock()
+    a = keyed(1, 5)
+    b = replace(keyed(1, 5), message_id="id1-retry", receipt_handle="rh1-retry")
+    outcome = run([a, b], stub, config=CONFIG, state=StepState(), clock=clock)
+    assert outcome.ends == {"id1": "handed-over", "id1-retry": "held"}
+    claims = [c for c in stub.calls if c.api == "UpdateItem" and not is_mark(c)]
+    assert len(claims) == 1 and delivered(stub) == ["body 1"]
+    again_b = run([again(b, 2)], stub, config=CONFIG, state=StepState(), clock=clock)
+    assert again_b.ends == {"id1-retry": "dropped"}

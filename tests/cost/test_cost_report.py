@@ -222,8 +222,8 @@ def test_cost_estimate_prints_the_reference_numbers() -> None:
         "why they differ",
         # One invocation, Scheduler's send and one batched hop (0.2 + 0.1): 1.3 requests.
         "threshold 10,020 s, parked): 1.3 requests + 1 Scheduler invocation(s), 0.0000016 USD",
-        # The registry: 5 write units, half a read unit on each of the 35,039 passes.
-        "added: 5 write + 17,519.5 read request units, 0.0021931 USD (parked: 0.0000032 USD)",
+        # The registry: 6 write units, half a read unit on each of the 35,039 passes.
+        "added: 6 write + 17,519.5 read request units, 0.0021937 USD (parked: 0.0000038 USD)",
     ):
         assert text in result.stdout
 

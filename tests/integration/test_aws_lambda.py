@@ -203,7 +203,12 @@ def test_one_record_that_cannot_be_handled_fails_alone(cycle: Any, sqs: Any) -> 
     records = receive_records(sqs, urls["delay"], arn, 2)
     odd = {**records[0], "messageId": "odd", "receiptHandle": records[0]["receiptHandle"]}
     odd["messageAttributes"] = {"n": {"dataType": "String", "stringValue": 5}}
-    due = {**records[1], "attributes": {**records[1]["attributes"], "SentTimestamp": "²"}}
+    # Another message (its own id: one message in an event twice is handled once).
+    due = {
+        **records[1],
+        "messageId": "broken-timestamp",
+        "attributes": {**records[1]["attributes"], "SentTimestamp": "²"},
+    }
     handler = Handler(s, client=sqs)
     result = handler({"Records": [odd, due, records[1]]}, None)
     assert result == {"batchItemFailures": [{"itemIdentifier": "odd"}]}

@@ -271,7 +271,7 @@ def test_a_full_nservicebus_mode_message_survives_the_pumps_requeue_and_is_accep
             "orders", "x", delay=60, attributes={**user, "a8": user["a0"]}, message_type=TYPE
         )
     result = sender.send("orders", '{"OrderId":7}', delay=60, attributes=user, message_type=TYPE)
-    assert result.nservicebus_message_id == result.group_id
+    assert result.nservicebus_message_id == result.message_id
     delay_url = sqs.get_queue_url(QueueName=settings.queue_prefix + "orders-delay.fifo")["QueueUrl"]
     first = receive_one(sqs, delay_url)
     assert len(first["MessageAttributes"]) == quotas.MAX_MESSAGE_ATTRIBUTES
@@ -290,7 +290,7 @@ def test_a_full_nservicebus_mode_message_survives_the_pumps_requeue_and_is_accep
     accepted = nsb.input_queue(arrived)
     assert accepted.body == b'{"OrderId":7}'
     assert accepted.headers[nservicebus.ENCLOSED_MESSAGE_TYPES] == TYPE
-    assert accepted.headers[nservicebus.MESSAGE_ID] == result.group_id
+    assert accepted.headers[nservicebus.MESSAGE_ID] == result.message_id
     assert {k: v for k, v in arrived["MessageAttributes"].items() if k in user} == user
 
 

@@ -178,7 +178,7 @@ def test_parked_at_send_arrives_never_early_with_one_schedule(
     attrs = {"trace": {"DataType": "String", "StringValue": "t-1"}}
     started = time.time()
     result = sender.send("orders", "hello", delay=10, attributes=attrs)
-    assert result.route == "parked" and result.message_id == result.group_id
+    assert result.route == "parked" and result.sqs_message_id is None
     (s,) = schedules(scheduler, parked)
     assert s["Name"] == parking.schedule_name(
         f"{parked.queue_prefix}orders-delay.fifo", result.message_id

@@ -268,6 +268,6 @@ def test_send_logs_delay_scheduled_without_the_body(
     assert event["destination"] == settings.queue_prefix + "orders"
     assert event["delay_seconds"] == 2000 and event["route"] == "delay-queue"
     delay_attribute = len(wirenames.DELAY_ATTRIBUTE) + len("String") + len("2000")
-    id_attribute = len(wirenames.MESSAGE_ID_ATTRIBUTE) + len("String") + len(event["group_id"])
+    id_attribute = len(wirenames.MESSAGE_ID_ATTRIBUTE) + len("String") + len(event["message_id"])
     assert event["size_bytes"] == len("top secret body") + delay_attribute + id_attribute
-    assert event["message_id"]
+    assert event["message_id"] and event["sqs_message_id"] != event["message_id"]

@@ -2,13 +2,16 @@
 
 It pipes bytes both ways and sniffs client requests for the SQS API name (boto3's JSON
 protocol sends it in the X-Amz-Target header). `cut(api, times)` drops the connection of the
-next `times` requests to that API before they reach the server; `down()` refuses and drops
-everything until `up()`.
+next `times` requests to that API before they reach the server; `cut_responses(share)` lets
+that share of requests (drawn at random, seeded) reach the server and drops the connection
+before its answer comes back: the call took effect, and the client never hears of it.
+`down()` refuses and drops everything until `up()`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import random
 import select
 import socket
 import threading
@@ -25,6 +28,10 @@ class FaultProxy:
         self._cuts: dict[bytes, int] = {}
         self._down = False
         self.cut_count = 0
+        self.responses_cut = 0
+        self.requests = 0
+        self._response_share = 0.0
+        self._random = random.Random(0)
         self._closing = False
         self._sockets: set[socket.socket] = set()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -32,6 +39,22 @@ class FaultProxy:
     def cut(self, api: str, times: int = 1) -> None:
         with self._lock:
             self._cuts[f"AmazonSQS.{api}".encode()] = times
+
+    def cut_responses(self, share: float, seed: int = 0) -> None:
+        with self._lock:
+            self._response_share, self._random = share, random.Random(seed)
+
+    def _cut_response(self, data: bytes) -> bool:
+        """Whether to lose the answer to this request (only a chunk that starts a request
+        is drawn for)."""
+        if b"X-Amz-Target" not in data and b"x-amz-target" not in data:
+            return False
+        with self._lock:
+            self.requests += 1
+            if self._random.random() < self._response_share:
+                self.responses_cut += 1
+                return True
+        return False
 
     def down(self) -> None:
         with self._lock:
@@ -77,6 +100,7 @@ class FaultProxy:
             return
         with self._lock:
             self._sockets.update((client, server))
+        lose_answer = False
         try:
             while True:
                 readable, _, _ = select.select([client, server], [], [], 60)
@@ -88,6 +112,10 @@ class FaultProxy:
                         return
                     if src is client and self._should_cut(data):
                         return  # drop the request on the floor and close the connection
+                    if src is client:
+                        lose_answer = lose_answer or self._cut_response(data)
+                    elif lose_answer:
+                        return  # the server did the work: close before the answer is passed
                     (server if src is client else client).sendall(data)
         except OSError:
             return

@@ -25,6 +25,7 @@ class _Rule:
     times: int | None = None
     effect: bool = False  # the call takes effect although its answer is lost
     entries: bool = False  # refuse each entry instead of the whole call
+    when: Callable[[Call], bool] | None = None  # only calls that match
 
 
 @dataclass
@@ -51,8 +52,10 @@ class StubAws:
         queue: str | None = None,
         times: int | None = None,
         status: int = 400,
+        when: Callable[[Call], bool] | None = None,
     ) -> None:
-        self.rules.append(_Rule(api, Fault(code, "stubbed", status), queue, times))
+        fault = Fault(code, "stubbed", status)
+        self.rules.append(_Rule(api, fault, queue, times, when=when))
 
     def throttle(self, api: str, *, queue: str | None = None, times: int | None = None) -> None:
         self.fail(api, "ThrottlingException", queue=queue, times=times)
@@ -86,7 +89,12 @@ class StubAws:
 
     def _rule(self, call: Call) -> _Rule | None:
         for rule in self.rules:
-            if rule.api == call.api and rule.queue in (None, call.queue) and rule.times != 0:
+            if (
+                rule.api == call.api
+                and rule.queue in (None, call.queue)
+                and rule.times != 0
+                and (rule.when is None or rule.when(call))
+            ):
                 if rule.times is not None:
                     rule.times -= 1
                 return rule
@@ -160,22 +168,55 @@ class StubAws:
             return {"Responses": {table: found}, "UnprocessedKeys": {}}
         if call.api == "UpdateItem" and ":handed" in p["ExpressionAttributeValues"]:
             return self._claim(p)
+        if call.api == "UpdateItem" and p["UpdateExpression"] == "SET delivered = :true":
+            return self._delivered(p)
         raise AssertionError(f"the stub does not answer {call.api}")
 
     def _claim(self, p: dict[str, Any]) -> dict[str, Any] | Fault:
-        """The registry's claim: scheduled with the same due time, or claimed by the caller."""
+        """The registry's claim (`registry.claim_call`'s condition, as DynamoDB reads it: a
+        missing attribute compares false): scheduled with the same due time; or claimed by
+        the same SQS message and either the same receive, or undelivered with its lease run
+        out."""
         values = p["ExpressionAttributeValues"]
         item = self.items.get(p["Key"]["id"]["S"])
         state = item["state"]["S"] if item else None
+        mine = item is not None and item.get("claimed_by") == values[":mid"]
+        lease = int(item["lease_ms"]["N"]) if item and "lease_ms" in item else None
+        taken_over = (
+            item is not None
+            and item.get("delivered") != {"BOOL": True}
+            and (lease is None or lease < int(values[":now"]["N"]))
+        )
         ok = item is not None and (
             (state == "scheduled" and item["due_ms"] == values[":due"])
-            or (state == "handed-over" and item.get("claimed_by") == values[":mid"])
+            or (
+                state == "handed-over"
+                and mine
+                and (item.get("attempt") == values[":attempt"] or taken_over)
+            )
         )
         if not ok:
             fault = Fault("ConditionalCheckFailedException", "The conditional request failed")
             return Fault(fault.code, fault.detail, 400, item=dict(item) if item else None)
         assert item is not None
-        item["state"], item["claimed_by"] = {"S": "handed-over"}, values[":mid"]
+        item.update(
+            state={"S": "handed-over"},
+            claimed_by=values[":mid"],
+            attempt=values[":attempt"],
+            lease_ms=values[":lease"],
+            delivered={"BOOL": False},
+        )
+        return {}
+
+    def _delivered(self, p: dict[str, Any]) -> dict[str, Any] | Fault:
+        values = p["ExpressionAttributeValues"]
+        item = self.items.get(p["Key"]["id"]["S"])
+        if item is None or (item.get("claimed_by"), item.get("attempt")) != (
+            values[":mid"],
+            values[":attempt"],
+        ):
+            return Fault("ConditionalCheckFailedException", "The conditional request failed", 400)
+        item["delivered"] = {"BOOL": True}
         return {}
 
     def count(self, api: str, queue: str | None = None) -> int:
