@@ -39,7 +39,7 @@ from sqsdelay.core.calls import Call, Fault, Flow, adrive, adrive_until_pause
 from sqsdelay.core.decision import Received
 from sqsdelay.core.metrics import RECEIVE_FAILURES
 from sqsdelay.core.processing import SYSTEM_ATTRIBUTES, from_boto
-from sqsdelay.core.step import Outcome, Stats, extensions
+from sqsdelay.core.step import Outcome, Stats, extend
 from sqsdelay.errors import ReceiveUnavailable, SqsDelayError
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
@@ -281,31 +281,14 @@ class Worker:
         if short >= full:
             return
         wait = short / 2
+        timeout = min(self.settings.call_timeout_seconds, short / 2)
         while True:
             await asyncio.sleep(wait)
-            entries = extensions(received, outcome, full, self.state)
-            if not entries:
+            flow = extend(trio.delay, received, outcome, full, self.state, timeout)
+            asked, failed = await adrive(flow, self.caller)
+            if not asked:
                 return
-            chunks = [
-                entries[i : i + quotas.MAX_BATCH_ENTRIES]
-                for i in range(0, len(entries), quotas.MAX_BATCH_ENTRIES)
-            ]
-            calls = [
-                Call(
-                    "sqs",
-                    "ChangeMessageVisibilityBatch",
-                    {"Entries": c},
-                    trio.delay,
-                    min(self.settings.call_timeout_seconds, short / 2),
-                )
-                for c in chunks
-            ]
-            replies = await self.caller(calls)
-            failed = sum(
-                len(c) if r.fault else len(r.response.get("Failed", []))
-                for c, r in zip(chunks, replies, strict=True)
-            )
-            self.stats.events["visibility_extended"] += len(entries) - failed
+            self.stats.events["visibility_extended"] += asked - failed
             if failed:
                 self.stats.events["extend_failed"] += failed
                 log.warning("delay.extend_failed", queue=trio.delay, count=failed)

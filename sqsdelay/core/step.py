@@ -162,20 +162,50 @@ class Outcome:
     unhidden: int = 0
 
 
-def extensions(
-    received: list[Received], outcome: Outcome, seconds: int, state: StepState
-) -> list[dict[str, Any]]:
-    """The ChangeMessageVisibility entries that keep a batch in hand out of sight for
-    `seconds` more: every message of it but the held ones (their backoff is their own
-    visibility) and the copies released to another batch, by their newest receipt handles.
-    Empty: nothing left to keep."""
+def batch_calls(queue: str, api: str, entries: list[dict[str, Any]], timeout: float) -> Flow[int]:
+    """One round of batch calls (DeleteMessageBatch, ChangeMessageVisibilityBatch) on a
+    queue, MAX_BATCH_ENTRIES entries each; how many entries failed."""
+    step = MAX_BATCH_ENTRIES
+    chunks = [entries[i : i + step] for i in range(0, len(entries), step)]
+    calls = [
+        Call(
+            "sqs", api, {"Entries": [{"Id": str(i), **e} for i, e in enumerate(c)]}, queue, timeout
+        )
+        for c in chunks
+    ]
+    replies = yield calls
+    failed = 0
+    for chunk, reply in zip(chunks, replies, strict=True):
+        if reply.fault is not None:
+            failed += len(chunk)
+        else:
+            failed += len(reply.response.get("Failed", []))
+    return failed
+
+
+def extend(
+    queue: str,
+    received: list[Received],
+    outcome: Outcome,
+    seconds: int,
+    state: StepState,
+    timeout: float,
+) -> Flow[tuple[int, int]]:
+    """Keep a batch in hand out of sight for `seconds` more: every message of it but the
+    held ones (their backoff is their own visibility) and the copies released to another
+    batch, by their newest receipt handles. Returns how many it asked to extend (0: nothing
+    left to keep) and how many of those failed."""
     out = {h.source.receipt_handle for h in outcome.held}
     out.update(r.receipt_handle for r in outcome.released)
-    handles = [state.handle_of(r) for r in received if r.receipt_handle not in out]
-    return [
-        {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": seconds}
-        for i, h in enumerate(handles)
+    entries = [
+        {"ReceiptHandle": state.handle_of(r), "VisibilityTimeout": seconds}
+        for r in received
+        if r.receipt_handle not in out
     ]
+    if not entries:
+        return 0, 0
+    failed = yield from batch_calls(queue, "ChangeMessageVisibilityBatch", entries, timeout)
+    return len(entries), failed
 
 
 @dataclass(frozen=True)
@@ -418,49 +448,20 @@ class _Step:
         """Claim the record of each hand-over (one conditional write each, all at once)
         before anything is sent: the claim decides a race with a cancel or a reschedule.
         Returns what may be sent."""
+        blocked: set[str] = set()  # held or dropped here: not sent
         claims: list[tuple[Outgoing, registry.Record]] = []
-        later: set[str] = set()
         keys: set[str] = set()
         for o in outs:
             rec = self.records.get(o.source.message_id)
             if not isinstance(o.decision, HandOver) or rec is None:
                 continue
             if rec.message_id in keys:  # two SQS messages of one id (a sender's retry)
-                later.add(o.source.message_id)  # its next hop finds the other's claim
+                blocked.add(o.source.message_id)  # its next hop finds the other's claim
                 self.hold(o.source, 1, "another copy of this message is being handed over")
             else:
                 keys.add(rec.message_id)
                 claims.append((o, rec))
-        outs = [o for o in outs if o.source.message_id not in later]
-        if not claims:
-            return outs
-        timeout = self._registry_timeout(SEND_SHARE)  # a claim is the start of its send
-        results: list[tuple[registry.Claim, registry.Record | None]]
-        if timeout is None:
-            results = [("failed", None)] * len(claims)
-        else:
-            now = self.broker_ms()
-            lease = self.lease_ms()
-            calls = [
-                registry.claim_call(
-                    table,
-                    rec,
-                    o.source.message_id,
-                    registry.attempt_of(o.source.receipt_handle),
-                    now,
-                    lease,
-                    timeout,
-                )
-                for o, rec in claims
-            ]
-            answers = yield calls
-            results = [
-                registry.claimed(a.fault, o.source.message_id)
-                for a, (o, _) in zip(answers, claims, strict=True)
-            ]
-            faults = [a.fault for a, r in zip(answers, results, strict=True) if r[0] == "failed"]
-            self._registry_answered(faults[0] if faults else None)
-        blocked: set[str] = set()
+        results = (yield from self._claim_round(claims, table)) if claims else []
         for (out, _), (result, now_record) in zip(claims, results, strict=True):
             if result == "claimed":
                 self.claimed.append(out)
@@ -477,6 +478,37 @@ class _Step:
             else:
                 self.drop(out.source, result)
         return [o for o in outs if o.source.message_id not in blocked]
+
+    def _claim_round(
+        self, claims: list[tuple[Outgoing, registry.Record]], table: str
+    ) -> Flow[list[tuple[registry.Claim, registry.Record | None]]]:
+        """The claims' conditional writes, at once; each answer read (`failed` for all while
+        the registry's breaker is open or the send phase has no time left)."""
+        timeout = self._registry_timeout(SEND_SHARE)  # a claim is the start of its send
+        if timeout is None:
+            return [("failed", None)] * len(claims)
+        now = self.broker_ms()
+        lease = self.lease_ms()
+        calls = [
+            registry.claim_call(
+                table,
+                rec,
+                o.source.message_id,
+                registry.attempt_of(o.source.receipt_handle),
+                now,
+                lease,
+                timeout,
+            )
+            for o, rec in claims
+        ]
+        answers = yield calls
+        results = [
+            registry.claimed(a.fault, o.source.message_id)
+            for a, (o, _) in zip(answers, claims, strict=True)
+        ]
+        faults = [a.fault for a, r in zip(answers, results, strict=True) if r[0] == "failed"]
+        self._registry_answered(faults[0] if faults else None)
+        return results
 
     def lease_ms(self) -> int:
         """Until when (broker time) a claim made now may still lead to a send: the batch's
@@ -506,7 +538,7 @@ class _Step:
         answers = yield calls
         failed = sum(1 for a in answers if a.fault is not None)
         if failed:
-            self.state.stats.events["registry.mark_failed"] += failed
+            self.state.stats.events["registry.delivered_mark_failed"] += failed
             log.warning("registry.delivered_mark_failed", queue=self.queues.delay, count=failed)
 
     def _registry_timeout(self, share: float) -> float | None:
@@ -726,12 +758,7 @@ class _Step:
         back after the visibility timeout: a requeue is then dropped by FIFO deduplication, a
         hand-over may be delivered twice."""
         done = [o.source for o in self.done] + self.dropped
-        step = MAX_BATCH_ENTRIES
-        chunks = [done[i : i + step] for i in range(0, len(done), step)]
-        entries = [
-            [{"Id": str(i), "ReceiptHandle": self.state.handle_of(r)} for i, r in enumerate(c)]
-            for c in chunks
-        ]
+        entries = [{"ReceiptHandle": self.state.handle_of(r)} for r in done]
         failed = yield from self._delay_queue_calls("DeleteMessageBatch", entries)
         self.outcome.delete_failed = failed
         self.state.stats.events["delete_failed"] += failed
@@ -741,38 +768,22 @@ class _Step:
     def hide(self) -> Flow[None]:
         """Keep held messages out of sight for their backoff (the worker and Lambda alike:
         otherwise they come back after the queue's visibility timeout, whatever the cause)."""
-        held = self.outcome.held
-        step = MAX_BATCH_ENTRIES
         entries = [
-            [
-                {
-                    "Id": str(i),
-                    "ReceiptHandle": self.state.handle_of(h.source),
-                    "VisibilityTimeout": h.wait_seconds,
-                }
-                for i, h in enumerate(held[start : start + step])
-            ]
-            for start in range(0, len(held), step)
+            {"ReceiptHandle": self.state.handle_of(h.source), "VisibilityTimeout": h.wait_seconds}
+            for h in self.outcome.held
         ]
         failed = yield from self._delay_queue_calls("ChangeMessageVisibilityBatch", entries)
         self.outcome.unhidden = failed
         if failed:
             log.warning("delay.backoff_failed", queue=self.queues.delay, count=failed)
 
-    def _delay_queue_calls(self, api: str, entries: list[list[dict[str, Any]]]) -> Flow[int]:
-        """One round of batch calls on the delay queue; how many entries failed."""
+    def _delay_queue_calls(self, api: str, entries: list[dict[str, Any]]) -> Flow[int]:
+        """One round of batch calls on the delay queue, within the budget; how many entries
+        failed."""
         if not entries:
             return 0
         timeout = self.budget.timeout()
         if timeout <= 0:
             log.warning("batch.out_of_time", queue=self.queues.delay, api=api)
-            return sum(len(e) for e in entries)
-        calls = [Call("sqs", api, {"Entries": e}, self.queues.delay, timeout) for e in entries]
-        replies = yield calls
-        failed = 0
-        for chunk, reply in zip(entries, replies, strict=True):
-            if reply.fault is not None:
-                failed += len(chunk)
-            else:
-                failed += len(reply.response.get("Failed", []))
-        return failed
+            return len(entries)
+        return (yield from batch_calls(self.queues.delay, api, entries, timeout))

@@ -330,7 +330,7 @@ def test_a_failed_delivered_mark_falls_back_to_the_lease() -> None:
     first = keyed(1, 5)
     state = StepState()
     run([first], stub, config=CONFIG, state=state, clock=clock)
-    assert state.stats.events["registry.mark_failed"] == 1
+    assert state.stats.events["registry.delivered_mark_failed"] == 1
     held = run([again(first, 2)], stub, config=CONFIG, state=StepState(), clock=clock)
     assert held.ends == {"id1": "held"} and delivered(stub) == ["body 1"]
     clock.advance(60)
