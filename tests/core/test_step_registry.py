@@ -83,6 +83,37 @@ def test_a_registry_that_does_not_answer_holds_and_never_dead_letters() -> None:
     assert third.ends == {"id1": "handed-over"}
 
 
+def test_a_registry_throttled_throughout_a_burst_holds_it_and_then_delivers_it_once() -> None:
+    """A burst of 100 due messages in ten batches, redelivered every second while every
+    registry call is throttled: nothing is sent, deleted or dead-lettered, the registry is
+    asked once per back-off rather than once per batch, and once it answers each message is
+    handed over once (and none of the cancelled ones)."""
+    stub, state, clock = StubAws(), StepState(), Clock()
+    burst = [keyed(i, 5) for i in range(100)]
+    for i in range(100):
+        state_of = "cancelled" if i % 10 == 0 else "scheduled"
+        stub.items[f"{Q.destination}/k{i}"] = item(i, state_of, T + 5_000)
+    stub.throttle("BatchGetItem")
+    stub.throttle("UpdateItem")
+    batches = [burst[i : i + 10] for i in range(0, 100, 10)]
+    for _ in range(20):  # twenty seconds of redeliveries
+        for batch in batches:
+            outcome = run(batch, stub, config=CONFIG, state=state, clock=clock)
+            assert set(outcome.ends.values()) == {"held"}, outcome.ends
+        clock.advance(1)
+    assert stub.queues[Q.destination] == [] and stub.queues["error"] == []
+    assert stub.deleted[Q.delay] == [] and stub.count("UpdateItem") == 0
+    assert stub.count("BatchGetItem") <= 10, "throttled: back off, do not ask per batch"
+    stub.rules.clear()
+    clock.advance(60)  # past any back-off
+    for batch in batches:
+        run(batch, stub, config=CONFIG, state=state, clock=clock)
+    sent = sorted(e["MessageBody"] for e in stub.queues[Q.destination])
+    assert sent == sorted(f"body {i}" for i in range(100) if i % 10)
+    assert sorted(stub.deleted[Q.delay]) == sorted(f"rh{i}" for i in range(100))
+    assert stub.queues["error"] == []
+
+
 STATES = st.sampled_from(["none", "scheduled", "moved", "cancelled", "mine", "other"])
 FAULT = st.sampled_from([None, "throttle", "timeout", "drop"])
 

@@ -445,6 +445,34 @@ def test_a_backlog_gets_parallel_receive_loops_within_the_limit(
     assert requests["SendMessageBatch"] <= moved / 5 + 6
 
 
+def test_a_clock_stepped_back_during_a_sub_second_wait_changes_nothing(
+    fast: Settings, sqs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's wall clock is stepped back 30 s while a hand-over waits out its fraction
+    of a second (the wait runs on the monotonic clock): the message arrives on time, neither
+    early nor 30 s late."""
+    urls = setup_queues(fast, sqs)
+    step = {"seconds": 0.0}
+    real = AsyncCaller._one
+
+    async def one(self: AsyncCaller, call: Call) -> Reply:
+        if call.service == "clock":
+            step["seconds"] = -30.0
+        return await real(self, call)
+
+    monkeypatch.setattr(AsyncCaller, "_one", one)
+    dest = Collector(sqs, urls["orders"])
+    sent = time.time()
+    Sender(fast, client=sqs).send("orders", "stepped", delay=CYCLE + 1.5)
+    due = sent + CYCLE + 1.5
+    with RunningWorker(fast, ["orders"], clock=lambda: time.time() + step["seconds"]):
+        [got] = dest.until(1, timeout=30)
+        dest.quiet_for(2)
+    assert step["seconds"] == -30.0, "the hand-over never waited"
+    assert [g.body for g in dest.got] == ["stepped"]
+    assert due <= got.at <= due + 1.5, got.at - due
+
+
 def test_a_batch_past_its_budget_makes_no_more_calls(
     make_settings: Callable[..., Settings], sqs: Any
 ) -> None:

@@ -15,6 +15,8 @@ import pytest
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.settings import Settings
+from tests.conftest import wait_for
+from tests.support.faultproxy import FaultProxy
 from tests.support.workerkit import Collector
 
 pytestmark = pytest.mark.slow
@@ -85,6 +87,48 @@ def test_sigkill_again_and_again_under_load_loses_nothing(
     assert set(counts) == {f"m{i}" for i in range(total)}
     errors = sqs.get_queue_attributes(QueueUrl=urls["error"], AttributeNames=["All"])
     assert errors["Attributes"]["ApproximateNumberOfMessages"] == "0"
+
+
+def test_sigkill_while_the_heartbeat_keeps_a_batch_hidden_delivers_once_after_it(
+    make_settings: Any, sqs: Any, env: dict[str, str], moto_url: str
+) -> None:
+    """The hand-over's send hangs, so the batch stays in hand and its heartbeat extends the
+    short receive visibility to the visibility timeout; the worker is killed in that loop.
+    The message is neither lost nor sent twice: it comes back when the extension runs out,
+    and the next worker hands it over."""
+    proxy = FaultProxy(moto_url)
+    s = make_settings(max_native_delay_seconds=2)
+    urls = queue_urls(s, sqs)
+    Sender(s, client=sqs).send("orders", "held", delay=3)
+    proxy.hang("SendMessageBatch")
+    extended = {
+        "SQSDELAY_RECEIVE_VISIBILITY_SECONDS": "2",
+        "SQSDELAY_VISIBILITY_TIMEOUT_SECONDS": "8",
+    }
+    proc = start(worker_env(env, SQSDELAY_ENDPOINT_URL=proxy.url, **extended))
+    try:
+        wait_for(lambda: proxy.seen["ChangeMessageVisibilityBatch"] >= 1, timeout=30)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        killed = time.monotonic()
+        assert proxy.seen["SendMessageBatch"] == 1, "the hand-over was hanging, not sent"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proxy.close()
+    dest = Collector(sqs, urls["destination"])
+    proc = start(worker_env(env, **extended))
+    try:
+        got = dest.until(1, timeout=60)
+        came_back = time.monotonic() - killed
+        dest.quiet_for(3)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert [g.body for g in dest.got] == ["held"]
+    # Hidden until the extension (8 s from the beat) ran out, then handed over at once.
+    assert came_back <= 8 + 10, came_back
+    assert got[0].body == "held"
 
 
 def test_sigterm_exits_0_quickly_and_leaves_nothing_half_done(

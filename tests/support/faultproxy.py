@@ -5,31 +5,42 @@ protocol sends it in the X-Amz-Target header). `cut(api, times)` drops the conne
 next `times` requests to that API before they reach the server; `cut_responses(share)` lets
 that share of requests (drawn at random, seeded) reach the server and drops the connection
 before its answer comes back: the call took effect, and the client never hears of it.
-`down()` refuses and drops everything until `up()`.
+`hang(api, times)` holds those requests without an answer until the client gives up (a
+stalled call; the server never sees it). `down()` refuses and drops everything until `up()`.
+`seen` counts the requests by API.
+
+`routes` sends other services elsewhere: {b"DynamoDB_": url} makes a connection whose first
+request names that target go to url (a boto3 client keeps one service per connection), so
+one endpoint can front an SQS emulator without DynamoDB and a moto server that has it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
+import re
 import select
 import socket
 import threading
+from collections import Counter
 from urllib.parse import urlparse
 
 
 class FaultProxy:
-    def __init__(self, upstream_url: str) -> None:
-        parsed = urlparse(upstream_url)
-        self._upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
+    def __init__(self, upstream_url: str, routes: dict[bytes, str] | None = None) -> None:
+        self._upstream = _address(upstream_url)
+        self._routes = {marker: _address(url) for marker, url in (routes or {}).items()}
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
         self._lock = threading.Lock()
         self._cuts: dict[bytes, int] = {}
+        self._hangs: dict[bytes, int] = {}
+        self.seen: Counter[str] = Counter()
         self._down = False
         self.cut_count = 0
         self.responses_cut = 0
         self.requests = 0
+        self.cut_requests: list[bytes] = []  # the start of each request whose answer was cut
         self._response_share = 0.0
         self._random = random.Random(0)
         self._closing = False
@@ -39,6 +50,10 @@ class FaultProxy:
     def cut(self, api: str, times: int = 1) -> None:
         with self._lock:
             self._cuts[f"AmazonSQS.{api}".encode()] = times
+
+    def hang(self, api: str, times: int = 1) -> None:
+        with self._lock:
+            self._hangs[f"AmazonSQS.{api}".encode()] = times
 
     def cut_responses(self, share: float, seed: int = 0) -> None:
         with self._lock:
@@ -53,6 +68,7 @@ class FaultProxy:
             self.requests += 1
             if self._random.random() < self._response_share:
                 self.responses_cut += 1
+                self.cut_requests.append(data[:4096])
                 return True
         return False
 
@@ -83,6 +99,8 @@ class FaultProxy:
 
     def _should_cut(self, data: bytes) -> bool:
         with self._lock:
+            if target := re.search(rb"X-Amz-Target: [\w.]+\.(\w+)", data, re.IGNORECASE):
+                self.seen[target.group(1).decode()] += 1
             if self._down:
                 return True
             for api, left in self._cuts.items():
@@ -92,9 +110,34 @@ class FaultProxy:
                     return True
         return False
 
+    def _should_hang(self, data: bytes) -> bool:
+        with self._lock:
+            for api, left in self._hangs.items():
+                if left > 0 and api in data:
+                    self._hangs[api] = left - 1
+                    return True
+        return False
+
+    @staticmethod
+    def _hold(client: socket.socket) -> None:
+        """Read and drop what the client sends until it closes the connection."""
+        with contextlib.suppress(OSError):
+            while client.recv(65536):
+                pass
+
+    def _upstream_for(self, data: bytes) -> tuple[str, int]:
+        for marker, address in self._routes.items():
+            if marker in data:
+                return address
+        return self._upstream
+
     def _serve(self, client: socket.socket) -> None:
+        first = b""
+        if self._routes:  # the upstream depends on the first request
+            with contextlib.suppress(OSError):
+                first = client.recv(65536)
         try:
-            server = socket.create_connection(self._upstream, timeout=5)
+            server = socket.create_connection(self._upstream_for(first), timeout=5)
         except OSError:
             client.close()
             return
@@ -102,6 +145,16 @@ class FaultProxy:
             self._sockets.update((client, server))
         lose_answer = False
         try:
+            if first:
+                if self._should_cut(first):
+                    return
+                if self._should_hang(first):
+                    self._hold(client)
+                    return
+                lose_answer = self._cut_response(first)
+                server.sendall(first)
+            elif self._routes:
+                return  # the client closed before its first request
             while True:
                 readable, _, _ = select.select([client, server], [], [], 60)
                 if not readable:
@@ -112,6 +165,9 @@ class FaultProxy:
                         return
                     if src is client and self._should_cut(data):
                         return  # drop the request on the floor and close the connection
+                    if src is client and self._should_hang(data):
+                        self._hold(client)
+                        return
                     if src is client:
                         lose_answer = lose_answer or self._cut_response(data)
                     elif lose_answer:
@@ -125,3 +181,8 @@ class FaultProxy:
             for s in (client, server):
                 with contextlib.suppress(OSError):
                     s.close()
+
+
+def _address(url: str) -> tuple[str, int]:
+    parsed = urlparse(url)
+    return (parsed.hostname or "127.0.0.1", parsed.port or 80)
