@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from importlib.util import find_spec
 
 from sqsdelay.errors import ConfigError
@@ -10,6 +11,7 @@ from sqsdelay.errors import ConfigError
 EXTRAS: dict[str, tuple[str, ...]] = {
     "emulator": ("moto",),
     "spark": ("pyspark", "pandas", "matplotlib"),
+    "celery": ("celery", "kombu", "pycurl"),
 }
 
 
@@ -19,6 +21,7 @@ class MissingExtra(ConfigError):
 
 def require(extra: str, what: str) -> None:
     """Raise `MissingExtra`, naming the pip command, if `extra`'s modules are missing."""
-    missing = [m for m in EXTRAS[extra] if find_spec(m) is None]
+    # A module already imported counts (kombu and celery replace theirs: no __spec__).
+    missing = [m for m in EXTRAS[extra] if m not in sys.modules and find_spec(m) is None]
     if missing:
         raise MissingExtra(f"{what} needs {', '.join(missing)}: pip install 'sqsdelay[{extra}]'")

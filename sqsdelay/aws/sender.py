@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypedDict, Unpack
 
-import aioboto3
-
 from sqsdelay.aws.callers import AsyncCaller, SyncCaller
 from sqsdelay.aws.clients import (
     client_kwargs,
@@ -741,6 +739,8 @@ class AsyncSender(_SenderCore):
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(settings, clock)
+        import aioboto3  # here, not at the top: a synchronous sender should not pay ~0.25 s
+
         self._session = aioboto3.Session()
         self._stack = contextlib.AsyncExitStack()
         self._caller: AsyncCaller | None = None

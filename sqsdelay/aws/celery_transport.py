@@ -1,0 +1,82 @@
+"""kombu's SQS transport, with countdowns and ETAs of any length (selected by
+`sqsdelay.celery.configure`).
+
+What this relies on in kombu 5.x (`kombu/transport/SQS/__init__.py`, `Channel`):
+- `_put(queue, message)` publishes one message. `message` is the dict that kombu's virtual
+  transport serialises (`body`, `headers`, `properties`, ...); the SQS body is `dumps(message)`,
+  base64-encoded by `AsyncMessage().encode` unless the `sqs_base64_encoding` option is off,
+  after `properties["message_attributes"]` was taken out as the SQS MessageAttributes.
+- `properties["delay_seconds"]` becomes the message's `DelaySeconds` (`_resolve_delay_seconds`).
+- `canonical_queue_name(queue)` is the SQS name (`queue_name_prefix` + name); `sqs(queue=)`
+  is the boto3 client kombu itself publishes with.
+Only publishing changes: a Celery worker that uses this transport receives as before.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from kombu.asynchronous.aws.sqs.message import AsyncMessage
+from kombu.transport import SQS
+from kombu.utils.json import dumps
+
+from sqsdelay.aws.sender import Sender
+from sqsdelay.core import celery_eta
+from sqsdelay.errors import ConfigError
+from sqsdelay.settings import Settings
+
+OPTION = "sqsdelay"  # the key of broker_transport_options that configure() fills
+
+
+class Channel(SQS.Channel):
+    def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
+        if message.get("redelivered"):  # kombu's requeue of a received message
+            super()._put(queue, message, **kwargs)
+            return
+        options = self.transport_options.get(OPTION, {})
+        settings: Settings = options["settings"]
+        publish = celery_eta.plan(
+            message.get("headers"),
+            options["timezone"],
+            now=time.time(),
+            max_native=settings.max_native_delay_seconds,
+        )
+        if publish.how == "now":
+            super()._put(queue, message, **kwargs)
+            return
+        name = self.canonical_queue_name(queue)
+        if name.endswith(".fifo"):
+            raise ConfigError(
+                f"the Celery queue {name} is a FIFO queue, which takes no delay: sqsdelay does "
+                "not delay into FIFO queues yet; send tasks with a countdown to a standard queue"
+            )
+        if publish.how == "native":
+            message.setdefault("properties", {})["delay_seconds"] = publish.delay_seconds
+            super()._put(queue, message, **kwargs)
+            return
+        assert publish.due is not None
+        attributes = message.get("properties", {}).pop("message_attributes", None) or {}
+        body = dumps(message)
+        if self.sqs_base64_encoding:
+            body = AsyncMessage().encode(body)
+        self._sender(name, settings).send(
+            name,
+            body,
+            deliver_at=datetime.fromtimestamp(publish.due, UTC),
+            id=(message.get("headers") or {}).get("id"),  # the task id: cancel takes it
+            attributes=attributes,
+        )
+
+    def _sender(self, name: str, settings: Settings) -> Sender:
+        """One sender per SQS client kombu uses (one, unless queues are predefined)."""
+        client = self.sqs(queue=name if self.predefined_queues else None)
+        senders: dict[int, Sender] = self.__dict__.setdefault("_sqsdelay_senders", {})
+        if id(client) not in senders:
+            senders[id(client)] = Sender(settings, client=client)
+        return senders[id(client)]
+
+
+class Transport(SQS.Transport):
+    Channel = Channel

@@ -1,0 +1,227 @@
+"""Celery on SQS through sqsdelay, against a real Celery worker process (`celery -A ...
+worker`, solo pool) and the sqsdelay worker, both on the moto server, with a 2 s cycle."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from statistics import median
+from typing import Any
+from urllib.parse import urlparse
+
+import boto3
+import pytest
+
+from sqsdelay.errors import ConfigError, InvalidDelay, MessageTooLarge
+from sqsdelay.settings import Settings
+from tests.conftest import wait_for
+from tests.integration.celery_app import make_app
+
+pytestmark = pytest.mark.slow
+CYCLE = 2
+ROOT = Path(__file__).resolve().parents[2]
+CELERY_WORKER = [sys.executable, "-m", "celery", "-A", "tests.integration.celery_app", "worker"]
+
+
+@dataclass
+class Stack:
+    app: Any  # the publisher: a Celery app with sqsdelay configured
+    settings: Settings
+    queue: str  # the Celery queue's SQS name (Celery's prefix + "celery")
+    queue_url: str
+    out: Path
+    env: dict[str, str]
+    sqs: Any
+
+    def ran(self) -> dict[str, list[float]]:
+        runs: dict[str, list[float]] = defaultdict(list)
+        if self.out.exists():
+            for line in self.out.read_text().splitlines():
+                tag, at = line.split()
+                runs[tag].append(float(at))
+        return runs
+
+    def queue_holds(self, url: str | None = None) -> int:
+        names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        names.append("ApproximateNumberOfMessagesDelayed")
+        got = self.sqs.get_queue_attributes(QueueUrl=url or self.queue_url, AttributeNames=names)
+        return sum(int(v) for v in got["Attributes"].values())
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "sqsdelay", *args]
+        return subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    prefix = f"c{uuid.uuid4().hex[:8]}-"
+    queue = f"{prefix}celery"
+    common: dict[str, Any] = {
+        "endpoint_url": moto_url,
+        "region": "us-east-1",
+        "max_native_delay_seconds": CYCLE,
+        "registry": "dynamodb",
+        "registry_table": f"{prefix}scheduled",
+        "error_queue": f"{prefix}error",
+    }
+    settings = Settings(**common)
+    sqs = boto3.client("sqs", endpoint_url=moto_url, region_name="us-east-1")
+    env = {
+        **os.environ,
+        **{f"SQSDELAY_{k.upper()}": str(v) for k, v in common.items()},
+        "SQSDELAY_WAIT_TIME_SECONDS": "1",
+        "PYTHONPATH": str(ROOT),
+    }
+    # As the README says: the Celery queue's SQS name, its prefix included.
+    installed = subprocess.run(
+        [sys.executable, "-m", "sqsdelay", "install", queue], env=env, capture_output=True
+    )
+    assert installed.returncode == 0, installed.stderr
+    urls = {queue: sqs.get_queue_url(QueueName=queue)["QueueUrl"]}
+    # A Celery user's visibility timeout, shorter than the countdowns: without sqsdelay the
+    # Celery worker holds such a task, and SQS hands it out again every 4 s.
+    sqs.set_queue_attributes(QueueUrl=urls[queue], Attributes={"VisibilityTimeout": "4"})
+    out = tmp_path_factory.mktemp("celery") / "ran.txt"
+    broker = f"sqs://testing:testing@127.0.0.1:{urlparse(moto_url).port}"
+    env.update(
+        {"CELERY_TEST_BROKER": broker, "CELERY_TEST_PREFIX": prefix, "CELERY_TEST_OUT": str(out)}
+    )
+    os.environ["CELERY_TEST_OUT"] = str(out)  # the publisher's own task code (unused)
+    app = make_app(broker, prefix, **common)
+    celery = subprocess.Popen(
+        [
+            *CELERY_WORKER,
+            "--pool",
+            "solo",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "sqsdelay", "worker", queue],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    s = Stack(app, settings, queue, urls[queue], out, env, sqs)
+    try:
+        app.send_task("record", args=["warm-up"])  # the Celery worker is consuming
+        wait_for(lambda: "warm-up" in s.ran(), timeout=60)
+        yield s
+    finally:
+        os.environ.pop("CELERY_TEST_OUT", None)
+        for proc in (celery, worker):
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def test_a_countdown_of_several_cycles_runs_once_on_time_and_never_waits_in_celery(
+    stack: Stack,
+) -> None:
+    sent = time.time()
+    stack.app.send_task("record", args=["long"], countdown=4 * CYCLE + 0.5)
+    due = sent + 4 * CYCLE + 0.5
+    while time.time() < due - 1:  # meanwhile no Celery worker can have reserved it
+        assert stack.queue_holds() == 0 and "long" not in stack.ran()
+        time.sleep(0.2)
+    wait_for(lambda: "long" in stack.ran(), timeout=30)
+    time.sleep(2)  # a duplicate would have come by now
+    [ran] = stack.ran()["long"]
+    assert due <= ran <= due + 1.0, ran - due
+
+
+def test_a_short_countdown_and_none_behave_as_before(stack: Stack) -> None:
+    sent = time.time()
+    stack.app.send_task("record", args=["short"], countdown=1.5)
+    stack.app.send_task("record", args=["at-once"])
+    wait_for(lambda: {"short", "at-once"} <= set(stack.ran()), timeout=30)
+    runs = stack.ran()
+    assert len(runs["short"]) == 1 and len(runs["at-once"]) == 1
+    assert runs["at-once"][0] - sent < 1.5
+    assert sent + 1.5 <= runs["short"][0] <= sent + 3.0
+
+
+def test_a_cancelled_task_never_runs(stack: Stack) -> None:
+    result = stack.app.send_task("record", args=["cancelled"], countdown=3 * CYCLE)
+    done = stack.cli("cancel", stack.queue, result.id)
+    assert done.returncode == 0, done.stderr
+    assert '"cancelled"' in done.stdout
+    listed = stack.cli("scheduled", stack.queue, "--json")
+    assert result.id not in listed.stdout
+    stack.app.send_task("record", args=["after-cancel"], countdown=3 * CYCLE + 1)
+    wait_for(lambda: "after-cancel" in stack.ran(), timeout=30)
+    assert "cancelled" not in stack.ran()
+
+
+def test_beyond_the_visibility_timeout_a_task_runs_once_where_plain_celery_runs_it_twice(
+    stack: Stack,
+) -> None:
+    plain = make_app(stack.app.conf.broker_url, stack.queue.removesuffix("celery"), delays=False)
+    plain.send_task("record", args=["plain"], countdown=9)
+    stack.app.send_task("record", args=["through-sqsdelay"], countdown=9)
+    wait_for(lambda: len(stack.ran().get("plain", [])) >= 2, timeout=40)
+    wait_for(lambda: "through-sqsdelay" in stack.ran(), timeout=30)
+    time.sleep(5)  # past another visibility timeout
+    assert len(stack.ran()["through-sqsdelay"]) == 1
+
+
+def test_twenty_tasks_start_within_a_second_of_their_eta(
+    stack: Stack, record_property: Any
+) -> None:
+    dues = {}
+    for i in range(20):
+        countdown = CYCLE + 1 + (i * 0.37) % (3 * CYCLE)
+        dues[f"eta{i}"] = time.time() + countdown
+        stack.app.send_task("record", args=[f"eta{i}"], countdown=countdown)
+    wait_for(lambda: set(dues) <= set(stack.ran()), timeout=60)
+    runs = stack.ran()
+    late = sorted(runs[tag][0] - due for tag, due in dues.items())
+    record_property("lateness_p50_s", round(median(late), 3))
+    record_property("lateness_max_s", round(late[-1], 3))
+    print(f"celery lateness over 20 tasks: p50 {median(late):.3f} s, max {late[-1]:.3f} s")
+    assert all(len(runs[tag]) == 1 for tag in dues)
+    assert late[0] >= 0 and late[-1] <= 1.0, late
+
+
+def test_bad_input_is_refused_at_publish_time_and_sends_nothing(stack: Stack) -> None:
+    delay_queue = stack.sqs.get_queue_url(QueueName=f"{stack.queue}-delay.fifo")["QueueUrl"]
+    before = stack.queue_holds(delay_queue)
+    far = Settings().max_delay_seconds + 10
+    with pytest.raises(InvalidDelay, match="SQSDELAY_MAX_DELAY_SECONDS"):
+        stack.app.send_task("record", args=["too-far"], countdown=far)
+    with pytest.raises(MessageTooLarge):
+        stack.app.send_task("record", args=["x" * 1_048_000], countdown=3 * CYCLE)
+    assert stack.queue_holds(delay_queue) == before  # nothing was sent
+    # An ETA in the past runs at once; a naive one is read in the app's zone (UTC here).
+    stack.app.send_task("record", args=["past-eta"], eta=datetime.now(UTC) - timedelta(60))
+    naive_due = datetime.now(UTC).replace(tzinfo=None) + timedelta(seconds=3 * CYCLE)
+    stack.app.send_task("record", args=["naive-eta"], eta=naive_due)
+    wait_for(lambda: "past-eta" in stack.ran(), timeout=30)
+    wait_for(lambda: "naive-eta" in stack.ran(), timeout=30)
+    due = naive_due.replace(tzinfo=UTC).timestamp()
+    assert due <= stack.ran()["naive-eta"][0] <= due + 1.0
+    assert "too-far" not in stack.ran()
+
+
+def test_configure_refuses_a_broker_that_is_not_sqs() -> None:
+    from celery import Celery
+
+    import sqsdelay.celery
+
+    with pytest.raises(ConfigError, match="broker_url to 'sqs://"):
+        sqsdelay.celery.configure(Celery("x", broker="redis://localhost:6379/0"))
+    with pytest.raises(ConfigError, match="SQSDELAY_QUEUE_PREFIX"):
+        sqsdelay.celery.configure(Celery("x", broker="sqs://"), queue_prefix="app-")
