@@ -8,15 +8,16 @@ fauxqs serves SQS; a moto server serves the registry's DynamoDB (fauxqs has none
 worker process talks to both through one fault proxy that routes by API and loses about
 `--cut-share` of the answers (the call took effect, the worker never heard). The worker is
 killed with SIGKILL every `--kill-every` seconds and restarted at once; the life running at
-half time steps its clock by `--clock-step` seconds (time-machine, inside that process
-only). The load: sends at `--rate` per second, spread over four destinations; a fifth go
-straight to the destination with DelaySeconds, the rest loop over the FIFO cycle for up to
-36 cycles; about one in ten looping messages is cancelled and one in twenty rescheduled
+half time steps its clock by `--clock-step` seconds halfway through (time-machine, inside
+that process only). The load: sends at `--rate` per second over four destinations; a fifth
+go straight to the destination with DelaySeconds, the rest loop over the FIFO cycle for up
+to 36 cycles; about one in ten looping messages is cancelled and one in twenty rescheduled
 later. Parking is off: fauxqs has no EventBridge Scheduler. After the sending time, the run
 waits for every message still due, then prints one JSON object.
 
-Lateness beyond seconds is expected only after a kill: a message claimed in the registry
-by the killed life waits for the claim's lease (docs/registry.md, case 4).
+Lateness beyond seconds is expected only after a kill: a message the killed life had in
+hand waits for the visibility its heartbeat extended, or for its registry claim's lease
+(docs/registry.md, case 4).
 
 Early: delivered before the due time the soak asked for (or moved to). Duplicates are split
 by `docs/registry.md`'s cases: a kill within two seconds of the first delivery (a crash
@@ -278,7 +279,9 @@ class Soak:
                 next_kill = now + args.kill_every
                 step_at = None
                 if not stepped and step_time < next_kill:
-                    step_at, stepped = max(0.0, step_time - now), True
+                    # Halfway through the life that holds half time: the stepped clock
+                    # then runs for half a life, not for the instant before a kill.
+                    step_at, stepped = args.kill_every / 2, True
                 self.start_worker(step_at)
             self.sample_rss()
             if now >= send_until and (self.outstanding() == 0 or now >= drain_deadline):
@@ -327,6 +330,7 @@ class Soak:
         starts = [life.rss_start_mib for life in self.lives if life.rss_start_mib]
         ends = [life.rss_end_mib for life in self.lives if life.rss_start_mib and life.rss_end_mib]
         offsets = [s.get("offset_ms") for s in stats if s.get("offset_ms") is not None]
+        steps_seen = sum(self.count_lines(life, '"soak.clock_stepped"') for life in self.lives)
         return {
             "emulator": f"{self.sqs_emulator.name} + moto 5.2.5 (DynamoDB)",
             "minutes": self.args.minutes,
@@ -349,6 +353,7 @@ class Soak:
             "faults": self.faulty.responses_cut,
             "faulty_requests": self.faulty.requests,
             "clock_step_seconds": self.args.clock_step,
+            "clock_steps_seen": steps_seen,
             "rss_start_mib": round(min(starts), 1) if starts else None,
             "rss_end_mib": round(max(ends), 1) if ends else None,
             "lives": [
@@ -372,6 +377,11 @@ class Soak:
             if line.startswith("{") and ('"worker.stats"' in line or '"worker.stopped"' in line):
                 found = json.loads(line)
         return found
+
+    @staticmethod
+    def count_lines(life: Life, marker: str) -> int:
+        life.log.seek(0)
+        return sum(1 for line in life.log if marker in line)
 
     def lost_handover_answers(self) -> int:
         """Entries of hand-over sends (to a destination, not a delay queue) whose answers the

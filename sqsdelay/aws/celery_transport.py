@@ -31,11 +31,20 @@ OPTION = "sqsdelay"  # the key of broker_transport_options that configure() fill
 
 
 class Channel(SQS.Channel):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._senders: dict[int, Sender] = {}  # by id() of kombu's boto3 client
+
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
         if message.get("redelivered"):  # kombu's requeue of a received message
             super()._put(queue, message, **kwargs)
             return
-        options = self.transport_options.get(OPTION, {})
+        options = self.transport_options.get(OPTION)
+        if options is None:
+            raise ConfigError(
+                "this transport is set up by sqsdelay.celery.configure(app): call it instead "
+                "of setting broker_transport by hand"
+            )
         settings: Settings = options["settings"]
         publish = celery_eta.plan(
             message.get("headers"),
@@ -72,10 +81,9 @@ class Channel(SQS.Channel):
     def _sender(self, name: str, settings: Settings) -> Sender:
         """One sender per SQS client kombu uses (one, unless queues are predefined)."""
         client = self.sqs(queue=name if self.predefined_queues else None)
-        senders: dict[int, Sender] = self.__dict__.setdefault("_sqsdelay_senders", {})
-        if id(client) not in senders:
-            senders[id(client)] = Sender(settings, client=client)
-        return senders[id(client)]
+        if id(client) not in self._senders:
+            self._senders[id(client)] = Sender(settings, client=client)
+        return self._senders[id(client)]
 
 
 class Transport(SQS.Transport):

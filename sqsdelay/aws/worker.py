@@ -282,23 +282,38 @@ class Worker:
             return
         wait = short / 2
         timeout = min(self.settings.call_timeout_seconds, short / 2)
-        while True:
+        warned = False
+        while not _cancelling():
             await asyncio.sleep(wait)
             flow = extend(trio.delay, received, outcome, full, self.state, timeout)
             asked, failed = await adrive(flow, self.caller)
-            if not asked:
+            if not asked or _cancelling():
                 return
             self.stats.events["visibility_extended"] += asked - failed
             if failed:
                 self.stats.events["extend_failed"] += failed
-                log.warning("delay.extend_failed", queue=trio.delay, count=failed)
+                if not warned:  # once per batch: under overload every beat may fail
+                    log.warning("delay.extend_failed", queue=trio.delay, count=failed)
+                    warned = True
             wait = short / 4 if failed else full / 2
+
+
+def _cancelling() -> bool:
+    """Whether this task was asked to stop. A heartbeat checks it after every await: on
+    Python 3.11, asyncio.wait_for (inside the calls) can swallow a cancellation that lands as
+    its call completes, and a beat that missed it would extend forever and hold up its
+    batch's end and the worker's stop (seen in the burst benchmark)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 async def _stopped(task: asyncio.Task[None]) -> None:
     task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
+    try:
         await task
+    except asyncio.CancelledError:
+        if _cancelling():  # this task is being cancelled too: do not swallow that
+            raise
 
 
 class WorkerThread:

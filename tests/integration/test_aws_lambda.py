@@ -140,6 +140,23 @@ def test_requeue_hand_over_and_poison_in_one_event(cycle: Any, sqs: Any) -> None
     assert wirenames.DUE_AT_ATTRIBUTE in later[0]["messageAttributes"]
 
 
+def test_two_copies_of_one_message_in_one_event_are_handed_over_once(cycle: Any, sqs: Any) -> None:
+    """Within one invocation, as in the worker: the second copy of a message (an emulator's
+    double receive, or a redelivery batched with its first receive) is neither sent nor
+    reported; Lambda deletes both handles once the first copy was handed over."""
+    s, urls, arn = cycle
+    send_raw(sqs, urls["delay"], "once", "1")
+    (record,) = receive_records(sqs, urls["delay"], arn, 1)
+    copy = {**record, "receiptHandle": record["receiptHandle"] + "-copy"}
+    handler = Handler(s, client=sqs)
+    assert handler({"Records": [record, copy]}) == {"batchItemFailures": []}
+    dest = Collector(sqs, urls["destination"])
+    dest.until(1, timeout=10)
+    dest.quiet_for(2)
+    assert [g.body for g in dest.got] == ["once"]
+    assert handler.stats.events["delay.copy_in_hand"] == 1
+
+
 def test_partial_failure_reports_exactly_the_failed_records(cycle: Any, sqs: Any) -> None:
     s, urls, arn = cycle
     send_raw(sqs, urls["delay"], "later", "3600")

@@ -125,6 +125,20 @@ class FaultProxy:
             while client.recv(65536):
                 pass
 
+    def _pass_request(
+        self, data: bytes, client: socket.socket, server: socket.socket, lose_answer: bool
+    ) -> bool | None:
+        """Pass a chunk of a request on, or end the connection here (None): cut before the
+        server sees it, or hung. Otherwise whether its answer is to be lost."""
+        if self._should_cut(data):
+            return None  # dropped on the floor; the connection closes
+        if self._should_hang(data):
+            self._hold(client)
+            return None
+        lose_answer = lose_answer or self._cut_response(data)
+        server.sendall(data)
+        return lose_answer
+
     def _upstream_for(self, data: bytes) -> tuple[str, int]:
         for marker, address in self._routes.items():
             if marker in data:
@@ -146,13 +160,10 @@ class FaultProxy:
         lose_answer = False
         try:
             if first:
-                if self._should_cut(first):
+                passed = self._pass_request(first, client, server, lose_answer)
+                if passed is None:
                     return
-                if self._should_hang(first):
-                    self._hold(client)
-                    return
-                lose_answer = self._cut_response(first)
-                server.sendall(first)
+                lose_answer = passed
             elif self._routes:
                 return  # the client closed before its first request
             while True:
@@ -163,16 +174,15 @@ class FaultProxy:
                     data = src.recv(65536)
                     if not data:
                         return
-                    if src is client and self._should_cut(data):
-                        return  # drop the request on the floor and close the connection
-                    if src is client and self._should_hang(data):
-                        self._hold(client)
-                        return
                     if src is client:
-                        lose_answer = lose_answer or self._cut_response(data)
+                        passed = self._pass_request(data, client, server, lose_answer)
+                        if passed is None:
+                            return
+                        lose_answer = passed
                     elif lose_answer:
                         return  # the server did the work: close before the answer is passed
-                    (server if src is client else client).sendall(data)
+                    else:
+                        client.sendall(data)
         except OSError:
             return
         finally:
