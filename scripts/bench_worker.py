@@ -417,6 +417,7 @@ def burst_phase(url: str, count: int, raw: dict[str, Any]) -> dict[str, Any]:
         "duplicates": sum(len(t) - 1 for t in seen.values()),
         "handed_over": len(handed),
         "requeued": stopped["messages"].get("delay.requeued", 0),
+        "worker_events": {k: n for k, n in stopped["messages"].items() if "." not in k},
         "worker_requests": stopped["requests"],
         "worker_requests_per_message": round(stopped["requests_total"] / max(1, moved), 3),
         "worker_peak_rss_mib": round(peak_rss, 1),

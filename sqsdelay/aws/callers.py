@@ -133,6 +133,16 @@ class AsyncCaller(_Caller):
     """Makes the calls of one round concurrently on the event loop."""
 
     async def _one(self, call: Call) -> Reply:
+        reply = await self._answer(call)
+        # On Python 3.11, asyncio.wait_for returns the answer (or its error) when the call
+        # completes just as this task is cancelled, and the cancellation is lost: the caller
+        # would go on as if nothing had been asked of it (a heartbeat extended forever).
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise asyncio.CancelledError
+        return reply
+
+    async def _answer(self, call: Call) -> Reply:
         if call.service == "clock":
             await asyncio.sleep(call.params["seconds"])
             return Reply()
