@@ -13,7 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from inspect import Parameter, Signature
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast, get_args, get_origin
@@ -635,11 +635,36 @@ def cost_report(
         int, typer.Option(help="messages per batch call, 1..10")
     ] = quotas.MAX_BATCH_ENTRIES,
     input_format: Annotated[
-        str, typer.Option("--format", help="auto, json, csv, parquet")
+        str,
+        typer.Option(
+            "--format", help="auto (by suffix), json, csv, parquet, cwl-subscription; .gz is read"
+        ),
     ] = "auto",
     master: Annotated[str | None, typer.Option(help="Spark master (default local[2])")] = None,
+    bill: Annotated[
+        list[str] | None,
+        typer.Option(help="AWS Data Exports bill: CUR 2.0 or FOCUS 1.2 (Parquet or CSV/gzip)"),
+    ] = None,
+    bill_format: Annotated[str, typer.Option(help="auto (by suffix), parquet, csv")] = "auto",
+    since: Annotated[
+        datetime | None, typer.Option(help="only events at or after this time (UTC)")
+    ] = None,
+    until: Annotated[
+        datetime | None, typer.Option(help="only events before this time (UTC)")
+    ] = None,
+    free_tier: Annotated[
+        list[str] | None,
+        typer.Option(help="apply the account's free tier: sqs, scheduler (default none)"),
+    ] = None,
+    currency: Annotated[
+        str | None, typer.Option(help="report currency, other than the price list's")
+    ] = None,
+    exchange_rate: Annotated[
+        float | None, typer.Option(help="units of --currency per unit of the price list's")
+    ] = None,
 ) -> int:
-    """Estimate what delayed delivery costs, per destination, month and delay band (Spark).
+    """Estimate what delayed delivery costs, per destination, usage month and delay band
+    (Spark), next to the AWS bill when one is given.
 
     The delay queue cycle is SQSDELAY_MAX_NATIVE_DELAY_SECONDS (--max-native-delay-seconds)."""
     from rich.console import Console
@@ -658,8 +683,13 @@ def cost_report(
         raise InvalidInput("--batch-fill must be 1..10")
     settings = settings_of(ctx)
     console = Console(stderr=True)
-    p = load_pricing(pricing)
+    p = load_pricing(pricing).converted(currency, exchange_rate)
     spec = load_what_if(what_if) if what_if else None
+    window = [
+        None if t is None else t if t.tzinfo else t.replace(tzinfo=UTC) for t in (since, until)
+    ]
+    if window[0] and window[1] and window[0] >= window[1]:
+        raise InvalidInput("--since must be before --until")
     with console.status("cost report") as status:
         report = run_report(
             inputs=input or [],
@@ -672,6 +702,13 @@ def cost_report(
             master=master,
             class_archive=class_archive_file(settings.spark_class_archive),
             progress=lambda text: status.update(f"cost report: {text}"),
+            bills=bill or [],
+            bill_format=bill_format,
+            since=window[0],
+            until=window[1],
+            free_tier=frozenset(free_tier or []),
+            registry_table=settings.registry_table,
+            schedule_group=settings.schedule_group,
         )
     s = report.summary
     table = Table(title=f"{s['messages']:,} messages, {s['delayed_messages']:,} delayed")
@@ -683,10 +720,20 @@ def cost_report(
     out.print(table)
     cur = s["currency"]
     out.print(
-        f"average monthly bill {money(s['average_monthly_cost'], cur)}; per delayed message "
-        f"{unit_money(s['cost_per_delayed_message'], cur, 'delayed messages')}"
+        f"average monthly estimate {money(s['average_monthly_estimated_cost'], cur)}; per "
+        f"delayed message {unit_money(s['cost_per_delayed_message'], cur, 'delayed messages')}"
     )
     out.print(comparison(s))
+    if s["reconciliation"]:
+        rec = Table(title=f"estimate next to the bill ({cur})")
+        for col in ("destination", "month", "estimated", "bill at list", "billed", "variance"):
+            rec.add_column(col, justify="left" if col in ("destination", "month") else "right")
+        for r in s["reconciliation"]:
+            amounts = (r["estimated_usd"], r["list_usd"], r["billed_usd"], r["variance_usd"])
+            rec.add_row(r["destination"], r["month"], *(f"{x:,.2f}" for x in amounts))
+        out.print(rec)
+    for note in s["bill_notes"]:
+        out.print(note)
     out.print(
         f"skipped: {s['input']['other_events']:,} other events, "
         f"{s['input']['malformed']:,} malformed lines"

@@ -11,9 +11,11 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import fields
+from datetime import datetime
 from importlib import resources
 from typing import Any
 
+from sqsdelay.core import defaults, quotas
 from sqsdelay.cost.bands import BANDS, LONGER
 from sqsdelay.cost.pricing import Pricing, Quantities, park_break_even_seconds, quantities
 from sqsdelay.cost.whatif import Fixed, Histogram, LogNormal, Uniform, WhatIf
@@ -121,22 +123,47 @@ def _schema() -> Any:
             T.StructField("delay_seconds", T.DoubleType()),
             T.StructField("size_bytes", T.DoubleType()),
             T.StructField("route", T.StringType()),
+            T.StructField("remaining_seconds", T.DoubleType()),
         ]
     )
 
 
+FORMATS = ("json", "csv", "parquet", "cwl-subscription")
+_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".json": "json"}
+_SUFFIXES |= {".jsonl": "json", ".ndjson": "json", ".log": "json"}
+
+
 def detect_format(paths: Sequence[str]) -> str:
-    first = paths[0].rstrip("/").lower()
-    if first.endswith(".parquet") or first.endswith(".pq"):
-        return "parquet"
-    if first.endswith(".csv"):
-        return "csv"
-    return "json"
+    """The input format from the paths' suffixes (`.gz` aside); every path must agree. A path
+    without a telling suffix (a directory, an S3 prefix) needs --format."""
+    found = set()
+    for path in paths:
+        name = path.rstrip("/").lower().removesuffix(".gz").removesuffix(".snappy")
+        suffix = name[name.rfind(".") :] if "." in name.rsplit("/", 1)[-1] else ""
+        if suffix not in _SUFFIXES:
+            raise InvalidInput(
+                f"cannot tell the format of {path!r} from its name: give --format "
+                f"{'|'.join(FORMATS)}"
+            )
+        found.add(_SUFFIXES[suffix])
+    if len(found) != 1:
+        mixed = ", ".join(sorted(found))
+        raise InvalidInput(f"the inputs mix formats ({mixed}): give one format per run")
+    return found.pop()
 
 
 # Row kinds, as small integers on the rows (cheap to group by) and as names in the aggregate.
-SCHEDULED, OTHER, MALFORMED = 0, 1, 2
-KINDS = {SCHEDULED: "scheduled", OTHER: "other", MALFORMED: "malformed"}
+# CARRIED: a message still looping from before the window, seen only by its requeues.
+SCHEDULED, OTHER, MALFORMED, REQUEUED, CARRIED = 0, 1, 2, 3, 4
+KINDS = {
+    SCHEDULED: "scheduled",
+    OTHER: "other",
+    MALFORMED: "malformed",
+    REQUEUED: "requeued",
+    CARRIED: "carried_over",
+}
+# Priced kinds: their hops are in the estimate.
+PRICED = (SCHEDULED, CARRIED)
 
 
 def _column(df: Any, name: str, data_type: Any) -> Any:
@@ -154,10 +181,60 @@ def _column(df: Any, name: str, data_type: Any) -> Any:
     return F.col(name).cast(data_type)
 
 
-def read_scheduled(spark: Any, paths: Sequence[str], fmt: str = "auto") -> Any:
-    """Rows of (kind, ts, destination, delay_seconds, size_bytes). `kind` is SCHEDULED,
-    OTHER (another event) or MALFORMED (unparseable or missing fields): the latter two are
-    counted, not fatal."""
+def _typed_schema() -> Any:
+    from pyspark.sql import types as T
+
+    return T.StructType(
+        [
+            T.StructField(f.name, T.TimestampType()) if f.name == "timestamp" else f
+            for f in _schema().fields
+        ]
+    )
+
+
+def _cwl_events(spark: Any, paths: Sequence[str]) -> Any:
+    """The event lines inside CloudWatch Logs subscription envelopes (as a subscription
+    delivers them, gzipped or not: one envelope per line, or per file). CONTROL_MESSAGE
+    envelopes carry no events."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    envelope = T.StructType(
+        [
+            T.StructField("messageType", T.StringType()),
+            T.StructField(
+                "logEvents",
+                T.ArrayType(
+                    T.StructType(
+                        [
+                            T.StructField("timestamp", T.LongType()),
+                            T.StructField("message", T.StringType()),
+                        ]
+                    )
+                ),
+            ),
+        ]
+    )
+    raw = spark.read.schema(envelope).option("mode", "PERMISSIVE").json(list(paths))
+    lines = raw.where(F.col("messageType") == "DATA_MESSAGE").select(
+        F.explode("logEvents").alias("e")
+    )
+    parsed = F.from_json(F.col("e.message"), _typed_schema(), {"mode": "PERMISSIVE"})
+    return lines.select(parsed.alias("r")).select("r.*")
+
+
+def read_scheduled(
+    spark: Any,
+    paths: Sequence[str],
+    fmt: str = "auto",
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> Any:
+    """Rows of (kind, ts, message_id, destination, delay_seconds, size_bytes). `kind` is
+    SCHEDULED, REQUEUED (a worker's hop: `delay_seconds` is its remaining delay), OTHER
+    (another event) or MALFORMED (unparseable, missing or impossible fields): the latter two
+    are counted, not fatal. Rows outside [since, until) are left out."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -167,13 +244,11 @@ def read_scheduled(spark: Any, paths: Sequence[str], fmt: str = "auto") -> Any:
         # Spark's JSON reader with a schema: no inference pass, and the timestamp parsed by
         # the reader itself (measured: 10M lines 25 -> 14-19 s against text + from_json +
         # a string parse). PERMISSIVE: a bad line or value becomes nulls, hence MALFORMED.
-        typed = T.StructType(
-            [
-                T.StructField(f.name, T.TimestampType()) if f.name == "timestamp" else f
-                for f in schema.fields
-            ]
-        )
-        df = spark.read.schema(typed).option("mode", "PERMISSIVE").json(list(paths))
+        # Gzipped files (.gz) are read as they are.
+        df = spark.read.schema(_typed_schema()).option("mode", "PERMISSIVE").json(list(paths))
+    elif fmt == "cwl-subscription":
+        df = _cwl_events(spark, paths)
+        fmt = "json"  # the lines inside are the event log's
     elif fmt in ("csv", "parquet"):
         # Columns are matched by name (a CSV header may be in any order); missing ones are null.
         if fmt == "csv":
@@ -182,38 +257,80 @@ def read_scheduled(spark: Any, paths: Sequence[str], fmt: str = "auto") -> Any:
             df = spark.read.parquet(*paths)
         df = df.select(*[_column(df, f.name, f.dataType).alias(f.name) for f in schema.fields])
     else:
-        raise InvalidInput(f"unknown input format {fmt!r}: use json, csv or parquet")
+        raise InvalidInput(f"unknown input format {fmt!r}: use {', '.join(FORMATS)}")
     if isinstance(df.schema["timestamp"].dataType, T.TimestampType):
         ts = F.col("timestamp")
     else:
         # One lenient parse (ISO 8601, any offset); an impossible date is malformed, not
         # fatal (to_timestamp raises under ANSI mode, Spark 4's default).
         ts = F.try_to_timestamp(F.col("timestamp"))
-    complete = (
-        ts.isNotNull()
-        & F.col("destination").isNotNull()
-        & (F.col("delay_seconds") >= 0)
-        & (F.col("size_bytes") >= 0)
-    )
+    event = F.col("event")
+    requeued = event == "delay.requeued"
+    delay = F.when(requeued, F.col("remaining_seconds")).otherwise(F.col("delay_seconds"))
+    complete = ts.isNotNull() & F.col("destination").isNotNull() & _sane(delay, F.col("size_bytes"))
     if fmt == "json":
         kind = (
-            F.when(F.col("event").isNull(), MALFORMED)
-            .when(F.col("event") != "delay.scheduled", OTHER)
+            F.when(event.isNull(), MALFORMED)
+            .when(requeued & complete & F.col("message_id").isNotNull(), REQUEUED)
+            .when(requeued, MALFORMED)
+            .when(event != "delay.scheduled", OTHER)
             .when(complete, SCHEDULED)
             .otherwise(MALFORMED)
         )
     else:  # CSV/Parquet hold scheduled records; the event column is optional
-        event = F.col("event")
         kind = F.when(event.isNotNull() & (event != "delay.scheduled"), OTHER).when(
             complete, SCHEDULED
         )
         kind = kind.otherwise(MALFORMED)
-    return df.select(
+    valid = kind.isin(SCHEDULED, REQUEUED)
+    out = df.select(
         kind.alias("kind"),
         ts.alias("ts"),
+        "message_id",
         "destination",
-        F.ceil("delay_seconds").cast("long").alias("delay_seconds"),
-        F.col("size_bytes").cast("long").alias("size_bytes"),
+        # Only a sane value is converted: a huge one would fail the whole run under ANSI.
+        F.when(valid, F.ceil(delay).cast("long")).alias("delay_seconds"),
+        F.when(valid, F.col("size_bytes").cast("long")).alias("size_bytes"),
+    )
+    if since is not None:
+        out = out.where(F.col("ts").isNull() | (F.col("ts") >= F.lit(since)))
+    if until is not None:
+        out = out.where(F.col("ts").isNull() | (F.col("ts") < F.lit(until)))
+    return out
+
+
+def _sane(delay: Any, size: Any) -> Any:
+    """A delay and a size that can be: finite, not negative, within SQS's and our limits.
+    NaN compares greater than everything in Spark, so the upper bounds reject it too."""
+    return (
+        (delay >= 0)
+        & (delay <= defaults.MAX_DELAY_SECONDS)
+        & (size >= 0)
+        & (size <= quotas.MAX_MESSAGE_BYTES)
+    )
+
+
+def carried_over(df: Any, cycle_seconds: int) -> Any:
+    """Messages still looping from before the window: requeued in it but not scheduled in
+    it. Each is priced from its first requeue on, as if scheduled then with its remaining
+    delay plus the hop that requeue made (the requeue's send stands for the first send)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
+
+    scheduled = df.where(F.col("kind") == SCHEDULED).select("message_id").distinct()
+    hops = df.where(F.col("kind") == REQUEUED).join(scheduled, "message_id", "left_anti")
+    first = Window.partitionBy("message_id").orderBy("ts")
+    return (
+        hops.withColumn("n", F.row_number().over(first))
+        .where(F.col("n") == 1)
+        .select(
+            F.lit(CARRIED).alias("kind"),
+            "ts",
+            "message_id",
+            "destination",
+            (F.col("delay_seconds") + cycle_seconds).alias("delay_seconds"),
+            "size_bytes",
+        )
     )
 
 
@@ -253,6 +370,7 @@ def generate(spark: Any, spec: WhatIf) -> Any:
     return spark.range(spec.total_messages).select(
         F.lit(SCHEDULED).alias("kind"),
         (start + F.make_interval(secs=offset)).alias("ts"),
+        F.lit(None).cast("string").alias("message_id"),
         F.concat(F.lit("whatif-"), (F.col("id") % spec.destinations).cast("string")).alias(
             "destination"
         ),
@@ -266,14 +384,24 @@ def generate(spark: Any, spec: WhatIf) -> Any:
 
 
 QUANTITY_SUMS = [f.name for f in fields(Quantities) if f.name != "messages"]
+# Quantities that happen when the message is sent (the count and the first send); the rest
+# (the worker's passes and the hand-over) are spread over the message's life.
+AT_SEND = ("routed", "chunks", "routed_chunks")
 
 
 def aggregate(df: Any, pricing: Pricing, *, cycle_seconds: int = 900, batch_fill: int = 10) -> Any:
-    """The small aggregate as a pandas DataFrame: one row per (kind, destination, month,
-    band, bucket) with the message count and the summed quantities every model is linear in
-    (priced later, on the aggregate, by `Requests.of`)."""
+    """The small aggregate as a pandas DataFrame: one row per (kind, destination, usage
+    month, band, bucket) with the message count, the summed quantities every model is linear
+    in (priced later, on the aggregate, by `Requests.of`), and the first and last send.
+
+    A message's hops are spread over the calendar months (UTC) of its life [sent, sent +
+    delay] by the share of that life in each month: a 90-day delay sent on 1 January counts
+    31/90 of its passes in January, 28/90 in February, 31/90 in March. Its count and first
+    send stay in the month it was sent. Messages still looping from before the window
+    (`carried_over`) are added first."""
     from pyspark.sql import functions as F
 
+    df = df.unionByName(carried_over(df, cycle_seconds))
     delay, size = F.col("delay_seconds"), F.col("size_bytes")
     q = quantities(
         delay,
@@ -290,23 +418,51 @@ def aggregate(df: Any, pricing: Pricing, *, cycle_seconds: int = 900, batch_fill
     for upper, _ in BANDS:
         band = band + (delay > upper).cast("int")
     bucket = F.floor(F.log2(F.greatest(delay, F.lit(1)))).cast("int")
+    sent_us = F.unix_micros("ts")
+    end_us = sent_us + delay * 1_000_000
+    first = F.trunc("ts", "month")
+    spread = F.col("kind").isin(*PRICED) & (delay > 0)
+    months = F.when(
+        spread,
+        F.sequence(first, F.trunc(F.timestamp_micros(end_us), "month"), F.expr("INTERVAL 1 MONTH")),
+    ).otherwise(F.array(first))
+    rows = df.select(
+        "*",
+        band.alias("band"),
+        bucket.alias("bucket"),
+        F.explode(months).alias("m"),
+    )
+    m = F.col("m")
+    overlap = F.least(F.col("_end"), F.unix_micros(F.add_months(m, 1).cast("timestamp"))) - (
+        F.greatest(F.col("_sent"), F.unix_micros(m.cast("timestamp")))
+    )
+    rows = rows.withColumn("_sent", sent_us).withColumn("_end", end_us)
+    life = F.when(spread, overlap / (delay * 1_000_000)).otherwise(F.lit(1.0))
+    at_send = F.when(m.isNull() | (m == first), 1.0).otherwise(0.0)
+    rows = rows.withColumn("_life", life).withColumn("_at_send", at_send)
     keys = [
         F.col("kind"),
         F.col("destination"),
-        F.date_trunc("month", "ts").alias("month"),
-        band.alias("band"),
-        bucket.alias("bucket"),
+        F.date_format("m", "yyyy-MM").alias("month"),
+        F.col("band"),
+        F.col("bucket"),
     ]
+
+    def weighted(name: str) -> Any:
+        weight = "_at_send" if name in AT_SEND else "_life"
+        return F.sum(getattr(q, name) * F.col(weight)).alias(name)
+
     sums = [
-        F.count(F.lit(1)).alias("messages"),
-        F.sum(delay).alias("delay_seconds"),
-        *(F.sum(getattr(q, name)).alias(name) for name in QUANTITY_SUMS),
+        F.sum("_at_send").alias("messages"),
+        F.sum(delay * F.col("_at_send")).alias("delay_seconds"),
+        *(weighted(name) for name in QUANTITY_SUMS),
+        F.min("ts").alias("first_ts"),
+        F.max("ts").alias("last_ts"),
     ]
-    agg = df.groupBy(*keys).agg(*sums).toPandas()
+    agg = rows.groupBy(*keys).agg(*sums).toPandas()
     names = [name for _, name in BANDS] + [LONGER]
     agg["band"] = agg["band"].map(lambda b: None if b != b else names[int(b)])
     agg["kind"] = agg["kind"].map(KINDS)
-    agg["month"] = agg["month"].dt.strftime("%Y-%m")
     return agg
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import date
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,9 +31,13 @@ class Tier(BaseModel):
 
 
 class Pricing(BaseModel):
-    currency: str = "USD"
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
+    region: str = Field(min_length=1)
+    effective_date: date
+    sources: list[str] = Field(min_length=1)
     sqs_tiers: list[Tier] = Field(min_length=1)
     free_requests_per_month: int = Field(ge=0)
+    scheduler_free_invocations_per_month: int = Field(default=0, ge=0)
     billing_chunk_bytes: int = Field(gt=0)
     scheduler_per_million: float = Field(ge=0)
     dynamodb_write_per_million: float = Field(ge=0)
@@ -47,6 +52,37 @@ class Pricing(BaseModel):
         if bounded != sorted(set(bounded)):
             raise ValueError("sqs_tiers must be in ascending order of up_to_requests")
         return self
+
+    def converted(self, currency: str | None, rate: float | None) -> Pricing:
+        """The prices in another currency: `rate` units of it per unit of the price list's.
+        Without a rate, only the price list's own currency is accepted (a label alone would
+        show USD figures as euros)."""
+        if currency is None or currency == self.currency:
+            if rate not in (None, 1.0):
+                raise ConfigError(
+                    f"--exchange-rate {rate} needs --currency (the report's currency, "
+                    f"other than the price list's {self.currency})"
+                )
+            return self
+        if rate is None or not math.isfinite(rate) or rate <= 0:
+            raise ConfigError(
+                f"the price list is in {self.currency}: a report in {currency} needs "
+                f"--exchange-rate ({currency} per {self.currency}, a positive number)"
+            )
+        tiers = [
+            t.model_copy(
+                update={
+                    "standard_per_million": t.standard_per_million * rate,
+                    "fifo_per_million": t.fifo_per_million * rate,
+                }
+            )
+            for t in self.sqs_tiers
+        ]
+        per_million = ("scheduler_per_million", "dynamodb_write_per_million")
+        update: dict[str, Any] = {
+            name: getattr(self, name) * rate for name in (*per_million, "dynamodb_read_per_million")
+        }
+        return self.model_copy(update={"currency": currency, "sqs_tiers": tiers, **update})
 
     @property
     def fifo_price(self) -> float:
@@ -295,10 +331,14 @@ def idle_polls_per_month(pollers: int = 1) -> int:
     return pollers * SECONDS_PER_MONTH // quotas.LONG_POLL_SECONDS
 
 
-def tiered_cost(fifo_requests: float, standard_requests: float, pricing: Pricing) -> float:
-    """A month's bill. The free requests come first (taken from FIFO, the dearer); the tiers
-    count the month's whole volume, free requests included, as AWS's price list does."""
-    free = min(float(pricing.free_requests_per_month), fifo_requests + standard_requests)
+def tiered_cost(
+    fifo_requests: float, standard_requests: float, pricing: Pricing, *, free: float | None = None
+) -> float:
+    """A month's cost through the volume tiers. `free` requests (default: the price list's
+    free tier) come first, taken from FIFO, the dearer; the tiers count the month's whole
+    volume, free requests included, as AWS's price list does."""
+    allowance = pricing.free_requests_per_month if free is None else free
+    free = min(float(allowance), fifo_requests + standard_requests)
     billable = {
         "fifo": max(0.0, fifo_requests - free),
         "standard": standard_requests - max(0.0, free - fifo_requests),

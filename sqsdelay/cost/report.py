@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sqsdelay.core import quotas
 from sqsdelay.cost.bands import BAND_ORDER
 from sqsdelay.cost.pricing import (
     REGISTRY_READ_UNITS_PER_HOP,
@@ -19,7 +20,6 @@ from sqsdelay.cost.pricing import (
     Pricing,
     Quantities,
     Requests,
-    idle_polls_per_month,
     registry_cost,
     tiered_cost,
 )
@@ -90,14 +90,87 @@ SUMS = [
     "cycles",
     "registry_cost",
     "parked_registry_cost",
+    "batched_fifo",
+    "parked_invocations",
+    "scheduler_invocations",
 ] + [f"{m}_{x}" for m in MODELS for x in ("requests", "cost")]
+PRICED_KINDS = ("scheduled", "carried_over")
+FREE_TIERS = ("sqs", "scheduler")
+
+
+def seconds_by_month(start: datetime, end: datetime) -> dict[str, float]:
+    """The seconds of [start, end) in each calendar month (UTC), by YYYY-MM."""
+    out: dict[str, float] = {}
+    at = start
+    while at < end:
+        nxt = datetime(at.year + at.month // 12, at.month % 12 + 1, 1, tzinfo=UTC)
+        out[f"{at.year:04d}-{at.month:02d}"] = (min(nxt, end) - at).total_seconds()
+        at = nxt
+    return out
+
+
+def idle_polls(first_seen: dict[str, datetime], end: datetime) -> Any:
+    """Idle long polls per (destination, month): one 20 s poll at a time on each delay
+    queue, from its first message in the window to the window's end, prorated to the
+    seconds of each month."""
+    import pandas as pd
+
+    rows = [
+        {"destination": d, "month": m, "idle_poll_requests": secs / quotas.LONG_POLL_SECONDS}
+        for d, t in first_seen.items()
+        for m, secs in seconds_by_month(t, end).items()
+    ]
+    frame = pd.DataFrame(rows, columns=["destination", "month", "idle_poll_requests"])
+    return frame.set_index(["destination", "month"])["idle_poll_requests"]
+
+
+def round_money(x: float) -> float:
+    """Cents, or 4 decimals below one cent: no float noise shown as money."""
+    if x != x:  # NaN
+        return x
+    return round(x, 4) if abs(x) < 0.01 else round(x, 2)
+
+
+def _window(rows: Any, since: datetime | None, until: datetime | None) -> tuple[datetime, datetime]:
+    import pandas as pd
+
+    first = pd.Timestamp(rows["first_ts"].min()).to_pydatetime()
+    last = pd.Timestamp(rows["last_ts"].max()).to_pydatetime()
+    start = since or first
+    end = until or last
+    return _utc(start), _utc(end)
+
+
+def _utc(t: datetime) -> datetime:
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def _free_scheduler(invocations: Any, pricing: Pricing, free: frozenset[str]) -> Any:
+    """Scheduler invocations billed after the account's free tier (when applied), per month."""
+    if "scheduler" not in free:
+        return invocations
+    return (invocations - pricing.scheduler_free_invocations_per_month).clip(lower=0)
 
 
 def build(
-    agg: Any, pricing: Pricing, *, batch_fill: int, cycle_seconds: int, source: str
+    agg: Any,
+    pricing: Pricing,
+    *,
+    batch_fill: int,
+    cycle_seconds: int,
+    source: str,
+    bill: Any = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    free_tier: frozenset[str] = frozenset(),
 ) -> Report:
-    counts = agg.groupby("kind")["messages"].sum().to_dict()
-    scheduled = agg[agg["kind"] == "scheduled"]
+    import pandas as pd
+
+    unknown = set(free_tier) - set(FREE_TIERS)
+    if unknown:
+        raise InvalidInput(f"--free-tier takes {' or '.join(FREE_TIERS)}, not {sorted(unknown)}")
+    counts = {k: round(float(n)) for k, n in agg.groupby("kind")["messages"].sum().items()}
+    scheduled = agg[agg["kind"].isin(PRICED_KINDS)]
     if scheduled.empty:
         raise InvalidInput(
             f"no delay.scheduled records in {source} (other events: {counts.get('other', 0)}, "
@@ -105,20 +178,21 @@ def build(
             "event log (SQSDELAY_LOG_FILE) or a CSV/Parquet file with the same columns"
         )
     rows = priced(scheduled, pricing, cycle_seconds=cycle_seconds, batch_fill=batch_fill)
-    idle = idle_polls_per_month()
-    by_month = rows.groupby("month")[SUMS].sum()
-    active = rows.groupby("month")["destination"].nunique()
-    by_month["idle_poll_requests"] = active * idle
-    by_month["idle_poll_cost"] = by_month["idle_poll_requests"] * pricing.fifo_price
-    fifo = rows.groupby("month")["batched_fifo"].sum() + by_month["idle_poll_requests"]
-    standard = rows.groupby("month")["batched_standard"].sum()
-    by_month["billed_cost"] = [
-        tiered_cost(float(fifo[m]), float(standard[m]), pricing) for m in by_month.index
-    ]
-    by_destination = rows.groupby("destination")[SUMS].sum()
-    months_active = rows.groupby("destination")["month"].nunique()
-    by_destination["idle_poll_requests"] = months_active * idle
-    by_destination["idle_poll_cost"] = by_destination["idle_poll_requests"] * pricing.fifo_price
+    start, end = _window(rows, since, until)
+    firsts = rows.groupby("destination")["first_ts"].min()
+    first_seen = {d: max(start, _utc(pd.Timestamp(t).to_pydatetime())) for d, t in firsts.items()}
+    idle = idle_polls(first_seen, end)
+    fifo_price = pricing.fifo_price
+    by_dest_month = rows.groupby(["destination", "month"])[SUMS].sum()
+    by_dest_month = by_dest_month.join(idle, how="outer").fillna(0.0)
+    by_dest_month["idle_poll_cost"] = by_dest_month["idle_poll_requests"] * fifo_price
+    # The delay queue's own requests (FIFO), like for like with its lines in a bill.
+    by_dest_month["delay_queue_cost"] = (
+        by_dest_month["batched_fifo"] + by_dest_month["idle_poll_requests"]
+    ) * fifo_price
+    by_month = by_dest_month.groupby(level="month").sum()
+    by_month["estimated_cost"] = _estimated(rows, by_month, pricing, free_tier)
+    by_destination = by_dest_month.groupby(level="destination").sum()
     by_destination = by_destination.sort_values("batched_cost", ascending=False)
     by_band = (
         rows.groupby("band")[SUMS].sum().reindex([b for b in BAND_ORDER if b in set(rows["band"])])
@@ -128,7 +202,7 @@ def build(
     histogram.index = [f"{human(2 ** int(b))}–{human(2 ** (int(b) + 1))}" for b in hist.index]
     histogram.index.name = "delay"
     totals = rows[SUMS].sum()
-    models = [
+    models: list[dict[str, Any]] = [
         {
             "model": m,
             "title": MODEL_TITLES[m],
@@ -138,7 +212,7 @@ def build(
         for m in MODELS
     ]
     idle_requests = float(by_month["idle_poll_requests"].sum())
-    idle_cost = idle_requests * pricing.fifo_price
+    idle_cost = idle_requests * fifo_price
     models.append(
         {
             "model": "idle_polling",
@@ -147,40 +221,81 @@ def build(
             "cost": idle_cost,
         }
     )
-    delayed = int(totals["delayed_messages"])
-    monthly = {m: float(c) for m, c in by_month["billed_cost"].items()}
+    delayed = round(float(totals["delayed_messages"]))
+    monthly = {str(m): round_money(float(c)) for m, c in by_month["estimated_cost"].items()}
+    free_invocations = {
+        model: float(
+            (
+                by_month[f"{model}_invocations"]
+                - _free_scheduler(by_month[f"{model}_invocations"], pricing, free_tier)
+            ).sum()
+        )
+        * pricing.scheduler_price
+        for model in ("parked", "scheduler")
+    }
+    reconciliation, bill_notes = _reconcile(by_dest_month, rows, bill, pricing)
     summary = {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "source": source,
         "currency": pricing.currency,
+        "prices": {
+            "region": pricing.region,
+            "effective_date": pricing.effective_date.isoformat(),
+            "sources": pricing.sources,
+        },
+        "window": {
+            "start": start.isoformat(timespec="seconds"),
+            "end": end.isoformat(timespec="seconds"),
+        },
+        "free_tier": sorted(free_tier),
         "input": {
             "scheduled": int(counts.get("scheduled", 0)),
+            "requeued": int(counts.get("requeued", 0)),
+            "carried_over": int(counts.get("carried_over", 0)),
             "other_events": int(counts.get("other", 0)),
             "malformed": int(counts.get("malformed", 0)),
         },
-        "messages": int(totals["messages"]),
+        "messages": round(float(totals["messages"])),
         "delayed_messages": delayed,
         "destinations": len(by_destination),
         "months": list(by_month.index),
         "batch_fill": batch_fill,
         "cycle_seconds": cycle_seconds,
-        "models": models,
-        "monthly_billed_cost": monthly,
-        "months_in_free_tier": sum(1 for c in monthly.values() if c == 0),
-        "free_requests_per_month": pricing.free_requests_per_month,
-        "average_monthly_cost": float(by_month["billed_cost"].mean()),
-        "cost_per_delayed_message": float(totals["batched_cost"]) / delayed if delayed else 0.0,
-        "registry_cost": float(totals["registry_cost"]),
+        "models": [{**m, "cost": round_money(m["cost"])} for m in models],
+        "monthly_estimated_cost": monthly,
+        "average_monthly_estimated_cost": round_money(float(by_month["estimated_cost"].mean())),
+        "cost_per_delayed_message": (float(totals["batched_cost"]) / delayed if delayed else 0.0),
+        "registry_cost": round_money(float(totals["registry_cost"])),
         "registry_cost_per_delayed_message": (
             float(totals["registry_cost"]) / delayed if delayed else 0.0
         ),
-        "options": _options(totals, idle_cost),
+        "options": _options(totals, idle_cost, free_invocations),
+        "reconciliation": reconciliation,
+        "bill_notes": bill_notes,
     }
+    sqs_free = (
+        f"the account's SQS free tier of {pricing.free_requests_per_month:,} requests a month "
+        "is applied (FIFO first)"
+        if "sqs" in free_tier
+        else "no free tier (incremental cost: the account's free tier is shared with "
+        "everything else in it; --free-tier sqs applies it)"
+    )
     assumptions = [
-        f"Prices per million requests (first tier): FIFO {pricing.sqs_tiers[0].fifo_per_million}"
-        f" {pricing.currency}, standard {pricing.sqs_tiers[0].standard_per_million}, EventBridge "
-        f"Scheduler {pricing.scheduler_per_million}. Monthly bills apply the volume tiers and "
-        f"the free tier of {pricing.free_requests_per_month:,} requests (FIFO first).",
+        f"Prices: {pricing.region}, effective {pricing.effective_date.isoformat()}, from "
+        f"{', '.join(pricing.sources)}. Per million requests (first tier): FIFO "
+        f"{pricing.sqs_tiers[0].fifo_per_million:g} {pricing.currency}, standard "
+        f"{pricing.sqs_tiers[0].standard_per_million:g}, EventBridge Scheduler "
+        f"{pricing.scheduler_per_million:g} (the first "
+        f"{pricing.scheduler_free_invocations_per_month:,} invocations a month free, "
+        f"{'applied' if 'scheduler' in free_tier else 'not applied; --free-tier scheduler'}).",
+        f"Estimated monthly cost: the batched worker and idle polling, volume tiers, {sqs_free}.",
+        "Usage months: a message's first send is booked to the month it was sent; its worker "
+        "passes and hand-over are spread over the calendar months (UTC) of its delay by the "
+        "share of the delay in each, as AWS bills them when they happen. Months after the "
+        "input's window hold the rest of the window's messages' hops (a projection).",
+        f"Messages still looping from before the window ({int(counts.get('carried_over', 0)):,}"
+        "): found by the worker's delay.requeued events without a delay.scheduled in the "
+        "window, priced from their first requeue in it.",
         f"A delay above {cycle_seconds} s goes through the FIFO delay queue: k = ceil(N / "
         f"{cycle_seconds}) − 1 worker passes, each a receive, a send and a delete, plus the "
         "first send; the last send is the hand-over to the standard destination.",
@@ -189,15 +304,18 @@ def build(
         f"{pricing.billing_chunk_bytes // 1024} KiB of its payload.",
         "The reference formula (NServiceBus documentation) counts two FIFO operations per "
         "900 s and ignores the first send, deletes, the hand-over and payload size.",
-        f"Idle polling: one 20 s long poll at a time per delay queue, {idle:,} requests per "
-        "destination per month in which it had traffic.",
+        f"Idle polling: one 20 s long poll at a time per delay queue, from the destination's "
+        f"first message in the window ({start:%Y-%m-%d %H:%M} UTC at the earliest) to the "
+        f"window's end ({end:%Y-%m-%d %H:%M} UTC), prorated by month.",
         "EventBridge Scheduler: one one-time schedule per delayed message, which sends the "
         "message to the destination when due (one standard send).",
         f"The registry (SQSDELAY_REGISTRY=dynamodb) adds, per delayed message, "
         f"{REGISTRY_WRITE_UNITS} DynamoDB write request units and "
         f"{REGISTRY_READ_UNITS_PER_HOP} read units per worker pass, at on-demand prices "
-        f"({pricing.dynamodb_write_per_million} and {pricing.dynamodb_read_per_million} "
+        f"({pricing.dynamodb_write_per_million:g} and {pricing.dynamodb_read_per_million:g} "
         f"{pricing.currency} per million): the registry column, on top of the batched worker.",
+        "Not in the estimate: CloudWatch Logs ingestion of the events, EMF metrics, KMS "
+        "requests with SSE-KMS, the registry's storage and backups, and the worker's compute.",
     ]
     tables = {
         "by_destination": by_destination,
@@ -206,19 +324,110 @@ def build(
         "delay_histogram": histogram,
         "models": _models_frame(models),
     }
+    if reconciliation:
+        tables["reconciliation"] = pd.DataFrame(reconciliation).set_index("destination")
     return Report(tables, summary, assumptions)
 
 
-def _options(totals: Any, idle_cost: float) -> list[dict[str, Any]]:
-    """The ways to run this workload, cheapest first, at list price (a worker polls too)."""
+def _estimated(rows: Any, by_month: Any, pricing: Pricing, free_tier: frozenset[str]) -> Any:
+    """Each usage month's estimate: the batched worker's FIFO and standard requests and the
+    idle polls through the volume tiers; the account's free tier only when asked."""
+    fifo = by_month["batched_fifo"] + by_month["idle_poll_requests"]
+    standard = rows.groupby("month")["batched_standard"].sum().reindex(by_month.index).fillna(0)
+    free = pricing.free_requests_per_month if "sqs" in free_tier else 0
+    return [
+        tiered_cost(float(fifo[m]), float(standard[m]), pricing, free=free) for m in by_month.index
+    ]
+
+
+def _reconcile(
+    by_dest_month: Any, rows: Any, bill: Any, pricing: Pricing
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Per destination and month: the estimate of the delay queue's requests next to the
+    bill's lines of that queue (at public prices, and as paid). The registry's and the
+    schedule group's lines get rows of their own."""
+    if bill is None:
+        return [], []
+    import pandas as pd
+
+    from sqsdelay.cost import bill as b
+
+    currencies = sorted(set(bill["currency"].dropna()))
+    if currencies and currencies != [pricing.currency]:
+        raise InvalidInput(
+            f"the bill is in {', '.join(currencies)} and the estimate in {pricing.currency}: "
+            f"give --currency {currencies[0]} --exchange-rate RATE ({currencies[0]} per "
+            f"{pricing.currency} of the price list)"
+        )
+    notes = []
+    queues = bill[bill["component"] == b.DELAY_QUEUE]
+    if queues.empty:
+        notes.append(
+            "The bill has no delay queue lines (names ending in -delay.fifo): check the "
+            "export's period and that it includes resource ids."
+        )
+    estimated = by_dest_month["delay_queue_cost"].rename("estimated_usd")
+    own = bill[bill["component"].isin([b.DELAY_QUEUE, b.REGISTRY, b.SCHEDULE_GROUP])]
+    billed = own.groupby(["destination", "month"])[["list", "billed"]].sum()
+    if (bill["component"] == b.REGISTRY).any():  # the registry's estimate, where it is billed
+        registry = rows.groupby("month")["registry_cost"].sum()
+        registry.index = pd.MultiIndex.from_tuples(
+            [("(registry)", m) for m in registry.index], names=["destination", "month"]
+        )
+        estimated = pd.concat([estimated, registry.rename("estimated_usd")])
+    table = billed.join(estimated, how="outer").fillna(0.0).sort_index()
+    rows_out = [
+        {
+            "destination": d,
+            "month": m,
+            "estimated_usd": round_money(float(r["estimated_usd"])),
+            "list_usd": round_money(float(r["list"])),
+            "billed_usd": round_money(float(r["billed"])),
+            "variance_usd": round_money(float(r["list"] - r["estimated_usd"])),
+        }
+        for (d, m), r in table.iterrows()
+    ]
+    if rows_out:
+        worst = max(rows_out, key=lambda r: abs(r["variance_usd"]))
+        notes.append(
+            f"Largest variance: {worst['destination']} in {worst['month']}, the bill lists "
+            f"{money(worst['list_usd'], pricing.currency)} at public prices against an "
+            f"estimate of {money(worst['estimated_usd'], pricing.currency)}. The model sees "
+            "only sqsdelay's own requests: other consumers or producers of the same queue, "
+            "messages missing from the event log, the free tier and discounts (billed) all "
+            "show here."
+        )
+    shared = bill[bill["component"] == b.DESTINATION_QUEUE]
+    if not shared.empty:
+        paid = money(float(shared["billed"].sum()), pricing.currency)
+        notes.append(
+            f"The destination queues' lines ({paid} billed) are not split: the hand-overs "
+            "land there among the application's own traffic, so they are left out of the "
+            "reconciliation."
+        )
+    loose = bill[bill["component"] == b.UNATTRIBUTED]
+    if not loose.empty:
+        notes.append(
+            f"SQS lines without a resource id (credits, mostly: "
+            f"{money(float(loose['billed'].sum()), pricing.currency)}) cannot be booked to a "
+            "queue and are left out."
+        )
+    return rows_out, notes
+
+
+def _options(
+    totals: Any, idle_cost: float, free_invocations: dict[str, float]
+) -> list[dict[str, Any]]:
+    """The ways to run this workload, cheapest first, at list price (a worker polls too),
+    less the Scheduler invocations inside its free tier when that is applied."""
     costs = {
         "batched": float(totals["batched_cost"]) + idle_cost,
-        "parked": float(totals["parked_cost"]) + idle_cost,
+        "parked": float(totals["parked_cost"]) + idle_cost - free_invocations["parked"],
         "exact": float(totals["exact_cost"]) + idle_cost,
-        "scheduler": float(totals["scheduler_cost"]),
+        "scheduler": float(totals["scheduler_cost"]) - free_invocations["scheduler"],
     }
     return [
-        {"model": m, "title": OPTIONS[m], "cost": c}
+        {"model": m, "title": OPTIONS[m], "cost": round_money(c)}
         for m, c in sorted(costs.items(), key=lambda kv: kv[1])
     ]
 
@@ -299,10 +508,12 @@ def charts(report: Report) -> dict[str, str]:
             marker="o",
             label=MODEL_TITLES[model],
         )
-    ax.bar(month.index, month["billed_cost"], alpha=0.25, label="Billed (batched + idle, tiers)")
+    ax.bar(
+        month.index, month["estimated_cost"], alpha=0.25, label="Estimated (batched + idle, tiers)"
+    )
     ax.set_ylabel(cur)
     ax.yaxis.set_major_formatter(thousands)
-    ax.set_title("Cost per month")
+    ax.set_title("Estimated cost per usage month")
     ax.tick_params(axis="x", labelrotation=45)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=2, frameon=False)
     out["month"] = _svg(fig)
@@ -330,8 +541,9 @@ def charts(report: Report) -> dict[str, str]:
 
 
 # Columns of the HTML and spreadsheet tables: (column, heading, kind).
-COUNT, MONEY = "count", "money"
+COUNT, MONEY, TEXT = "count", "money", "text"
 VIEW = [
+    ("month", "month", TEXT),
     ("messages", "messages", COUNT),
     ("delayed_messages", "delayed", COUNT),
     ("reference_cost", "reference", MONEY),
@@ -341,7 +553,11 @@ VIEW = [
     ("scheduler_cost", "Scheduler", MONEY),
     ("registry_cost", "registry (added)", MONEY),
     ("idle_poll_cost", "idle polling", MONEY),
-    ("billed_cost", "billed", MONEY),
+    ("estimated_cost", "estimated", MONEY),
+    ("estimated_usd", "estimated", MONEY),
+    ("list_usd", "bill at list price", MONEY),
+    ("billed_usd", "billed", MONEY),
+    ("variance_usd", "variance (list − estimated)", MONEY),
 ]
 
 
@@ -351,9 +567,13 @@ def view(report: Report, name: str) -> list[tuple[str, str, str]]:
 
 
 def _cell(value: Any, kind: str) -> str:
+    if kind == TEXT:
+        return html.escape(str(value))
     if value != value:  # NaN
         return ""
-    return f"{value:,.0f}" if kind == COUNT else f"{value:,.2f}"
+    if kind == COUNT:
+        return f"{value:,.0f}"
+    return f"{value:,.4f}" if 0 < abs(value) < 0.01 else f"{value:,.2f}"
 
 
 def html_table(report: Report, name: str, label: str) -> str:
@@ -372,7 +592,10 @@ def html_table(report: Report, name: str, label: str) -> str:
     ]
     total = (
         "<tr class=total><td>total</td>"
-        + "".join(f"<td class=n>{_cell(df[c].sum(), k)}</td>" for c, _, k in cols)
+        + "".join(
+            f"<td class=n>{_cell(round_money(float(df[c].sum())), k) if k != TEXT else ''}</td>"
+            for c, _, k in cols
+        )
         + "</tr>"
     )
     return (
@@ -383,27 +606,30 @@ def html_table(report: Report, name: str, label: str) -> str:
 
 def _cards(s: dict[str, Any]) -> str:
     cur = s["currency"]
-    free = s["months_in_free_tier"]
-    if free == len(s["months"]):
-        note = (
-            f"every month is within the free tier of {s['free_requests_per_month']:,} "
-            "requests, so nothing is billed"
-        )
-    elif free:
-        note = (
-            f"{free} of {len(s['months'])} months within the free tier of "
-            f"{s['free_requests_per_month']:,} requests (billed 0)"
-        )
-    else:
-        note = "batched worker, idle polling, volume tiers and free tier"
+    free = ", ".join(s["free_tier"]) or "none"
     inputs = s["input"]
     per_message = unit_money(s["cost_per_delayed_message"], cur, "delayed messages")
+    average = money(s["average_monthly_estimated_cost"], cur)
     return f"""<div class=cards>
-<div class=card>Average monthly bill<b>{money(s["average_monthly_cost"], cur)}</b>{note}</div>
-<div class=card>Cost per delayed message<b>{per_message}</b>batched, list price</div>
-<div class=card>Input<b>{inputs["scheduled"]:,}</b>records; {inputs["other_events"]:,} other
-events and {inputs["malformed"]:,} malformed lines skipped</div>
+<div class=card>Average monthly estimate<b>{average}</b>batched worker, idle polling, volume
+tiers; free tier: {html.escape(free)}</div>
+<div class=card>Estimated cost per delayed message<b>{per_message}</b>batched, list price</div>
+<div class=card>Input<b>{inputs["scheduled"]:,}</b>records, {inputs["carried_over"]:,} messages
+carried over; {inputs["other_events"]:,} other events and {inputs["malformed"]:,} malformed
+lines skipped</div>
 </div>"""
+
+
+def _reconciliation_html(report: Report) -> str:
+    s = report.summary
+    if "reconciliation" not in report.tables:
+        return ""
+    notes = "".join(f"<p>{html.escape(n)}</p>" for n in s["bill_notes"])
+    return (
+        "<h2>Estimate next to the bill</h2>"
+        + notes
+        + html_table(report, "reconciliation", "destination")
+    )
 
 
 def render_html(report: Report) -> str:
@@ -412,7 +638,7 @@ def render_html(report: Report) -> str:
     pics = charts(report)
     models = "".join(
         f"<tr><td>{html.escape(m['title'])}</td><td class=n>{m['requests']:,.0f}</td>"
-        f"<td class=n>{m['cost']:,.2f}</td></tr>"
+        f"<td class=n>{_cell(m['cost'], MONEY)}</td></tr>"
         for m in s["models"]
     )
     return f"""<!doctype html>
@@ -432,16 +658,21 @@ th{{vertical-align:bottom}} .n{{text-align:right;font-variant-numeric:tabular-nu
 tr.total td{{font-weight:600;border-top:2px solid #999}}
 svg{{max-width:100%;height:auto}}
 </style></head><body>
-<h1>Delayed delivery cost report</h1>
+<h1>Delayed delivery cost estimate</h1>
 <p class=muted>{html.escape(s["source"])} · {s["messages"]:,} messages ({s["delayed_messages"]:,}
 through delay queues) · {s["destinations"]:,} destinations · {len(s["months"])} months ·
 generated {s["generated_at"]}</p>
 {_cards(s)}
 <p class=lead>{html.escape(comparison(s))}</p>
+<p class=muted>Prices: {html.escape(s["prices"]["region"])}, effective
+{s["prices"]["effective_date"]} ({", ".join(html.escape(u) for u in s["prices"]["sources"])}).
+Window: {s["window"]["start"]} to {s["window"]["end"]}.</p>
+{_reconciliation_html(report)}
 <h2>Models side by side</h2>
 <table><thead><tr><th>model</th><th class=n>requests</th>
-<th class=n>cost ({cur}, list price)</th></tr></thead><tbody>{models}</tbody></table>
-<h2>Per month</h2>{pics["month"]}{html_table(report, "by_month", "month")}
+<th class=n>estimated cost ({cur}, list price)</th></tr></thead><tbody>{models}</tbody>
+</table>
+<h2>Per usage month (estimated)</h2>{pics["month"]}{html_table(report, "by_month", "month")}
 <h2>Per destination</h2>{pics["destination"]}
 {html_table(report, "by_destination", "destination")}
 <h2>Per delay band</h2>{html_table(report, "by_band", "band")}
@@ -455,9 +686,10 @@ def write_xlsx(report: Report, path: Path) -> Path:
     """One sheet per table, with number formats and a totals row (openpyxl)."""
     import pandas as pd
 
-    formats = {COUNT: "#,##0", MONEY: "#,##0.00"}
+    formats = {COUNT: "#,##0", MONEY: "#,##0.00##"}
     with pd.ExcelWriter(path, engine="openpyxl") as writer:
-        for name, df in report.tables.items():
+        for name, table in report.tables.items():
+            df = rounded(table)  # the totals row adds up what the sheet shows
             df.to_excel(writer, sheet_name=name)
             sheet = writer.sheets[name]
             columns = list(df.columns)
@@ -465,11 +697,23 @@ def write_xlsx(report: Report, path: Path) -> Path:
             sheet.cell(row=total_row, column=1, value="total")
             for column, _, kind in view(report, name):
                 col = columns.index(column) + 2
-                sheet.cell(row=total_row, column=col, value=float(df[column].sum()))
+                if kind == TEXT:
+                    continue
+                total = float(df[column].sum())
+                sheet.cell(row=total_row, column=col, value=round_money(total))
                 for row in range(2, total_row + 1):
                     sheet.cell(row=row, column=col).number_format = formats[kind]
             sheet.column_dimensions["A"].width = 24
     return path
+
+
+def rounded(df: Any) -> Any:
+    """Money columns (`*_cost`, `*_usd`) rounded by `round_money`, for the files."""
+    out = df.copy()
+    for column in out.columns:
+        if str(column).endswith(("_cost", "_usd")):
+            out[column] = out[column].map(lambda x: round_money(float(x)))
+    return out
 
 
 def write(report: Report, out_dir: Path) -> list[Path]:
@@ -477,7 +721,7 @@ def write(report: Report, out_dir: Path) -> list[Path]:
     written = []
     for name, df in report.tables.items():
         path = out_dir / f"{name}.csv"
-        df.to_csv(path)
+        rounded(df).to_csv(path)
         written.append(path)
     summary = out_dir / "summary.json"
     summary.write_text(json.dumps({**report.summary, "assumptions": report.assumptions}, indent=2))

@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from sqsdelay.cost import classarchive
 from sqsdelay.cost import report as cost_report
+from sqsdelay.cost.bill import Resources, read_bill
 from sqsdelay.cost.job import (
+    FORMATS,
     aggregate,
     generate,
     publish,
@@ -43,8 +46,16 @@ def run_report(
     class_archive: Path | None = None,
     spark: Any = None,
     progress: Any = None,
+    bills: Sequence[str] = (),
+    bill_format: str = "auto",
+    since: datetime | None = None,
+    until: datetime | None = None,
+    free_tier: frozenset[str] = frozenset(),
+    registry_table: str | None = None,
+    schedule_group: str | None = None,
 ) -> Any:
-    """Read (or generate), aggregate, and write the report. Returns the `Report`."""
+    """Read (or generate), aggregate, read the bill (if any), and write the report. Returns
+    the `Report`."""
 
     def step(text: str) -> None:
         if progress is not None:
@@ -65,11 +76,20 @@ def run_report(
     spark = spark or spark_session(master, fast_start=fast_start, java_options=java)
     step("reading and aggregating")
     try:
-        df = generate(spark, what_if) if what_if else read_scheduled(spark, inputs, input_format)
+        if what_if:
+            df = generate(spark, what_if)
+        else:
+            df = read_scheduled(spark, inputs, input_format, since=since, until=until)
         agg = aggregate(df, pricing, cycle_seconds=cycle_seconds, batch_fill=batch_fill)
+        bill = None
+        if bills:
+            step("reading the bill")
+            known = frozenset(str(d) for d in agg["destination"].dropna().unique())
+            resources = Resources(known, registry_table, schedule_group)
+            bill = read_bill(spark, bills, resources, bill_format)
     except Exception as exc:  # Spark reports a missing path as AnalysisException
         if "PATH_NOT_FOUND" in str(exc) or "Path does not exist" in str(exc):
-            raise InvalidInput(f"input not found: {', '.join(inputs)}") from None
+            raise InvalidInput(f"input not found: {', '.join([*inputs, *bills])}") from None
         raise
     if owned and not remote:
         # The archive must fit this JVM: ask it for its java and class path before it stops.
@@ -82,7 +102,15 @@ def run_report(
     source = "what-if workload" if what_if else ", ".join(inputs)
     step("writing the report")
     report = cost_report.build(
-        agg, pricing, batch_fill=batch_fill, cycle_seconds=cycle_seconds, source=source
+        agg,
+        pricing,
+        batch_fill=batch_fill,
+        cycle_seconds=cycle_seconds,
+        source=source,
+        bill=bill,
+        since=since,
+        until=until,
+        free_tier=free_tier,
     )
     if remote:
         with tempfile.TemporaryDirectory() as tmp:
@@ -106,18 +134,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--batch-fill", type=int, default=10)
     parser.add_argument("--cycle-seconds", type=int, default=900)
     parser.add_argument("--what-if", type=Path)
-    parser.add_argument("--format", default="auto", choices=["auto", "json", "csv", "parquet"])
+    parser.add_argument("--format", default="auto", choices=["auto", *FORMATS])
+    parser.add_argument("--bill", nargs="*", default=[])
+    parser.add_argument("--bill-format", default="auto", choices=["auto", "parquet", "csv"])
+    parser.add_argument("--since", type=datetime.fromisoformat)
+    parser.add_argument("--until", type=datetime.fromisoformat)
+    parser.add_argument("--free-tier", action="append", default=[], choices=["sqs", "scheduler"])
+    parser.add_argument("--currency")
+    parser.add_argument("--exchange-rate", type=float)
     args = parser.parse_args(argv)
     spark = spark_session()  # under spark-submit, its master and resources apply
     report = run_report(
         inputs=args.input,
         output=args.output,
-        pricing=load_pricing(args.pricing),
+        pricing=load_pricing(args.pricing).converted(args.currency, args.exchange_rate),
         batch_fill=args.batch_fill,
         cycle_seconds=args.cycle_seconds,
         what_if=load_what_if(args.what_if) if args.what_if else None,
         input_format=args.format,
         spark=spark,
+        bills=args.bill,
+        bill_format=args.bill_format,
+        since=args.since,
+        until=args.until,
+        free_tier=frozenset(args.free_tier),
     )
     s = report.summary
     print(
@@ -126,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "master": spark.sparkContext.master,
                 "output": args.output,
                 "messages": s["messages"],
-                "average_monthly_cost": s["average_monthly_cost"],
+                "average_monthly_estimated_cost": s["average_monthly_estimated_cost"],
             }
         )
     )

@@ -13,7 +13,7 @@ import pytest
 
 from sqsdelay.cost.job import aggregate, generate, read_scheduled
 from sqsdelay.cost.pricing import PythonOps, load_pricing, requests
-from sqsdelay.cost.report import priced
+from sqsdelay.cost.report import priced, round_money
 from sqsdelay.cost.run import run_report
 from sqsdelay.cost.whatif import WhatIf
 from sqsdelay.errors import InvalidInput
@@ -106,8 +106,12 @@ def test_exact_totals_on_a_hand_built_event_log(spark: Any, event_log: Path) -> 
     counts = agg.groupby("kind")["messages"].sum().to_dict()
     # A bad line and a record without destination; a blank line is no record at all.
     assert counts == {"scheduled": 4, "other": 1, "malformed": 2}
-    months = sorted(agg[agg["kind"] == "scheduled"]["month"].unique())
-    assert months == ["2026-01", "2026-02"]  # UTC month buckets, 23:59:59Z stays in January
+    sched = agg[agg["kind"] == "scheduled"]
+    sent = sched.groupby("month")["messages"].sum()
+    # Counted where sent, UTC: 23:59:59Z stays in January.
+    assert sent[sent > 0].to_dict() == {"2026-01": 2, "2026-02": 2}
+    # The one-year delay sent on 31 January is used in every month up to January 2027.
+    assert sorted(sched["month"].unique()) == [f"2026-{m:02d}" for m in range(1, 13)] + ["2027-01"]
 
 
 def test_csv_and_parquet_give_the_same_totals(spark: Any, event_log: Path, tmp_path: Path) -> None:
@@ -135,7 +139,9 @@ def test_what_if_generates_the_workload_inside_spark(spark: Any) -> None:
     )
     agg = models(aggregate(generate(spark, spec), PRICING))
     assert spec.days == 61 and agg["messages"].sum() == 6100
-    assert set(agg["month"]) == {"2026-03", "2026-04"}
+    sent = agg.groupby("month")["messages"].sum()
+    assert set(sent[sent > 0].index) == {"2026-03", "2026-04"}
+    assert set(agg["month"]) == {"2026-03", "2026-04", "2026-05"}  # 30 April's last hops
     assert agg["destination"].nunique() == 4
     assert agg["exact_fifo"].sum() == 6100 * 6 and agg["delayed_messages"].sum() == 6100
 
@@ -159,12 +165,19 @@ def test_report_files_and_summary(spark: Any, event_log: Path, tmp_path: Path) -
     out = tmp_path / "report"
     report = run_report(inputs=[str(event_log)], output=str(out), pricing=PRICING, spark=spark)
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["input"] == {"scheduled": 4, "other_events": 1, "malformed": 2}
+    assert summary["input"] == {
+        "scheduled": 4,
+        "requeued": 0,
+        "carried_over": 0,
+        "other_events": 1,
+        "malformed": 2,
+    }
     exact = next(m for m in summary["models"] if m["model"] == "exact")
     assert exact["requests"] == pytest.approx(expected("exact_fifo") + expected("exact_standard"))
     assert summary == {**report.summary, "assumptions": report.assumptions}
     registry = expected("registry_writes") * 0.625e-6 + expected("registry_reads") * 0.125e-6
-    assert summary["registry_cost"] == pytest.approx(registry) and registry > 0
+    assert summary["registry_cost"] == round_money(registry) and registry > 0.001
+    assert round_money(0.00220725) == 0.0022 and round_money(12.345678) == 12.35
     for name in ("by_destination", "by_month", "by_band", "delay_histogram", "models"):
         assert (out / f"{name}.csv").stat().st_size > 0
     import pandas as pd
@@ -280,7 +293,13 @@ def test_the_job_runs_unchanged_under_spark_submit(
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["master"] == "local[2]"  # the master came from spark-submit
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["input"] == {"scheduled": 4, "other_events": 1, "malformed": 2}
+    assert summary["input"] == {
+        "scheduled": 4,
+        "requeued": 0,
+        "carried_over": 0,
+        "other_events": 1,
+        "malformed": 2,
+    }
     embedded = tmp_path / "embedded"
     run_report(inputs=[str(event_log)], output=str(embedded), pricing=PRICING, spark=spark)
     for name in ("by_destination", "by_month", "by_band", "models"):

@@ -82,19 +82,24 @@ def test_tiers_and_free_tier() -> None:
     assert big == pytest.approx((100e9 - 1e6) * 0.5e-6 + 50e9 * 0.4e-6)
 
 
+META = "currency: USD\nregion: r\neffective_date: 2026-01-01\nsources: [x]\n"
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("sqs_tiers: []", "at least 1 item"),
+        ("sqs_tiers: []", "region: Field required"),  # a price list says where and when
+        ("sqs_tiers: []", "sources: Field required"),
         (
-            "currency: USD\nsqs_tiers:\n - {up_to_requests: 5, standard_per_million: -1, "
+            f"{META}sqs_tiers:\n - {{up_to_requests: 5, standard_per_million: -1, "
             "fifo_per_million: 1}\nfree_requests_per_month: 0\nbilling_chunk_bytes: 1\n"
             "scheduler_per_million: 1\ndynamodb_write_per_million: 1\n"
             "dynamodb_read_per_million: 1",
             "greater than or equal to 0",
         ),
         (
-            "currency: USD\nsqs_tiers:\n - {up_to_requests: 5, standard_per_million: 1, "
+            f"{META}sqs_tiers:\n - {{up_to_requests: 5, standard_per_million: 1, "
             "fifo_per_million: 1}\nfree_requests_per_month: 0\nbilling_chunk_bytes: 1\n"
             "scheduler_per_million: 1\ndynamodb_write_per_million: 1\n"
             "dynamodb_read_per_million: 1",
@@ -135,3 +140,33 @@ def test_the_registry_costs_six_writes_and_half_a_read_per_pass() -> None:
     assert year.parked_registry_cost == pytest.approx(6 * 0.625e-6 + 0.5 * 0.125e-6)
     direct = estimate(600)  # straight to the destination: no record
     assert (direct.registry_write_units, direct.registry_cost) == (0, 0)
+
+
+def test_the_price_list_says_where_when_and_from_where() -> None:
+    p = load_pricing()
+    assert p.region == "us-east-1" and p.effective_date.year >= 2026
+    assert any("sqs/pricing" in u for u in p.sources)
+    assert p.scheduler_free_invocations_per_month == 14_000_000
+
+
+def test_no_free_tier_unless_asked() -> None:
+    p = load_pricing()
+    assert tiered_cost(2_000_000, 0, p, free=0) == pytest.approx(1.0)
+    assert tiered_cost(2_000_000, 0, p) == pytest.approx(0.5)  # the price list's free tier
+
+
+def test_another_currency_needs_a_rate() -> None:
+    p = load_pricing()
+    with pytest.raises(ConfigError, match="needs --exchange-rate"):
+        p.converted("EUR", None)
+    with pytest.raises(ConfigError, match="needs --exchange-rate"):
+        p.converted("EUR", float("nan"))
+    with pytest.raises(ConfigError, match="needs --currency"):
+        p.converted(None, 0.9)
+    assert p.converted("USD", None) is p and p.converted(None, None) is p
+    eur = p.converted("EUR", 0.9)
+    assert eur.currency == "EUR"
+    assert eur.fifo_price == pytest.approx(p.fifo_price * 0.9)
+    assert eur.scheduler_price == pytest.approx(p.scheduler_price * 0.9)
+    assert eur.read_unit_price == pytest.approx(p.read_unit_price * 0.9)
+    assert eur.sqs_tiers[-1].standard_per_million == pytest.approx(0.24 * 0.9)

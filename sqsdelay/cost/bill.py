@@ -1,0 +1,182 @@
+"""The AWS bill as an input: AWS Data Exports (CUR 2.0, and FOCUS 1.2 with AWS columns),
+read in the same Spark job as the events and reduced to the lines of sqsdelay's resources.
+
+Column names are AWS's own: CUR 2.0,
+https://docs.aws.amazon.com/cur/latest/userguide/table-dictionary-cur2.html, and FOCUS 1.2
+with AWS columns,
+https://docs.aws.amazon.com/cur/latest/userguide/table-dictionary-focus-1-2-aws-columns.html.
+The two are told apart by their columns, not by file names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqsdelay.core import wirenames
+from sqsdelay.errors import InvalidInput
+
+CUR2 = "CUR 2.0"
+FOCUS = "FOCUS 1.2 with AWS columns"
+# What each export must have for the reconciliation; `line_item_net_unblended_cost` is used
+# when the export has it (accounts with net pricing), else `line_item_unblended_cost`.
+REQUIRED = {
+    CUR2: (
+        "line_item_product_code",
+        "line_item_resource_id",
+        "line_item_usage_type",
+        "line_item_usage_start_date",
+        "line_item_line_item_type",
+        "line_item_unblended_cost",
+        "line_item_currency_code",
+        "pricing_public_on_demand_cost",
+    ),
+    FOCUS: (
+        "ChargePeriodStart",
+        "ChargeCategory",
+        "ResourceId",
+        "ListCost",
+        "BilledCost",
+        "BillingCurrency",
+        "x_ServiceCode",
+        "x_UsageType",
+    ),
+}
+SQS, DYNAMODB = "AWSQueueService", "AmazonDynamoDB"
+# Components a line is booked to; the destination queue's lines cannot be split: the
+# hand-overs land there, among the application's own sends and receives.
+DELAY_QUEUE, DESTINATION_QUEUE, REGISTRY, SCHEDULE_GROUP = (
+    "delay-queue",
+    "destination-queue",
+    "registry",
+    "schedule-group",
+)
+UNATTRIBUTED = "unattributed"  # SQS lines without a resource id (credits, mostly)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What names sqsdelay's resources in a bill."""
+
+    destinations: frozenset[str]  # full queue names, as in the events
+    registry_table: str | None = None
+    schedule_group: str | None = None
+
+
+def kind_of(columns: Sequence[str], path: str) -> str:
+    """CUR 2.0 or FOCUS by the columns; a file with neither's columns, or with some of them
+    missing, is refused with the columns it lacks."""
+    have = set(columns)
+    scores = {kind: len(have & set(cols)) for kind, cols in REQUIRED.items()}
+    kind = max(scores, key=lambda k: scores[k])
+    missing = [c for c in REQUIRED[kind] if c not in have]
+    if scores[kind] == 0:
+        raise InvalidInput(
+            f"{path} is not an AWS Data Exports bill: expected the columns of {CUR2} "
+            f"({', '.join(REQUIRED[CUR2])}) or of {FOCUS} ({', '.join(REQUIRED[FOCUS])})"
+        )
+    if missing:
+        raise InvalidInput(
+            f"{path} looks like a {kind} export but lacks {', '.join(missing)}: export "
+            f"{kind} with these columns (AWS Data Exports, resource ids included)"
+        )
+    return kind
+
+
+def _read(spark: Any, paths: Sequence[str], fmt: str) -> Any:
+    if fmt == "auto":
+        names = [p.rstrip("/").lower().removesuffix(".gz") for p in paths]
+        if all(n.endswith(".parquet") for n in names):
+            fmt = "parquet"
+        elif all(n.endswith(".csv") for n in names):
+            fmt = "csv"
+        else:
+            raise InvalidInput(
+                "cannot tell the bill's format from its file names: give --bill-format "
+                "parquet|csv (CUR 2.0 and FOCUS exports are Parquet or gzip CSV)"
+            )
+    if fmt == "parquet":
+        return spark.read.parquet(*paths)
+    if fmt == "csv":  # gzip is read as it is
+        return spark.read.csv(list(paths), header=True, mode="PERMISSIVE")
+    raise InvalidInput(f"unknown bill format {fmt!r}: use parquet or csv")
+
+
+def read_bill(spark: Any, paths: Sequence[str], resources: Resources, fmt: str = "auto") -> Any:
+    """The bill's lines of sqsdelay's resources, summed per (component, destination, month):
+    pandas columns component, destination, month (YYYY-MM, the usage's), list, billed,
+    currency, lines. Tax lines are left out (the estimate has no tax)."""
+    from pyspark.sql import functions as F
+
+    df = _read(spark, paths, fmt)
+    kind = kind_of(df.columns, ", ".join(paths))
+    if kind == CUR2:
+        net = "line_item_net_unblended_cost"
+        paid = F.col("line_item_unblended_cost").cast("double")
+        if net in df.columns:
+            paid = F.coalesce(F.col(net).cast("double"), paid)
+        lines = df.select(
+            F.col("line_item_product_code").alias("product"),
+            F.col("line_item_resource_id").alias("resource"),
+            F.col("line_item_line_item_type").alias("line_type"),
+            F.col("line_item_usage_start_date").cast("timestamp").alias("start"),
+            F.col("pricing_public_on_demand_cost").cast("double").alias("list"),
+            paid.alias("billed"),
+            F.col("line_item_currency_code").alias("currency"),
+        )
+    else:
+        lines = df.select(
+            F.col("x_ServiceCode").alias("product"),
+            F.col("ResourceId").alias("resource"),
+            F.col("ChargeCategory").alias("line_type"),
+            F.col("ChargePeriodStart").cast("timestamp").alias("start"),
+            F.col("ListCost").cast("double").alias("list"),
+            F.col("BilledCost").cast("double").alias("billed"),
+            F.col("BillingCurrency").alias("currency"),
+        )
+    lines = lines.where(F.col("line_type") != "Tax")
+    resource = F.coalesce(F.col("resource"), F.lit(""))
+    # arn:aws:sqs:<region>:<account>:<queue>; arn:aws:dynamodb:...:table/<table>
+    queue = F.substring_index(resource, ":", -1)
+    table = F.substring_index(resource, "table/", -1)
+    suffix = wirenames.DELAY_QUEUE_SUFFIX
+    sqs = F.col("product") == SQS
+    component = F.when(sqs & queue.endswith(suffix), DELAY_QUEUE)
+    component = component.when(sqs & queue.isin(*sorted(resources.destinations)), DESTINATION_QUEUE)
+    component = component.when(sqs & (resource == ""), UNATTRIBUTED)
+    destination = F.when(
+        sqs & queue.endswith(suffix), F.regexp_replace(queue, re.escape(suffix) + "$", "")
+    ).when(sqs & (resource != ""), queue)
+    if resources.registry_table:
+        registry = (F.col("product") == DYNAMODB) & resource.contains(":table/")
+        registry = registry & (table == resources.registry_table)
+        component = component.when(registry, REGISTRY)
+        destination = destination.when(registry, F.lit("(registry)"))
+    if resources.schedule_group:
+        name = resources.schedule_group
+        group = resource.contains(f":schedule-group/{name}") | resource.contains(
+            f":schedule/{name}/"
+        )
+        component = component.when(group, SCHEDULE_GROUP)
+        destination = destination.when(group, F.lit("(schedule group)"))
+    booked = lines.select(
+        component.alias("component"),
+        F.when(component == UNATTRIBUTED, F.lit("(no resource id)"))
+        .otherwise(destination)
+        .alias("destination"),
+        F.date_format("start", "yyyy-MM").alias("month"),
+        "list",
+        "billed",
+        "currency",
+    ).where(F.col("component").isNotNull())
+    return (
+        booked.groupBy("component", "destination", "month", "currency")
+        .agg(
+            F.sum(F.coalesce(F.col("list"), F.lit(0.0))).alias("list"),
+            F.sum(F.coalesce(F.col("billed"), F.lit(0.0))).alias("billed"),
+            F.count(F.lit(1)).alias("lines"),
+        )
+        .toPandas()
+    )

@@ -1,0 +1,204 @@
+"""The estimate next to the AWS bill: CUR 2.0 (Parquet and gzip CSV) and FOCUS 1.2 exports in
+AWS's own column names, with a real local SparkSession. Exact expected sums."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from sqsdelay.cost.pricing import load_pricing
+from sqsdelay.cost.run import run_report
+from sqsdelay.errors import InvalidInput
+
+pytestmark = pytest.mark.spark
+PRICING = load_pricing()
+ACCOUNT = "arn:aws:sqs:us-east-1:123456789012"
+TABLE = "arn:aws:dynamodb:us-east-1:123456789012:table"
+
+# (start, product, resource, type, usage type, public, unblended, net): a delay queue in two
+# months, its destination queue, an unrelated queue, a credit and a tax line without a
+# resource id, the registry's table and another table.
+LINES = [
+    ("2026-01-10", "AWSQueueService", f"{ACCOUNT}:orders-delay.fifo", "Usage",
+     "USE1-Requests-FIFO-Tier1", 0.30, 0.30, 0.27),
+    ("2026-01-20", "AWSQueueService", f"{ACCOUNT}:orders-delay.fifo", "Usage",
+     "USE1-Requests-FIFO-Tier1", 0.20, 0.20, None),
+    ("2026-02-05", "AWSQueueService", f"{ACCOUNT}:orders-delay.fifo", "Usage",
+     "USE1-Requests-FIFO-Tier1", 0.50, 0.50, 0.45),
+    ("2026-01-10", "AWSQueueService", f"{ACCOUNT}:orders", "Usage",
+     "USE1-Requests-Tier1", 1.00, 1.00, 0.90),
+    ("2026-01-10", "AWSQueueService", f"{ACCOUNT}:payroll", "Usage",
+     "USE1-Requests-Tier1", 5.00, 5.00, 5.00),
+    ("2026-01-31", "AWSQueueService", "", "Credit", "USE1-Requests-Tier1", 0.0, -0.40, -0.40),
+    ("2026-01-31", "AWSQueueService", "", "Tax", "USE1-Requests-Tier1", 0.0, 0.10, 0.10),
+    ("2026-01-15", "AmazonDynamoDB", f"{TABLE}/sqsdelay-scheduled", "Usage",
+     "USE1-WriteRequestUnits", 0.05, 0.05, 0.05),
+    ("2026-01-15", "AmazonDynamoDB", f"{TABLE}/other", "Usage",
+     "USE1-WriteRequestUnits", 9.00, 9.00, 9.00),
+]  # fmt: skip
+
+
+def cur2(currency: str = "USD") -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "identity_line_item_id": f"li-{i}",
+                "bill_billing_period_start_date": f"{start[:7]}-01T00:00:00Z",
+                "line_item_usage_start_date": f"{start}T00:00:00Z",
+                "line_item_usage_end_date": f"{start}T01:00:00Z",
+                "line_item_product_code": product,
+                "line_item_resource_id": resource,
+                "line_item_line_item_type": kind,
+                "line_item_usage_type": usage,
+                "line_item_operation": "SendMessage",
+                "line_item_usage_amount": 1000.0,
+                "line_item_unblended_cost": paid,
+                "line_item_net_unblended_cost": net,
+                "line_item_currency_code": currency,
+                "pricing_public_on_demand_cost": public,
+            }
+            for i, (start, product, resource, kind, usage, public, paid, net) in enumerate(LINES)
+        ]
+    )
+
+
+def focus(currency: str = "USD") -> pd.DataFrame:
+    category = {"Usage": "Usage", "Credit": "Credit", "Tax": "Tax"}
+    return pd.DataFrame(
+        [
+            {
+                "ChargePeriodStart": f"{start}T00:00:00Z",
+                "ChargePeriodEnd": f"{start}T01:00:00Z",
+                "ChargeCategory": category[kind],
+                "ServiceName": "Amazon Simple Queue Service",
+                "ResourceId": resource or None,
+                "ListCost": public,
+                "BilledCost": paid if net is None else net,
+                "EffectiveCost": paid if net is None else net,
+                "BillingCurrency": currency,
+                "x_ServiceCode": product,
+                "x_UsageType": usage,
+            }
+            for start, product, resource, kind, usage, public, paid, net in LINES
+        ]
+    )
+
+
+EXPECTED = [
+    # 10,000 messages of 1,800 s: 1.2 batched FIFO requests each, plus 30 days of idle
+    # polls (129,600), at 0.50 USD per million: 0.0708.
+    {"destination": "orders", "month": "2026-01", "estimated_usd": 0.07, "list_usd": 0.50,
+     "billed_usd": 0.47, "variance_usd": 0.43},
+    {"destination": "orders", "month": "2026-02", "estimated_usd": 0.0, "list_usd": 0.50,
+     "billed_usd": 0.45, "variance_usd": 0.50},
+    # The registry: 6 write units and half a read unit per message: 0.038125.
+    {"destination": "(registry)", "month": "2026-01", "estimated_usd": 0.04, "list_usd": 0.05,
+     "billed_usd": 0.05, "variance_usd": 0.01},
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def events(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """10,000 messages to orders, 1,800 s each, from 1 to 31 January."""
+    path = tmp_path_factory.mktemp("events") / "events.parquet"
+    times = pd.date_range("2026-01-01", "2026-01-31", periods=10_000, tz="UTC").floor("us")
+    pd.DataFrame(
+        {
+            "event": "delay.scheduled",
+            "timestamp": times,
+            "destination": "orders",
+            "delay_seconds": 1800,
+            "size_bytes": 100,
+        }
+    ).to_parquet(path, coerce_timestamps="us")  # Spark reads no nanoseconds
+    return path
+
+
+def report(spark: Any, events: Path, tmp_path: Path, bills: list[str], **kw: Any) -> Any:
+    return run_report(
+        inputs=[str(events)],
+        output=str(tmp_path / "report"),
+        pricing=kw.pop("pricing", PRICING),
+        spark=spark,
+        bills=bills,
+        registry_table="sqsdelay-scheduled",
+        schedule_group="sqsdelay",
+        **kw,
+    )
+
+
+def rows(report: Any) -> list[dict[str, Any]]:
+    return sorted(report.summary["reconciliation"], key=lambda r: (r["month"], r["destination"]))
+
+
+def expected() -> list[dict[str, Any]]:
+    return sorted(EXPECTED, key=lambda r: (r["month"], r["destination"]))
+
+
+def test_cur2_parquet_and_gzip_csv_reconcile_to_the_cent(
+    spark: Any, events: Path, tmp_path: Path
+) -> None:
+    parquet = tmp_path / "cur.parquet"
+    cur2().to_parquet(parquet)
+    csv = tmp_path / "cur.csv.gz"
+    with gzip.open(csv, "wt") as f:
+        cur2().to_csv(f, index=False)
+    for bill in (parquet, csv):
+        done = report(spark, events, tmp_path, [str(bill)])
+        assert rows(done) == expected(), bill.name
+        notes = " ".join(done.summary["bill_notes"])
+        assert "Largest variance: orders in 2026-02" in notes
+        assert "destination queues' lines (0.90 USD billed) are not split" in notes
+        assert "without a resource id (credits, mostly: -0.40 USD)" in notes  # tax left out
+    out = tmp_path / "report"
+    table = pd.read_csv(out / "reconciliation.csv")
+    assert table["list_usd"].sum() == pytest.approx(1.05)
+    book = pd.read_excel(out / "report.xlsx", sheet_name="reconciliation", index_col=0)
+    assert book.loc["total", "billed_usd"] == pytest.approx(0.97)
+    page = (out / "report.html").read_text()
+    assert "Estimate next to the bill" in page and "(registry)" in page
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["reconciliation"] == done.summary["reconciliation"]
+
+
+def test_focus_gives_the_same_reconciliation(spark: Any, events: Path, tmp_path: Path) -> None:
+    bill = tmp_path / "focus.parquet"
+    focus().to_parquet(bill)
+    assert rows(report(spark, events, tmp_path, [str(bill)])) == expected()
+
+
+def test_a_bill_without_delay_queues_still_gives_the_estimate(
+    spark: Any, events: Path, tmp_path: Path
+) -> None:
+    bill = tmp_path / "cur.parquet"
+    cur2()[lambda d: ~d["line_item_resource_id"].str.contains("orders")].to_parquet(bill)
+    done = report(spark, events, tmp_path, [str(bill)])
+    assert "The bill has no delay queue lines" in " ".join(done.summary["bill_notes"])
+    assert done.summary["monthly_estimated_cost"]["2026-01"] > 0
+
+
+def test_a_bill_with_missing_columns_names_them(spark: Any, events: Path, tmp_path: Path) -> None:
+    bill = tmp_path / "cur.parquet"
+    cur2().drop(columns=["pricing_public_on_demand_cost"]).to_parquet(bill)
+    with pytest.raises(InvalidInput, match=r"CUR 2\.0 export but lacks pricing_public_on_demand"):
+        report(spark, events, tmp_path, [str(bill)])
+    other = tmp_path / "other.parquet"
+    pd.DataFrame({"a": [1]}).to_parquet(other)
+    with pytest.raises(InvalidInput, match="not an AWS Data Exports bill"):
+        report(spark, events, tmp_path, [str(other)])
+
+
+def test_a_bill_in_another_currency_needs_a_rate(spark: Any, events: Path, tmp_path: Path) -> None:
+    bill = tmp_path / "cur.parquet"
+    cur2("EUR").to_parquet(bill)
+    with pytest.raises(InvalidInput, match="give --currency EUR --exchange-rate"):
+        report(spark, events, tmp_path, [str(bill)])
+    euros = PRICING.converted("EUR", 2.0)
+    done = report(spark, events, tmp_path, [str(bill)], pricing=euros)
+    january = next(r for r in rows(done) if r["destination"] == "orders")
+    assert january["estimated_usd"] == pytest.approx(0.14)  # 0.0708 x 2
