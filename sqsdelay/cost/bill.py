@@ -44,6 +44,28 @@ REQUIRED = {
         "x_UsageType",
     ),
 }
+# Each export's column for the fields the reconciliation reads (`billed`: what was paid).
+COMMON = ("product", "resource", "line_type", "start", "list", "billed", "currency")
+SOURCE = {
+    CUR2: (
+        "line_item_product_code",
+        "line_item_resource_id",
+        "line_item_line_item_type",
+        "line_item_usage_start_date",
+        "pricing_public_on_demand_cost",
+        "line_item_unblended_cost",
+        "line_item_currency_code",
+    ),
+    FOCUS: (
+        "x_ServiceCode",
+        "ResourceId",
+        "ChargeCategory",
+        "ChargePeriodStart",
+        "ListCost",
+        "BilledCost",
+        "BillingCurrency",
+    ),
+}
 SQS, DYNAMODB = "AWSQueueService", "AmazonDynamoDB"
 # Components a line is booked to; the destination queue's lines cannot be split: the
 # hand-overs land there, among the application's own sends and receives.
@@ -112,30 +134,15 @@ def read_bill(spark: Any, paths: Sequence[str], resources: Resources, fmt: str =
 
     df = _read(spark, paths, fmt)
     kind = kind_of(df.columns, ", ".join(paths))
-    if kind == CUR2:
-        net = "line_item_net_unblended_cost"
-        paid = F.col("line_item_unblended_cost").cast("double")
-        if net in df.columns:
-            paid = F.coalesce(F.col(net).cast("double"), paid)
-        lines = df.select(
-            F.col("line_item_product_code").alias("product"),
-            F.col("line_item_resource_id").alias("resource"),
-            F.col("line_item_line_item_type").alias("line_type"),
-            F.col("line_item_usage_start_date").cast("timestamp").alias("start"),
-            F.col("pricing_public_on_demand_cost").cast("double").alias("list"),
-            paid.alias("billed"),
-            F.col("line_item_currency_code").alias("currency"),
-        )
-    else:
-        lines = df.select(
-            F.col("x_ServiceCode").alias("product"),
-            F.col("ResourceId").alias("resource"),
-            F.col("ChargeCategory").alias("line_type"),
-            F.col("ChargePeriodStart").cast("timestamp").alias("start"),
-            F.col("ListCost").cast("double").alias("list"),
-            F.col("BilledCost").cast("double").alias("billed"),
-            F.col("BillingCurrency").alias("currency"),
-        )
+    cast = {"start": "timestamp", "list": "double", "billed": "double"}
+    columns = {
+        col: F.col(src).cast(cast[col]) if col in cast else F.col(src)
+        for col, src in zip(COMMON, SOURCE[kind], strict=True)
+    }
+    net = "line_item_net_unblended_cost"
+    if kind == CUR2 and net in df.columns:  # accounts with net pricing: what was paid
+        columns["billed"] = F.coalesce(F.col(net).cast("double"), columns["billed"])
+    lines = df.select(*(expr.alias(col) for col, expr in columns.items()))
     lines = lines.where(F.col("line_type") != "Tax")
     resource = F.coalesce(F.col("resource"), F.lit(""))
     # arn:aws:sqs:<region>:<account>:<queue>; arn:aws:dynamodb:...:table/<table>
