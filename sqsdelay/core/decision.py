@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from sqsdelay.core import defaults, parking, quotas, wire, wirenames
@@ -27,6 +28,15 @@ def parse_natural(text: object) -> int | None:
     """A whole number of at most 16 ASCII digits (a broker timestamp in epoch ms, our due
     time, a count or a delay), or None if the text is not one."""
     return int(text) if isinstance(text, str) and _MILLIS.fullmatch(text) else None
+
+
+_LAST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, datetime's last
+
+
+def utc_month(epoch_ms: int) -> tuple[int, int]:
+    """(year, month) of a broker time, UTC (times past year 9999 count as its December)."""
+    at = datetime.fromtimestamp(min(epoch_ms, _LAST_MS) / 1000, UTC)
+    return at.year, at.month
 
 
 @dataclass(frozen=True)
@@ -51,13 +61,20 @@ class Requeue:
 
     target: ClassVar[Target] = "delay"
     event: ClassVar[str] = "delay.requeued"
-    level: ClassVar[str] = "info"
 
     remaining_seconds: int
     due_ms: int
     attributes: Attributes
     group_id: str
     dedup_id: str
+    # The first hop of this message in a calendar month (UTC): logged at INFO, so that the
+    # cost report sees every month a message loops in; the other ~2,900 hops a month are
+    # DEBUG (they were the largest log line of the bill; the metrics count them all).
+    first_in_month: bool = False
+
+    @property
+    def level(self) -> str:
+        return "info" if self.first_in_month else "debug"
 
     def request(self) -> dict[str, Any]:
         return {"MessageGroupId": self.group_id, "MessageDeduplicationId": self.dedup_id}
@@ -312,7 +329,9 @@ def decide(
             problem = str(exc)
             continue
         group = received.system.get("MessageGroupId") or received.message_id
-        requeue = Requeue(remaining, due, candidate, group, requeue_dedup_id(received))
+        dedup = requeue_dedup_id(received)
+        crossed = utc_month(sent) != utc_month(first_now)
+        requeue = Requeue(remaining, due, candidate, group, dedup, first_in_month=crossed)
         return _parked(requeue, _ceil_seconds(due - first_now), lim) or requeue
     return _poison(received, f"cannot requeue: {problem}", source_queue, lim)
 

@@ -6,10 +6,13 @@ native Spark SQL functions run on the rows; only the small aggregate reaches the
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+import re
 import subprocess
 import sys
-from collections.abc import Sequence
+import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from datetime import datetime
 from importlib import resources
@@ -192,10 +195,42 @@ def _typed_schema() -> Any:
     )
 
 
+_ENVELOPE_START = re.compile(r'(?<=\})\s*(?=\{"messageType")')
+
+
+def envelope_texts(content: bytes) -> Iterator[str]:
+    """The JSON envelopes in one file: gzip members one at a time (Firehose writes each
+    record as its own member, back to back), or the file's text; one envelope a line, or
+    back to back. A member that does not decompress ends the file (what is left is not
+    readable); it is not an error of the whole job."""
+    if content[:2] != b"\x1f\x8b":
+        yield from _ENVELOPE_START.split(content.decode("utf-8", "replace"))
+        return
+    while content[:2] == b"\x1f\x8b":
+        member = zlib.decompressobj(wbits=31)
+        try:
+            text = member.decompress(content)
+        except zlib.error:
+            return
+        yield from _ENVELOPE_START.split(text.decode("utf-8", "replace"))
+        content = member.unused_data
+
+
+def _envelope_frames(frames: Iterator[Any]) -> Iterator[Any]:
+    import pandas as pd
+
+    for frame in frames:
+        for content in frame["content"]:
+            texts = envelope_texts(bytes(content))
+            # a thousand envelopes at a time: a 128 MB object is not held decompressed
+            while chunk := list(itertools.islice(texts, 1000)):
+                yield pd.DataFrame({"doc": chunk})
+
+
 def _cwl_events(spark: Any, paths: Sequence[str]) -> Any:
-    """The event lines inside CloudWatch Logs subscription envelopes (as a subscription
-    delivers them, gzipped or not: one envelope per line, or per file). CONTROL_MESSAGE
-    envelopes carry no events."""
+    """The event lines inside CloudWatch Logs subscription envelopes, gzipped or not: one
+    envelope per line or per file, or as Firehose writes them to S3 (envelopes back to back,
+    each its own gzip member, no separator). CONTROL_MESSAGE envelopes carry no events."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -215,9 +250,13 @@ def _cwl_events(spark: Any, paths: Sequence[str]) -> Any:
             ),
         ]
     )
-    raw = spark.read.schema(envelope).option("mode", "PERMISSIVE").json(list(paths))
-    lines = raw.where(F.col("messageType") == "DATA_MESSAGE").select(
-        F.explode("logEvents").alias("e")
+    # Files as bytes: a Firehose object is gzip without a .gz suffix, which Spark's text
+    # reader would not decompress. Each file becomes its envelopes (`envelope_texts`).
+    files = spark.read.format("binaryFile").load(list(paths)).select("content")
+    docs = files.mapInPandas(_envelope_frames, "doc string")
+    raw = docs.select(F.from_json("doc", envelope, {"mode": "PERMISSIVE"}).alias("m"))
+    lines = raw.where(F.col("m.messageType") == "DATA_MESSAGE").select(
+        F.explode("m.logEvents").alias("e")
     )
     parsed = F.from_json(F.col("e.message"), _typed_schema(), {"mode": "PERMISSIVE"})
     return lines.select(parsed.alias("r")).select("r.*")

@@ -122,7 +122,8 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
     emf_lines: list[str] = []  # what CloudWatch Logs would turn into metrics
     with open(os.devnull, "w") as quiet, Emulator() as emu:
         # Events go to the file only: the cost report reads it, the screen shows the table.
-        logs.configure("json", "INFO", stream=quiet, file=events)
+        # DEBUG, so that every hop's delay.requeued is there to count the cycles.
+        logs.configure("json", "DEBUG", stream=quiet, file=events)
         settings = Settings(
             endpoint_url=emu.url,
             region="us-east-1",

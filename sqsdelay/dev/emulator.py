@@ -5,6 +5,10 @@ adds `ScheduleRunner`: it fires due one-time schedules whose target is the unive
 `sqs:sendMessage`, as Scheduler does. It is part of the emulator and never talks to AWS.
 moto's CloudWatch answers a percentile statistic (p99) with an internal error; the emulator
 computes it (`percentile`), so that `sqsdelay inspect` can be run against it.
+moto's DynamoDB reads, checks and writes an item without a lock, so two conditional writes
+on one item at the same moment can both succeed (4 of 300 items with 8 writers at once,
+`docs/registry.md`); DynamoDB serialises them. The emulator does too (`_serialise_moto_writes`):
+the registry's cancel-versus-claim race is then the one DynamoDB has.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ class Emulator:
         from moto.server import ThreadedMotoServer
 
         _teach_moto_percentiles()
+        _serialise_moto_writes()
         self._server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
         self.url = ""
         self._schedules = schedules
@@ -95,6 +100,27 @@ def _teach_moto_percentiles() -> None:
 
     get.sqsdelay = True  # type: ignore[attr-defined]
     Statistics.get_statistics_for_type = get  # type: ignore[method-assign]
+
+
+_WRITES = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
+# One for all tables: writes are few in the emulator, and one lock is easy to reason about.
+WRITE_LOCK = threading.RLock()
+
+
+def _serialise_moto_writes() -> None:
+    from moto.dynamodb.models import DynamoDBBackend
+
+    for name in _WRITES:
+        original = getattr(DynamoDBBackend, name)
+        if getattr(original, "sqsdelay", False):
+            continue
+
+        def write(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            with WRITE_LOCK:
+                return _original(self, *args, **kwargs)
+
+        write.sqsdelay = True  # type: ignore[attr-defined]
+        setattr(DynamoDBBackend, name, write)
 
 
 class ScheduleRunner:

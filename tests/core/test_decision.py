@@ -20,6 +20,7 @@ from sqsdelay.core.decision import (
     Requeue,
     decide,
     requeue_dedup_id,
+    utc_month,
 )
 from sqsdelay.dev.simulation import simulate
 
@@ -335,3 +336,21 @@ def test_the_senders_milliseconds_set_the_due_time_when_they_agree_with_the_seco
         extra = {wirenames.DELAY_MS_ATTRIBUTE: wire.string_attribute(value)}
         d = decide(msg(delay, extra=extra, first=T + 1000), local_now_ms=0, offset_ms=None, lim=lim)
         assert d.due_ms == T + int(delay) * 1000
+
+
+def test_a_loop_logs_one_requeue_at_info_per_calendar_month_it_enters() -> None:
+    """A 90-day delay sent at 2026-01-01 00:00 UTC is requeued 8,638 times: INFO only for its first
+    hop in February and in March (January has its delay.scheduled line), DEBUG for the rest."""
+    jan_1 = 1_767_225_600_000
+    due = jan_1 + 90 * 86_400_000
+    sent, levels = jan_1, []
+    while True:
+        left = str((due - sent) // 1000)
+        d = decide(msg(left, sent=sent, due_at=due), local_now_ms=0, offset_ms=None, lim=LIM)
+        if not isinstance(d, Requeue):
+            break
+        levels.append((d.level, utc_month(sent + 900_000)))
+        sent += 900_000
+    assert len(levels) == 8_638
+    assert [m for level, m in levels if level == "info"] == [(2026, 2), (2026, 3)]
+    assert {level for level, _ in levels} == {"info", "debug"}

@@ -202,3 +202,49 @@ def test_a_bill_in_another_currency_needs_a_rate(spark: Any, events: Path, tmp_p
     done = report(spark, events, tmp_path, [str(bill)], pricing=euros)
     january = next(r for r in rows(done) if r["destination"] == "orders")
     assert january["estimated_usd"] == pytest.approx(0.14)  # 0.0708 x 2
+
+
+@pytest.mark.slow
+def test_the_cli_reads_firehose_objects_and_a_bill_in_euros(events: Path, tmp_path: Path) -> None:
+    """Every option the README gives for the bill, as a user types them: a Firehose object
+    of subscription envelopes, a CUR 2.0 bill in EUR with its rate, a window, the free tier."""
+    import gzip
+    import os
+    import subprocess
+    import sys
+
+    from tests.cost.test_cost_report import envelopes
+
+    frame = pd.read_parquet(events)
+    frame["timestamp"] = frame["timestamp"].dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lines = [json.dumps(r) for r in frame.to_dict("records")]
+    firehose = tmp_path / "sqsdelay-events-1-2026-02-01"
+    firehose.write_bytes(b"".join(gzip.compress(d.encode()) for d in envelopes(lines, 500)))
+    bill = tmp_path / "cur.parquet"
+    cur2("EUR").to_parquet(bill)
+    env = {**os.environ, "SQSDELAY_REGISTRY_TABLE": "sqsdelay-scheduled"}
+
+    def cost_report(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "sqsdelay", "cost-report", "--input", str(firehose)]
+        command += ["--format", "cwl-subscription", "--bill", str(bill), *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+
+    out = tmp_path / "out"
+    done = cost_report(
+        *("--output", str(out), "--currency", "EUR", "--exchange-rate", "0.9"),
+        *("--since", "2026-01-01", "--until", "2026-03-01"),
+        *("--free-tier", "sqs", "--free-tier", "scheduler"),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "estimate next to the bill (EUR)" in done.stdout and "orders" in done.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["currency"] == "EUR" and summary["free_tier"] == ["scheduler", "sqs"]
+    assert summary["input"]["scheduled"] == 10_000
+    assert summary["window"]["end"].startswith("2026-03-01")
+    listed = {(r["destination"], r["month"]): r["list_usd"] for r in summary["reconciliation"]}
+    assert listed[("orders", "2026-01")] == 0.50 and listed[("orders", "2026-02")] == 0.50
+    # the free tier covers the whole estimate of this small workload
+    assert summary["monthly_estimated_cost"] == {"2026-01": 0.0, "2026-02": 0.0}
+    no_rate = cost_report("--output", str(tmp_path / "r2"))
+    assert no_rate.returncode == 2 and "give --currency EUR --exchange-rate" in no_rate.stderr
+    assert "Traceback" not in no_rate.stderr

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sqsdelay.cost.job import aggregate, generate, read_scheduled
+from sqsdelay.cost.job import aggregate, envelope_texts, generate, read_scheduled
 from sqsdelay.cost.pricing import PythonOps, load_pricing, requests
 from sqsdelay.cost.report import priced, round_money
 from sqsdelay.cost.run import run_report
@@ -48,6 +48,10 @@ RECORDS = [
         "timestamp": "2026-02-10T12:00:00+00:00",
     },
 ]
+
+
+# what summary.json's `input` says of the event_log fixture
+INPUT_COUNTS = {"scheduled": 4, "requeued": 0, "carried_over": 0, "other_events": 1, "malformed": 2}
 
 
 def expected(field: str) -> float:
@@ -126,6 +130,54 @@ def test_csv_and_parquet_give_the_same_totals(spark: Any, event_log: Path, tmp_p
         assert totals(agg) == json_totals, name
 
 
+def envelopes(lines: list[str], per: int = 3) -> list[str]:
+    """CloudWatch Logs subscription envelopes of `per` events each, and a control message."""
+    out = [json.dumps({"messageType": "CONTROL_MESSAGE", "logEvents": [{"message": "x"}]})]
+    for i in range(0, len(lines), per):
+        events = [{"id": str(n), "timestamp": 0, "message": m} for n, m in enumerate(lines)]
+        out.append(
+            json.dumps(
+                {
+                    "messageType": "DATA_MESSAGE",
+                    "owner": "123456789012",
+                    "logGroup": "/sqsdelay/worker",
+                    "logStream": "s",
+                    "subscriptionFilters": ["sqsdelay-events"],
+                    "logEvents": events[i : i + per],
+                }
+            )
+        )
+    return out
+
+
+def test_subscription_envelopes_and_firehose_objects_give_the_same_totals(
+    spark: Any, event_log: Path, tmp_path: Path
+) -> None:
+    """As a subscription delivers them (one envelope a line) and as Firehose writes them to
+    S3 (gzip members back to back, no line breaks)."""
+    import gzip
+
+    plain = totals(aggregate(read_scheduled(spark, [str(event_log)]), PRICING))
+    docs = envelopes(event_log.read_text().splitlines())
+    lined = tmp_path / "subscription.json"
+    lined.write_text("\n".join(docs))
+    firehose = tmp_path / "firehose-1-2026-01-31.gz"
+    firehose.write_bytes(b"".join(gzip.compress(d.encode()) for d in docs))
+    for path in (lined, firehose):
+        rows = read_scheduled(spark, [str(path)], "cwl-subscription")
+        assert totals(aggregate(rows, PRICING)) == plain, path.name
+
+
+def test_a_broken_gzip_member_ends_its_file_without_failing_the_job() -> None:
+    import gzip
+
+    docs = envelopes(["{}", "{}"], per=1)
+    good = b"".join(gzip.compress(d.encode()) for d in docs)
+    assert list(envelope_texts(good + b"\x1f\x8b not gzip")) == docs
+    assert list(envelope_texts("\n".join(docs).encode())) == docs
+    assert list(envelope_texts(b"")) == [""]  # one empty document: no envelope
+
+
 def test_what_if_generates_the_workload_inside_spark(spark: Any) -> None:
     spec = WhatIf.model_validate(
         {
@@ -165,13 +217,7 @@ def test_report_files_and_summary(spark: Any, event_log: Path, tmp_path: Path) -
     out = tmp_path / "report"
     report = run_report(inputs=[str(event_log)], output=str(out), pricing=PRICING, spark=spark)
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["input"] == {
-        "scheduled": 4,
-        "requeued": 0,
-        "carried_over": 0,
-        "other_events": 1,
-        "malformed": 2,
-    }
+    assert summary["input"] == INPUT_COUNTS
     exact = next(m for m in summary["models"] if m["model"] == "exact")
     assert exact["requests"] == pytest.approx(expected("exact_fifo") + expected("exact_standard"))
     assert summary == {**report.summary, "assumptions": report.assumptions}
@@ -186,7 +232,9 @@ def test_report_files_and_summary(spark: Any, event_log: Path, tmp_path: Path) -
     assert list(book) == list(report.tables)
     by_month = book["by_month"]
     assert by_month.index[-1] == "total"
-    assert by_month["batched_cost"].iloc[-1] == pytest.approx(by_month["batched_cost"][:-1].sum())
+    # the totals row is the sum of what the sheet shows, itself rounded as money
+    shown = by_month["batched_cost"][:-1]
+    assert by_month["batched_cost"].iloc[-1] == round_money(float(shown.sum()))
     page = (out / "report.html").read_text()
     assert page.count("<svg") == 3 and "Assumptions" in page and "registry (added)" in page
     assert "<script" not in page and "<link" not in page and "src=" not in page  # offline
@@ -293,13 +341,7 @@ def test_the_job_runs_unchanged_under_spark_submit(
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["master"] == "local[2]"  # the master came from spark-submit
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["input"] == {
-        "scheduled": 4,
-        "requeued": 0,
-        "carried_over": 0,
-        "other_events": 1,
-        "malformed": 2,
-    }
+    assert summary["input"] == INPUT_COUNTS
     embedded = tmp_path / "embedded"
     run_report(inputs=[str(event_log)], output=str(embedded), pricing=PRICING, spark=spark)
     for name in ("by_destination", "by_month", "by_band", "models"):

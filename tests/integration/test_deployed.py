@@ -142,7 +142,7 @@ def test_a_stop_never_strands_a_message_about_to_become_visible(
         moto_url, prefix, events, Queues="orders", CycleSeconds=cycle
     )
     try:
-        wait_for(lambda: logged(events, "delay.requeued"), timeout=20)
+        wait_for(lambda: logged(events, "worker.started"), timeout=20)
         wait_for(lambda: time.time() >= sent_at + 2 * cycle - 1.5, timeout=10)
         proc.send_signal(signal.SIGTERM)  # the poll in progress will get the message
         (got,) = Collector(sqs, dest_url).until(1, timeout=30)

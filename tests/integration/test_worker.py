@@ -38,9 +38,9 @@ def setup_queues(settings: Settings, sqs: Any, *queues: str) -> dict[str, str]:
     return {r.spec.name.removeprefix(settings.queue_prefix): str(r.url) for r in reports}
 
 
-def capture_logs() -> io.StringIO:
+def capture_logs(level: str = "INFO") -> io.StringIO:
     out = io.StringIO()
-    logs.configure("json", "INFO", stream=out)
+    logs.configure("json", level, stream=out)
     return out
 
 
@@ -226,7 +226,7 @@ def test_failed_delete_after_requeue_does_not_duplicate(
     )
     urls = setup_queues(s, sqs)
     Sender(s, client=sqs).send("orders", "once", delay=4 * cycle + 1)
-    out = capture_logs()
+    out = capture_logs("DEBUG")  # every hop's delay.requeued
     # the SDK tries a call 4 times (3 retries): cut all of the first delete's attempts
     proxy.cut("DeleteMessageBatch", times=4)
     dest = Collector(sqs, urls["orders"])
