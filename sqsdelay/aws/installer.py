@@ -16,7 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sqsdelay.aws.clients import error_code, sync_client, sync_service, translate
 from sqsdelay.aws.queues import QueueResolver, install_command, trio
-from sqsdelay.core import defaults, quotas, registry, wirenames
+from sqsdelay.core import defaults, quotas, registry, tags, wirenames
 from sqsdelay.errors import RegistryError
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
@@ -53,6 +53,15 @@ def specs(queues: Sequence[str], settings: Settings) -> list[QueueSpec]:
     if queues:
         out.append(QueueSpec("error", trio(queues[0], settings).error, queues[0]))
     return out
+
+
+def queue_tags(spec: QueueSpec, settings: Settings) -> dict[str, str]:
+    """The error queue is shared by every destination: it names none."""
+    if spec.role == "error":
+        return tags.tags("error-queue")
+    destination = trio(spec.requested, settings).destination
+    component: tags.Component = "delay-queue" if spec.role == "delay" else "destination-queue"
+    return tags.tags(component, destination)
 
 
 def _sse(settings: Settings) -> dict[str, str]:
@@ -274,6 +283,7 @@ class Installer:
                         self._client.create_queue,
                         QueueName=spec.name,
                         Attributes=expected,
+                        tags=queue_tags(spec, self.settings),
                     )["QueueUrl"]
                 )
                 report.created = True
@@ -325,7 +335,7 @@ class Installer:
             # Create only when missing: CreateScheduleGroup on an existing name is refused
             # by AWS, and moto would even replace the group (and its schedules).
             try:
-                scheduler.create_schedule_group(Name=name)
+                scheduler.create_schedule_group(Name=name, Tags=tags.tag_list("schedule-group"))
             except (ClientError, BotoCoreError) as exc:
                 raise translate(exc, "CreateScheduleGroup", name) from None
             log.info("schedule_group.created", group=name)
@@ -364,7 +374,9 @@ class Installer:
             if not create:
                 report.problems.append(Problem(name, "table does not exist", fix))
                 return report
-            call("CreateTable", **registry.create_table_request(name))
+            call(
+                "CreateTable", **registry.create_table_request(name), Tags=tags.tag_list("registry")
+            )
             db.get_waiter("table_exists").wait(
                 TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 120}
             )

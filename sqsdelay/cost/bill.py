@@ -78,6 +78,32 @@ DELAY_QUEUE, DESTINATION_QUEUE, REGISTRY, SCHEDULE_GROUP = (
 UNATTRIBUTED = "unattributed"  # SQS lines without a resource id (credits, mostly)
 
 
+# Components booked by their `sqsdelay:component` tag (the worker's and the error queue's
+# lines are not part of the estimate).
+TAGGED = (DELAY_QUEUE, DESTINATION_QUEUE, REGISTRY, SCHEDULE_GROUP)
+
+
+def _tags(df: Any, column: str) -> Any:
+    """The line's resource tags as a map with keys normalised: `user:sqsdelay:component`
+    (FOCUS) and `user_sqsdelay_component` (CUR 2.0) both become `sqsdelay_component`. CUR
+    2.0 Parquet has a map; CSV exports and FOCUS have a JSON object. No column: no tags."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if column not in df.columns:
+        return F.create_map().cast("map<string,string>")
+    tags, kind = F.col(column), df.schema[column].dataType
+    if isinstance(kind, T.StructType):  # a Parquet writer that made the map a struct
+        tags = F.to_json(tags)
+    if not isinstance(kind, T.MapType):
+        tags = F.from_json(tags.cast("string"), "map<string,string>")
+
+    def key(k: Any, _: Any) -> Any:
+        return F.regexp_replace(F.regexp_replace(F.lower(k), "[^a-z0-9]", "_"), "^user_", "")
+
+    return F.transform_keys(tags, key)
+
+
 @dataclass(frozen=True)
 class Resources:
     """What names sqsdelay's resources in a bill."""
@@ -142,6 +168,7 @@ def read_bill(spark: Any, paths: Sequence[str], resources: Resources, fmt: str =
     net = "line_item_net_unblended_cost"
     if kind == CUR2 and net in df.columns:  # accounts with net pricing: what was paid
         columns["billed"] = F.coalesce(F.col(net).cast("double"), columns["billed"])
+    columns["tags"] = _tags(df, "resource_tags" if kind == CUR2 else "Tags")
     lines = df.select(*(expr.alias(col) for col, expr in columns.items()))
     lines = lines.where(F.col("line_type") != "Tax")
     resource = F.coalesce(F.col("resource"), F.lit(""))
@@ -150,12 +177,20 @@ def read_bill(spark: Any, paths: Sequence[str], resources: Resources, fmt: str =
     table = F.substring_index(resource, "table/", -1)
     suffix = wirenames.DELAY_QUEUE_SUFFIX
     sqs = F.col("product") == SQS
-    component = F.when(sqs & queue.endswith(suffix), DELAY_QUEUE)
+    # sqsdelay's own tags, where they are active cost allocation tags, come first
+    tagged = F.col("tags").getItem("sqsdelay_component")
+    named = F.col("tags").getItem("sqsdelay_destination")
+    component = F.when(tagged.isin(*TAGGED), tagged)
+    component = component.when(sqs & queue.endswith(suffix), DELAY_QUEUE)
     component = component.when(sqs & queue.isin(*sorted(resources.destinations)), DESTINATION_QUEUE)
     component = component.when(sqs & (resource == ""), UNATTRIBUTED)
-    destination = F.when(
-        sqs & queue.endswith(suffix), F.regexp_replace(queue, re.escape(suffix) + "$", "")
-    ).when(sqs & (resource != ""), queue)
+    destination = (
+        F.when(tagged == REGISTRY, F.lit("(registry)"))
+        .when(tagged == SCHEDULE_GROUP, F.lit("(schedule group)"))
+        .when(tagged.isin(*TAGGED) & named.isNotNull(), named)
+        .when(sqs & queue.endswith(suffix), F.regexp_replace(queue, re.escape(suffix) + "$", ""))
+        .when(sqs & (resource != ""), queue)
+    )
     if resources.registry_table:
         registry = (F.col("product") == DYNAMODB) & resource.contains(":table/")
         registry = registry & (table == resources.registry_table)

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from sqsdelay.cost.pricing import load_pricing
@@ -248,3 +250,45 @@ def test_the_cli_reads_firehose_objects_and_a_bill_in_euros(events: Path, tmp_pa
     no_rate = cost_report("--output", str(tmp_path / "r2"))
     assert no_rate.returncode == 2 and "give --currency EUR --exchange-rate" in no_rate.stderr
     assert "Traceback" not in no_rate.stderr
+
+
+def test_active_cost_allocation_tags_book_lines_the_names_cannot(
+    spark: Any, events: Path, tmp_path: Path
+) -> None:
+    """A queue outside the naming rule (an application's own name for its destination),
+    tagged by `install` and the templates: booked by its tags in CUR 2.0 (a map with
+    `user_` keys) and in FOCUS (a JSON object with `user:` keys)."""
+    tag = {"user_sqsdelay_component": "destination-queue", "user_sqsdelay_destination": "orders"}
+    line = {
+        **cur2().iloc[3].to_dict(),
+        "identity_line_item_id": "li-tagged",
+        "line_item_resource_id": f"{ACCOUNT}:orders-legacy",
+        "pricing_public_on_demand_cost": 2.0,
+        "line_item_unblended_cost": 2.0,
+        "line_item_net_unblended_cost": 1.8,
+    }
+    cur = pd.concat([cur2(), pd.DataFrame([line])], ignore_index=True)
+    cur["resource_tags"] = [
+        list(tag.items()) if r.endswith("legacy") else [] for r in cur["line_item_resource_id"]
+    ]
+    bill = tmp_path / "cur.parquet"
+    table = pa.Table.from_pandas(cur, preserve_index=False)
+    index = table.schema.get_field_index("resource_tags")
+    as_map = pa.array(cur["resource_tags"], type=pa.map_(pa.string(), pa.string()))
+    pq.write_table(table.set_column(index, "resource_tags", as_map), bill)  # as CUR 2.0 has it
+    notes = " ".join(report(spark, events, tmp_path, [str(bill)]).summary["bill_notes"])
+    # the destination queue's lines: 1.00 list (0.90 paid) by name, 2.00 (1.80 paid) by tags
+    assert "destination queues' lines (2.70 USD billed) are not split" in notes
+    f = focus()
+    f = pd.concat([f, f.iloc[[3]].assign(ResourceId=f"{ACCOUNT}:orders-legacy", ListCost=2.0,
+                                         BilledCost=1.8)], ignore_index=True)  # fmt: skip
+    f["Tags"] = [
+        json.dumps({k.replace("user_", "user:").replace("_", ":"): v for k, v in tag.items()})
+        if str(r).endswith("legacy")
+        else "{}"
+        for r in f["ResourceId"]
+    ]
+    bill = tmp_path / "focus.parquet"
+    f.to_parquet(bill)
+    notes = " ".join(report(spark, events, tmp_path, [str(bill)]).summary["bill_notes"])
+    assert "destination queues' lines (2.70 USD billed) are not split" in notes

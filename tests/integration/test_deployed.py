@@ -18,7 +18,7 @@ from typing import Any
 import boto3
 import pytest
 
-from sqsdelay.aws.installer import Installer
+from sqsdelay.aws.installer import Installer, QueueSpec, queue_tags
 from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.core import defaults, quotas, wirenames
 from sqsdelay.settings import Settings
@@ -268,10 +268,48 @@ def test_queue_stacks_pass_the_installer_check_and_outlive_their_stacks(
     delay = sqs.get_queue_url(QueueName=f"{prefix}orders-delay.fifo")["QueueUrl"]
     attrs = sqs.get_queue_attributes(QueueUrl=delay, AttributeNames=["All"])["Attributes"]
     assert attrs["VisibilityTimeout"] == "180" and "RedrivePolicy" not in attrs
+    # the same cost allocation tags as `sqsdelay install` gives
+    assert sqs.list_queue_tags(QueueUrl=delay)["Tags"] == queue_tags(
+        QueueSpec("delay", f"{prefix}orders-delay.fifo", "orders"), Settings(queue_prefix=prefix)
+    )
     for name in (f"{stack}-orders", f"{stack}-billing", f"{stack}-error"):
         cloudformation.delete_stack(StackName=name)
     left = sqs.list_queues(QueueNamePrefix=prefix).get("QueueUrls", [])
     assert len(left) == 5, left  # DeletionPolicy: Retain on every queue
+
+
+TAGGED = {
+    "AWS::SQS::Queue": None,  # the component depends on the queue
+    "AWS::DynamoDB::Table": "registry",
+    "AWS::Scheduler::ScheduleGroup": "schedule-group",
+    "AWS::ECS::Cluster": "worker",
+    "AWS::ECS::Service": "worker",
+    "AWS::ECS::TaskDefinition": "worker",
+    "AWS::Logs::LogGroup": "worker",
+    "AWS::Lambda::Function": "worker",
+}
+
+
+def test_every_template_tags_what_it_creates_for_cost_allocation() -> None:
+    seen = set()
+    for path in sorted(cfn.INFRA.glob("*.yaml")):
+        resources = cfn.load(path.name)["Resources"]
+        # Fn::ForEach entries are [identifier, collection, {resources}]
+        flat = [(k, r) for k, r in resources.items() if isinstance(r, dict)]
+        flat += [i for r in resources.values() if isinstance(r, list) for i in r[2].items()]
+        for key, res in flat:
+            if res.get("Type") not in TAGGED:
+                continue
+            tags = {t["Key"]: t["Value"] for t in res["Properties"].get("Tags", [])}
+            component = TAGGED[res["Type"]] or tags.get("sqsdelay:component", "")
+            assert tags.get("sqsdelay:component") == component, (path.name, key)
+            assert component.endswith("-queue") or res["Type"] != "AWS::SQS::Queue"
+            seen.add(component)
+    assert seen == {"delay-queue", "destination-queue", "error-queue"} | {
+        v for v in TAGGED.values() if v
+    }
+    ecs = cfn.load("worker-ecs.yaml")["Resources"]["Service"]["Properties"]
+    assert ecs["PropagateTags"] == "SERVICE"  # Fargate's cost is split by the tasks' tags
 
 
 def test_every_queue_is_retained_and_every_name_in_an_arn_is_validated() -> None:

@@ -37,6 +37,17 @@ def test_install_creates_three_queues_with_the_required_attributes(
     assert delay["SqsManagedSseEnabled"] == "true" and "RedrivePolicy" not in delay
     assert attributes(sqs, p + "orders").get("FifoQueue", "false") == "false"
     assert attributes(sqs, p + "error")["MessageRetentionPeriod"] == "1209600"
+    # cost allocation tags: what each queue is, and which destination it serves
+    tagged = {
+        name: sqs.list_queue_tags(QueueUrl=sqs.get_queue_url(QueueName=p + name)["QueueUrl"])
+        for name in ("orders", "orders-delay.fifo", "error")
+    }
+    assert tagged["orders-delay.fifo"]["Tags"] == {
+        "sqsdelay:component": "delay-queue",
+        "sqsdelay:destination": p + "orders",
+    }
+    assert tagged["orders"]["Tags"]["sqsdelay:component"] == "destination-queue"
+    assert tagged["error"]["Tags"] == {"sqsdelay:component": "error-queue"}
 
 
 def test_install_is_idempotent(settings: Settings, sqs: Any) -> None:

@@ -314,7 +314,10 @@ def test_install_creates_and_checks_the_schedule_group(
     assert check.returncode == 1 and f"schedules   {group}: missing" in check.stdout
     created = run()
     assert created.returncode == 0 and f"{group}: created" in created.stdout, created.stderr
-    assert scheduler.get_schedule_group(Name=group)["State"] == "ACTIVE"
+    created_group = scheduler.get_schedule_group(Name=group)
+    assert created_group["State"] == "ACTIVE"
+    listed = scheduler.list_tags_for_resource(ResourceArn=created_group["Arn"])["Tags"]
+    assert listed == [{"Key": "sqsdelay:component", "Value": "schedule-group"}]
     again = run("--check")
     assert again.returncode == 0 and f"{group}: exists" in again.stdout
 

@@ -108,6 +108,8 @@ def test_install_creates_the_table_as_documented_and_check_finds_it(
     backups = dynamodb.describe_continuous_backups(TableName=looping.registry_table)
     pitr = backups["ContinuousBackupsDescription"]["PointInTimeRecoveryDescription"]
     assert pitr["PointInTimeRecoveryStatus"] == "ENABLED"
+    listed = dynamodb.list_tags_of_resource(ResourceArn=table["TableArn"])["Tags"]
+    assert listed == [{"Key": "sqsdelay:component", "Value": "registry"}]
     again = installer.registry_table(["orders"], create=False, dynamodb=dynamodb)
     assert (again.exists, again.created, again.problems) == (True, False, [])
     # Recovery switched off by hand: check reports it, install switches it back on.
