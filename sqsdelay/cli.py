@@ -672,7 +672,7 @@ def cost_report(
 
     from sqsdelay.cost.classarchive import class_archive_file
     from sqsdelay.cost.pricing import load_pricing
-    from sqsdelay.cost.report import comparison, money, unit_money
+    from sqsdelay.cost.report import comparison, money, reconciliation_table, unit_money
     from sqsdelay.cost.run import run_report
     from sqsdelay.cost.whatif import load_what_if
 
@@ -725,13 +725,7 @@ def cost_report(
     )
     out.print(comparison(s))
     if s["reconciliation"]:
-        rec = Table(title=f"estimate next to the bill ({cur})")
-        for col in ("destination", "month", "estimated", "bill at list", "billed", "variance"):
-            rec.add_column(col, justify="left" if col in ("destination", "month") else "right")
-        for r in s["reconciliation"]:
-            amounts = (r["estimated_usd"], r["list_usd"], r["billed_usd"], r["variance_usd"])
-            rec.add_row(r["destination"], r["month"], *(f"{x:,.2f}" for x in amounts))
-        out.print(rec)
+        out.print(reconciliation_table(s))
     for note in s["bill_notes"]:
         out.print(note)
     out.print(

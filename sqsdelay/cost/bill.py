@@ -31,6 +31,7 @@ REQUIRED = {
         "line_item_line_item_type",
         "line_item_unblended_cost",
         "line_item_currency_code",
+        "line_item_usage_amount",
         "pricing_public_on_demand_cost",
     ),
     FOCUS: (
@@ -40,12 +41,13 @@ REQUIRED = {
         "ListCost",
         "BilledCost",
         "BillingCurrency",
+        "ConsumedQuantity",
         "x_ServiceCode",
         "x_UsageType",
     ),
 }
 # Each export's column for the fields the reconciliation reads (`billed`: what was paid).
-COMMON = ("product", "resource", "line_type", "start", "list", "billed", "currency")
+COMMON = ("product", "resource", "line_type", "start", "list", "billed", "currency", "usage")
 SOURCE = {
     CUR2: (
         "line_item_product_code",
@@ -55,6 +57,7 @@ SOURCE = {
         "pricing_public_on_demand_cost",
         "line_item_unblended_cost",
         "line_item_currency_code",
+        "line_item_usage_amount",
     ),
     FOCUS: (
         "x_ServiceCode",
@@ -64,6 +67,7 @@ SOURCE = {
         "ListCost",
         "BilledCost",
         "BillingCurrency",
+        "ConsumedQuantity",
     ),
 }
 SQS, DYNAMODB = "AWSQueueService", "AmazonDynamoDB"
@@ -155,12 +159,13 @@ def _read(spark: Any, paths: Sequence[str], fmt: str) -> Any:
 def read_bill(spark: Any, paths: Sequence[str], resources: Resources, fmt: str = "auto") -> Any:
     """The bill's lines of sqsdelay's resources, summed per (component, destination, month):
     pandas columns component, destination, month (YYYY-MM, the usage's), list, billed,
-    currency, lines. Tax lines are left out (the estimate has no tax)."""
+    currency, requests (SQS lines' usage amount; null for other services), lines. Tax
+    lines are left out (the estimate has no tax)."""
     from pyspark.sql import functions as F
 
     df = _read(spark, paths, fmt)
     kind = kind_of(df.columns, ", ".join(paths))
-    cast = {"start": "timestamp", "list": "double", "billed": "double"}
+    cast = {"start": "timestamp", "list": "double", "billed": "double", "usage": "double"}
     columns = {
         col: F.col(src).cast(cast[col]) if col in cast else F.col(src)
         for col, src in zip(COMMON, SOURCE[kind], strict=True)
@@ -212,12 +217,15 @@ def read_bill(spark: Any, paths: Sequence[str], resources: Resources, fmt: str =
         "list",
         "billed",
         "currency",
+        # SQS usage is in requests (64 KB chunks); other services' units are not comparable
+        F.when(sqs, F.col("usage")).alias("requests"),
     ).where(F.col("component").isNotNull())
     return (
         booked.groupBy("component", "destination", "month", "currency")
         .agg(
             F.sum(F.coalesce(F.col("list"), F.lit(0.0))).alias("list"),
             F.sum(F.coalesce(F.col("billed"), F.lit(0.0))).alias("billed"),
+            F.sum("requests").alias("requests"),
             F.count(F.lit(1)).alias("lines"),
         )
         .toPandas()

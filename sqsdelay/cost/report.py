@@ -187,9 +187,10 @@ def build(
     by_dest_month = by_dest_month.join(idle, how="outer").fillna(0.0)
     by_dest_month["idle_poll_cost"] = by_dest_month["idle_poll_requests"] * fifo_price
     # The delay queue's own requests (FIFO), like for like with its lines in a bill.
-    by_dest_month["delay_queue_cost"] = (
+    by_dest_month["delay_queue_requests"] = (
         by_dest_month["batched_fifo"] + by_dest_month["idle_poll_requests"]
-    ) * fifo_price
+    )
+    by_dest_month["delay_queue_cost"] = by_dest_month["delay_queue_requests"] * fifo_price
     by_month = by_dest_month.groupby(level="month").sum()
     by_month["estimated_cost"] = _estimated(rows, by_month, pricing, free_tier)
     by_destination = by_dest_month.groupby(level="destination").sum()
@@ -366,15 +367,17 @@ def _reconcile(
             "The bill has no delay queue lines (names ending in -delay.fifo): check the "
             "export's period and that it includes resource ids."
         )
-    estimated = by_dest_month["delay_queue_cost"].rename("estimated_usd")
+    estimated = by_dest_month[["delay_queue_cost", "delay_queue_requests"]].rename(
+        columns={"delay_queue_cost": "estimated_usd", "delay_queue_requests": "estimated"}
+    )
     own = bill[bill["component"].isin([b.DELAY_QUEUE, b.REGISTRY, b.SCHEDULE_GROUP])]
-    billed = own.groupby(["destination", "month"])[["list", "billed"]].sum()
+    billed = own.groupby(["destination", "month"])[["list", "billed", "requests"]].sum()
     if (bill["component"] == b.REGISTRY).any():  # the registry's estimate, where it is billed
         registry = rows.groupby("month")["registry_cost"].sum()
         registry.index = pd.MultiIndex.from_tuples(
             [("(registry)", m) for m in registry.index], names=["destination", "month"]
         )
-        estimated = pd.concat([estimated, registry.rename("estimated_usd")])
+        estimated = pd.concat([estimated, registry.rename("estimated_usd").to_frame()])
     table = billed.join(estimated, how="outer").fillna(0.0).sort_index()
     rows_out = [
         {
@@ -384,6 +387,9 @@ def _reconcile(
             "list_usd": round_money(float(r["list"])),
             "billed_usd": round_money(float(r["billed"])),
             "variance_usd": round_money(float(r["list"] - r["estimated_usd"])),
+            # SQS requests (the delay queue's), where both sides count them
+            "estimated_requests": round(float(r["estimated"])),
+            "billed_requests": round(float(r["requests"])),
         }
         for (d, m), r in table.iterrows()
     ]
@@ -460,6 +466,26 @@ def _models_frame(models: list[dict[str, Any]]) -> Any:
     import pandas as pd
 
     return pd.DataFrame(models).set_index("model")
+
+
+def reconciliation_table(summary: dict[str, Any]) -> Any:
+    """The reconciliation as a terminal table (rich), for the CLI and the demo."""
+    from rich.table import Table
+
+    table = Table(title=f"estimate next to the bill ({summary['currency']})")
+    columns = ("estimated", "bill at list", "billed", "variance", "requests est.", "billed")
+    for col in ("destination", "month", *columns):
+        table.add_column(col, justify="left" if col in ("destination", "month") else "right")
+    for r in summary["reconciliation"]:
+        amounts = (r["estimated_usd"], r["list_usd"], r["billed_usd"], r["variance_usd"])
+        requests = (r["estimated_requests"], r["billed_requests"])
+        table.add_row(
+            r["destination"],
+            r["month"],
+            *(_cell(x, MONEY) for x in amounts),
+            *(f"{n:,}" for n in requests),
+        )
+    return table
 
 
 def money(x: float, currency: str) -> str:
@@ -558,6 +584,8 @@ VIEW = [
     ("list_usd", "bill at list price", MONEY),
     ("billed_usd", "billed", MONEY),
     ("variance_usd", "variance (list − estimated)", MONEY),
+    ("estimated_requests", "requests (estimated)", COUNT),
+    ("billed_requests", "requests (billed)", COUNT),
 ]
 
 

@@ -83,6 +83,7 @@ def focus(currency: str = "USD") -> pd.DataFrame:
                 "BilledCost": paid if net is None else net,
                 "EffectiveCost": paid if net is None else net,
                 "BillingCurrency": currency,
+                "ConsumedQuantity": 1000.0,
                 "x_ServiceCode": product,
                 "x_UsageType": usage,
             }
@@ -93,14 +94,17 @@ def focus(currency: str = "USD") -> pd.DataFrame:
 
 EXPECTED = [
     # 10,000 messages of 1,800 s: 1.2 batched FIFO requests each, plus 30 days of idle
-    # polls (129,600), at 0.50 USD per million: 0.0708.
+    # polls (129,600), at 0.50 USD per million: 0.0708. The bill: two lines of 1,000.
     {"destination": "orders", "month": "2026-01", "estimated_usd": 0.07, "list_usd": 0.50,
-     "billed_usd": 0.47, "variance_usd": 0.43},
+     "billed_usd": 0.47, "variance_usd": 0.43, "estimated_requests": 141_600,
+     "billed_requests": 2_000},
     {"destination": "orders", "month": "2026-02", "estimated_usd": 0.0, "list_usd": 0.50,
-     "billed_usd": 0.45, "variance_usd": 0.50},
-    # The registry: 6 write units and half a read unit per message: 0.038125.
+     "billed_usd": 0.45, "variance_usd": 0.50, "estimated_requests": 0,
+     "billed_requests": 1_000},
+    # The registry: 6 write units and half a read unit per message: 0.038125. Not requests.
     {"destination": "(registry)", "month": "2026-01", "estimated_usd": 0.04, "list_usd": 0.05,
-     "billed_usd": 0.05, "variance_usd": 0.01},
+     "billed_usd": 0.05, "variance_usd": 0.01, "estimated_requests": 0,
+     "billed_requests": 0},
 ]  # fmt: skip
 
 
@@ -292,3 +296,36 @@ def test_active_cost_allocation_tags_book_lines_the_names_cannot(
     f.to_parquet(bill)
     notes = " ".join(report(spark, events, tmp_path, [str(bill)]).summary["bill_notes"])
     assert "destination queues' lines (2.70 USD billed) are not split" in notes
+
+
+def test_the_demos_bill_of_counted_calls_reconciles_request_for_request(
+    spark: Any, events: Path, tmp_path: Path
+) -> None:
+    """`make demo` ends with this: the calls its worker and clients counted, as CUR 2.0."""
+    from collections import Counter
+    from datetime import UTC, datetime
+
+    from sqsdelay.dev.demo_bill import cur_lines, write_bill
+
+    calls = Counter(
+        {
+            ("ReceiveMessage", "orders-delay.fifo"): 1_500,
+            ("SendMessageBatch", "orders-delay.fifo"): 500,
+            ("SendMessage", "orders"): 70,  # a hand-over: the destination's line
+            ("BatchGetItem", ""): 9,  # DynamoDB: no queue, not on the demo's bill
+        }
+    )
+    lines = cur_lines(calls, datetime(2026, 1, 5, tzinfo=UTC), PRICING, "us-east-1")
+    assert [(x["line_item_operation"], x["pricing_public_on_demand_cost"]) for x in lines] == [
+        ("ReceiveMessage", 1_500 * 0.5e-6),
+        ("SendMessage", 70 * 0.4e-6),
+        ("SendMessageBatch", 500 * 0.5e-6),
+    ]
+    bill = write_bill(tmp_path / "bill.parquet", lines)
+    [row] = [r for r in report(spark, events, tmp_path, [str(bill)]).summary["reconciliation"]]
+    assert (row["destination"], row["month"], row["billed_requests"]) == (
+        "orders",
+        "2026-01",
+        2_000,
+    )
+    assert row["list_usd"] == 0.001
