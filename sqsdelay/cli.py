@@ -707,7 +707,7 @@ def cost_report(
             since=window[0],
             until=window[1],
             free_tier=frozenset(free_tier or []),
-            registry_table=settings.registry_table,
+            registry_table=settings.registry_table_name(),
             schedule_group=settings.schedule_group,
         )
     s = report.summary

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqsdelay.core import quotas
 from sqsdelay.cost.bands import BAND_ORDER
+from sqsdelay.cost.focus import focus_rows
 from sqsdelay.cost.pricing import (
     REGISTRY_READ_UNITS_PER_HOP,
     REGISTRY_WRITE_UNITS,
@@ -47,6 +48,7 @@ class Report:
     tables: dict[str, Any]
     summary: dict[str, Any]
     assumptions: list[str] = field(default_factory=list)
+    focus: Any = None  # the estimate as FOCUS 1.2 rows (`sqsdelay.cost.focus`)
 
 
 def priced(agg: Any, p: Pricing, *, cycle_seconds: int, batch_fill: int) -> Any:
@@ -163,6 +165,7 @@ def build(
     since: datetime | None = None,
     until: datetime | None = None,
     free_tier: frozenset[str] = frozenset(),
+    registry_table: str | None = None,
 ) -> Report:
     import pandas as pd
 
@@ -327,7 +330,16 @@ def build(
     }
     if reconciliation:
         tables["reconciliation"] = pd.DataFrame(reconciliation).set_index("destination")
-    return Report(tables, summary, assumptions)
+    requests = pd.DataFrame(
+        {
+            "fifo": by_dest_month["delay_queue_requests"],
+            "standard": rows.groupby(["destination", "month"])["batched_standard"].sum(),
+        }
+    ).fillna(0.0)
+    units = rows.groupby("month")[["registry_writes", "registry_reads"]].sum()
+    units.columns = ["writes", "reads"]
+    focus = focus_rows(requests, units, pricing, registry_table)
+    return Report(tables, summary, assumptions, focus)
 
 
 def _estimated(rows: Any, by_month: Any, pricing: Pricing, free_tier: frozenset[str]) -> Any:
@@ -756,4 +768,9 @@ def write(report: Report, out_dir: Path) -> list[Path]:
     page = out_dir / "report.html"
     page.write_text(render_html(report), encoding="utf-8")
     book = write_xlsx(report, out_dir / "report.xlsx")
-    return [*written, summary, page, book]
+    written += [summary, page, book]
+    if report.focus is not None:  # next to a FOCUS export of the bill
+        focus = out_dir / "estimate-focus.csv"
+        report.focus.to_csv(focus, index=False)
+        written.append(focus)
+    return written

@@ -111,6 +111,7 @@ def run_report(
         since=since,
         until=until,
         free_tier=free_tier,
+        registry_table=registry_table,
     )
     if remote:
         with tempfile.TemporaryDirectory() as tmp:

@@ -170,6 +170,10 @@ def test_cur2_parquet_and_gzip_csv_reconcile_to_the_cent(
     assert "Estimate next to the bill" in page and "(registry)" in page
     summary = json.loads((out / "summary.json").read_text())
     assert summary["reconciliation"] == done.summary["reconciliation"]
+    focus = pd.read_csv(out / "estimate-focus.csv")
+    registry = focus[focus["ServiceName"] == "Amazon DynamoDB"]
+    assert set(registry["ResourceId"]) == {"sqsdelay-scheduled"}
+    assert registry["ListCost"].sum() == pytest.approx(0.038125)  # as in EXPECTED
 
 
 def test_focus_gives_the_same_reconciliation(spark: Any, events: Path, tmp_path: Path) -> None:

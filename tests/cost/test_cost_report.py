@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from sqsdelay.cost.focus import COLUMNS
 from sqsdelay.cost.job import aggregate, envelope_texts, generate, read_scheduled
 from sqsdelay.cost.pricing import PythonOps, load_pricing, requests
 from sqsdelay.cost.report import priced, round_money
@@ -235,6 +236,13 @@ def test_report_files_and_summary(spark: Any, event_log: Path, tmp_path: Path) -
     # the totals row is the sum of what the sheet shows, itself rounded as money
     shown = by_month["batched_cost"][:-1]
     assert by_month["batched_cost"].iloc[-1] == round_money(float(shown.sum()))
+    # the estimate as FOCUS 1.2 rows: the same money as the usage months' estimate
+    focus = pd.read_csv(out / "estimate-focus.csv")
+    assert list(focus.columns) == COLUMNS and focus["x_Estimate"].all()
+    by_period = focus.groupby(focus["ChargePeriodStart"].str[:7])["ListCost"].sum()
+    assert {m: round_money(v) for m, v in by_period.items()} == summary["monthly_estimated_cost"]
+    assert set(focus["ServiceName"]) == {"Amazon Simple Queue Service"}  # registry off
+    assert json.loads(focus["Tags"][0])["sqsdelay:component"] == "delay-queue"
     page = (out / "report.html").read_text()
     assert page.count("<svg") == 3 and "Assumptions" in page and "registry (added)" in page
     assert "<script" not in page and "<link" not in page and "src=" not in page  # offline

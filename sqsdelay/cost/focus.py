@@ -1,0 +1,75 @@
+"""The estimate as FOCUS 1.2 rows, to sit next to a FOCUS export of the bill.
+
+Columns are FOCUS's own (https://focus.finops.org/focus-specification/v1-2/), with
+`x_Estimate` true on every row: these are sqsdelay's estimate, not charges. One row per
+destination, usage month and resource: the delay queue's FIFO requests (batched worker
+and idle polling), the hand-overs' standard requests on the destination queue, and, with
+the registry on, its DynamoDB request units per month. List prices are the price list's first tier.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from sqsdelay.core import tags, wirenames
+from sqsdelay.cost.pricing import Pricing
+
+COLUMNS = [
+    "ChargePeriodStart",
+    "ChargePeriodEnd",
+    "ServiceName",
+    "ResourceId",
+    "PricingQuantity",
+    "PricingUnit",
+    "ListUnitPrice",
+    "ListCost",
+    "BillingCurrency",
+    "Tags",
+    "x_Estimate",
+]
+SQS, DYNAMODB = "Amazon Simple Queue Service", "Amazon DynamoDB"
+
+
+def _period(month: str) -> tuple[str, str]:
+    start = datetime.strptime(month, "%Y-%m").replace(tzinfo=UTC)
+    end = start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
+    return start.isoformat().replace("+00:00", "Z"), end.isoformat().replace("+00:00", "Z")
+
+
+def focus_rows(
+    requests: Any, registry_units: Any, pricing: Pricing, registry_table: str | None
+) -> Any:
+    """`requests`: indexed by (destination, month), columns `fifo` (the delay queue's) and
+    `standard` (the hand-overs); `registry_units`: indexed by month, columns `writes` and
+    `reads`, priced only with a `registry_table` (SQSDELAY_REGISTRY=dynamodb)."""
+    import pandas as pd
+
+    rows: list[dict[str, Any]] = []
+
+    def add(month: str, service: str, resource: str, quantity: float, unit: str,
+            per_million: float, tagged: dict[str, str]) -> None:  # fmt: skip
+        if quantity <= 0:
+            return
+        start, end = _period(month)
+        price = per_million / 1e6
+        values = (start, end, service, resource, quantity, unit, price, quantity * price,
+                  pricing.currency, json.dumps(tagged, sort_keys=True), True)  # fmt: skip
+        rows.append(dict(zip(COLUMNS, values, strict=True)))
+
+    tier = pricing.sqs_tiers[0]
+    for (destination, month), r in requests.iterrows():
+        queue = destination + wirenames.DELAY_QUEUE_SUFFIX
+        add(month, SQS, queue, float(r["fifo"]), "Requests", tier.fifo_per_million,
+            tags.tags("delay-queue", destination))  # fmt: skip
+        add(month, SQS, destination, float(r["standard"]), "Requests",
+            tier.standard_per_million, tags.tags("destination-queue", destination))  # fmt: skip
+    if registry_table is None:
+        return pd.DataFrame(rows, columns=COLUMNS)
+    for month, r in registry_units.iterrows():
+        add(month, DYNAMODB, registry_table, float(r["writes"]), "Write Request Units",
+            pricing.dynamodb_write_per_million, tags.tags("registry"))  # fmt: skip
+        add(month, DYNAMODB, registry_table, float(r["reads"]), "Read Request Units",
+            pricing.dynamodb_read_per_million, tags.tags("registry"))  # fmt: skip
+    return pd.DataFrame(rows, columns=COLUMNS)
