@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +53,11 @@ def run_report(
     free_tier: frozenset[str] = frozenset(),
     registry_table: str | None = None,
     schedule_group: str | None = None,
+    snapshots: str | None = None,
 ) -> Any:
     """Read (or generate), aggregate, read the bill (if any), and write the report. Returns
-    the `Report`."""
+    the `Report`. With `snapshots`, the same files also go to `<snapshots>/<UTC time of the
+    run>/`, so that a scheduled run that overwrites `latest` keeps its history."""
 
     def step(text: str) -> None:
         if progress is not None:
@@ -66,7 +68,8 @@ def run_report(
     step("starting Spark")
     # A session this call starts is stopped here, with its JVM; a caller's is left running.
     owned = spark is None and not spark_running()
-    remote = "://" in output  # published through Hadoop's file systems: needs the JVM
+    targets = [output] + ([snapshot_of(snapshots, datetime.now(UTC))] if snapshots else [])
+    remote = any("://" in t for t in targets)  # published through Hadoop's file systems
     java = classarchive.use_option(class_archive)
     # No archive yet: this run lists the classes it loads, and one is written from the list.
     classlist = None
@@ -116,12 +119,19 @@ def run_report(
     if remote:
         with tempfile.TemporaryDirectory() as tmp:
             cost_report.write(report, Path(tmp))
-            publish(spark, tmp, output)
+            for target in targets:
+                publish(spark, tmp, target)
         if owned:
             stop_spark(spark)
     else:
-        cost_report.write(report, Path(output))
+        for target in targets:
+            cost_report.write(report, Path(target))
     return report
+
+
+def snapshot_of(prefix: str, at: datetime) -> str:
+    """Where one run's copy goes: `<prefix>/2026-11-25T070312Z` (sorts by time)."""
+    return f"{prefix.rstrip('/')}/{at:%Y-%m-%dT%H%M%SZ}"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -143,6 +153,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--free-tier", action="append", default=[], choices=["sqs", "scheduler"])
     parser.add_argument("--currency")
     parser.add_argument("--exchange-rate", type=float)
+    parser.add_argument("--registry-table", help="the registry's DynamoDB table, in the bill")
+    parser.add_argument("--schedule-group", help="the Scheduler group, in the bill")
+    parser.add_argument("--snapshots", help="also write a copy to <SNAPSHOTS>/<UTC time>/")
     args = parser.parse_args(argv)
     spark = spark_session()  # under spark-submit, its master and resources apply
     report = run_report(
@@ -159,6 +172,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         since=args.since,
         until=args.until,
         free_tier=frozenset(args.free_tier),
+        registry_table=args.registry_table,
+        schedule_group=args.schedule_group,
+        snapshots=args.snapshots,
     )
     s = report.summary
     print(
