@@ -662,6 +662,10 @@ def cost_report(
     exchange_rate: Annotated[
         float | None, typer.Option(help="units of --currency per unit of the price list's")
     ] = None,
+    running: Annotated[
+        Path | None,
+        typer.Option(help="how sqsdelay runs (YAML: worker, task size, KMS...), for its cost"),
+    ] = None,
 ) -> int:
     """Estimate what delayed delivery costs, per destination, usage month and delay band
     (Spark), next to the AWS bill when one is given.
@@ -672,8 +676,15 @@ def cost_report(
 
     from sqsdelay.cost.classarchive import class_archive_file
     from sqsdelay.cost.pricing import load_pricing
-    from sqsdelay.cost.report import comparison, money, reconciliation_table, unit_money
+    from sqsdelay.cost.report import (
+        comparison,
+        money,
+        reconciliation_table,
+        running_lines,
+        unit_money,
+    )
     from sqsdelay.cost.run import run_report
+    from sqsdelay.cost.running import load_running
     from sqsdelay.cost.whatif import load_what_if
 
     require("spark", "the cost report")
@@ -709,6 +720,7 @@ def cost_report(
             free_tier=frozenset(free_tier or []),
             registry_table=settings.registry_table_name(),
             schedule_group=settings.schedule_group,
+            running=load_running(running),
         )
     s = report.summary
     table = Table(title=f"{s['messages']:,} messages, {s['delayed_messages']:,} delayed")
@@ -728,6 +740,8 @@ def cost_report(
         out.print(reconciliation_table(s))
     for note in s["bill_notes"]:
         out.print(note)
+    running_cost = ", ".join(f"{t} {money(v, cur)}" for t, v in running_lines(s))
+    out.print(f"cost of running (estimated, for the window): {running_cost}")
     out.print(
         f"skipped: {s['input']['other_events']:,} other events, "
         f"{s['input']['malformed']:,} malformed lines"

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from sqsdelay.core import parking, quotas
+from sqsdelay.cost.running import RunningPrices
 from sqsdelay.errors import ConfigError
 
 SECONDS_PER_MONTH = 30 * 24 * 3600  # the month used for idle polling: 30 days
@@ -42,6 +43,7 @@ class Pricing(BaseModel):
     scheduler_per_million: float = Field(ge=0)
     dynamodb_write_per_million: float = Field(ge=0)
     dynamodb_read_per_million: float = Field(ge=0)
+    running: RunningPrices = Field(default_factory=RunningPrices)
 
     @model_validator(mode="after")
     def _tiers_ascend(self) -> Pricing:
@@ -82,6 +84,7 @@ class Pricing(BaseModel):
         update: dict[str, Any] = {
             name: getattr(self, name) * rate for name in (*per_million, "dynamodb_read_per_million")
         }
+        update["running"] = self.running.scaled(rate)
         return self.model_copy(update={"currency": currency, "sqs_tiers": tiers, **update})
 
     @property

@@ -24,6 +24,7 @@ from sqsdelay.cost.pricing import (
     registry_cost,
     tiered_cost,
 )
+from sqsdelay.cost.running import Running, running_costs
 from sqsdelay.errors import InvalidInput
 
 MODELS = ["reference", "exact", "batched", "parked", "scheduler"]
@@ -166,6 +167,7 @@ def build(
     until: datetime | None = None,
     free_tier: frozenset[str] = frozenset(),
     registry_table: str | None = None,
+    running: Running | None = None,
 ) -> Report:
     import pandas as pd
 
@@ -238,6 +240,18 @@ def build(
         for model in ("parked", "scheduler")
     }
     reconciliation, bill_notes = _reconcile(by_dest_month, rows, bill, pricing)
+    running_inputs = running or Running()
+    running_cost = running_costs(
+        running_inputs,
+        pricing.running,
+        window_seconds=(end - start).total_seconds(),
+        destinations=len(by_destination),
+        event_lines=sum(counts.get(k, 0) for k in ("scheduled", "requeued", "other")),
+        worker_batches=float(totals["batched_fifo"]) / 3,  # a receive, a send, a delete
+        registry_item_seconds=float(rows["routed_delay"].sum())
+        + float(totals["delayed_messages"]) * running_inputs.registry_ttl_days * 86_400,
+        registry=registry_table is not None,
+    )
     summary = {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "source": source,
@@ -276,6 +290,9 @@ def build(
         "options": _options(totals, idle_cost, free_invocations),
         "reconciliation": reconciliation,
         "bill_notes": bill_notes,
+        # for the window, not per destination: the inputs say how sqsdelay runs
+        "cost_of_running": {k: round_money(v) for k, v in running_cost.items()},
+        "running_inputs": running_inputs.model_dump(),
     }
     sqs_free = (
         f"the account's SQS free tier of {pricing.free_requests_per_month:,} requests a month "
@@ -318,8 +335,13 @@ def build(
         f"{REGISTRY_READ_UNITS_PER_HOP} read units per worker pass, at on-demand prices "
         f"({pricing.dynamodb_write_per_million:g} and {pricing.dynamodb_read_per_million:g} "
         f"{pricing.currency} per million): the registry column, on top of the batched worker.",
-        "Not in the estimate: CloudWatch Logs ingestion of the events, EMF metrics, KMS "
-        "requests with SSE-KMS, the registry's storage and backups, and the worker's compute.",
+        "Cost of running (for the window, not in the per-destination estimate): CloudWatch "
+        "Logs ingestion of the input's event lines and one EMF line per destination a "
+        "minute, KMS requests when the queues use a customer key (one per queue, sender and "
+        "worker every data key reuse period), the registry's storage and point-in-time "
+        "backups (its records, until 14 days after due), and the worker's compute (Fargate "
+        "task size and count, or Lambda memory and time per batch); inputs in summary.json "
+        "`running_inputs` (defaults from infra/, --running FILE).",
     ]
     tables = {
         "by_destination": by_destination,
@@ -660,6 +682,42 @@ lines skipped</div>
 </div>"""
 
 
+RUNNING_TITLES = {
+    "logs_ingestion": "CloudWatch Logs ingestion (events and EMF lines)",
+    "kms": "KMS requests (customer key)",
+    "registry_storage": "registry storage",
+    "registry_backups": "registry point-in-time recovery",
+    "worker_compute": "worker compute",
+}
+
+
+def running_lines(summary: dict[str, Any]) -> list[tuple[str, float]]:
+    """The cost of running as (title, amount), for the HTML and the CLI."""
+    return [(RUNNING_TITLES[k], v) for k, v in summary["cost_of_running"].items()]
+
+
+def _running_html(report: Report) -> str:
+    s = report.summary
+    inputs = s["running_inputs"]
+    worker = (
+        f"ECS: {inputs['ecs_tasks']:g} task(s) of {inputs['ecs_cpu_units']} CPU units and "
+        f"{inputs['ecs_memory_mb']} MB"
+        if inputs["worker"] == "ecs"
+        else f"Lambda: {inputs['lambda_memory_mb']} MB, "
+        f"{inputs['lambda_seconds_per_invocation']:g} s a batch"
+    )
+    rows = "".join(
+        f"<tr><td>{html.escape(t)}</td><td class=n>{_cell(v, MONEY)}</td></tr>"
+        for t, v in running_lines(s)
+    )
+    return (
+        f"<h2>Cost of running (estimated, for the window)</h2><p>{html.escape(worker)}; "
+        f"KMS {'on' if inputs['kms'] else 'off'}. Change with --running FILE.</p>"
+        f"<table><thead><tr><th>line</th><th class=n>cost ({s['currency']})</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
+
+
 def _reconciliation_html(report: Report) -> str:
     s = report.summary
     if "reconciliation" not in report.tables:
@@ -708,6 +766,7 @@ generated {s["generated_at"]}</p>
 {s["prices"]["effective_date"]} ({", ".join(html.escape(u) for u in s["prices"]["sources"])}).
 Window: {s["window"]["start"]} to {s["window"]["end"]}.</p>
 {_reconciliation_html(report)}
+{_running_html(report)}
 <h2>Models side by side</h2>
 <table><thead><tr><th>model</th><th class=n>requests</th>
 <th class=n>estimated cost ({cur}, list price)</th></tr></thead><tbody>{models}</tbody>

@@ -28,6 +28,7 @@ from sqsdelay.cost.job import (
     stop_spark,
 )
 from sqsdelay.cost.pricing import Pricing, load_pricing
+from sqsdelay.cost.running import Running, load_running
 from sqsdelay.cost.whatif import WhatIf, load_what_if
 from sqsdelay.errors import InvalidInput
 
@@ -54,6 +55,7 @@ def run_report(
     registry_table: str | None = None,
     schedule_group: str | None = None,
     snapshots: str | None = None,
+    running: Running | None = None,
 ) -> Any:
     """Read (or generate), aggregate, read the bill (if any), and write the report. Returns
     the `Report`. With `snapshots`, the same files also go to `<snapshots>/<UTC time of the
@@ -115,6 +117,7 @@ def run_report(
         until=until,
         free_tier=free_tier,
         registry_table=registry_table,
+        running=running,
     )
     if remote:
         with tempfile.TemporaryDirectory() as tmp:
@@ -156,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--registry-table", help="the registry's DynamoDB table, in the bill")
     parser.add_argument("--schedule-group", help="the Scheduler group, in the bill")
     parser.add_argument("--snapshots", help="also write a copy to <SNAPSHOTS>/<UTC time>/")
+    parser.add_argument("--running", type=Path, help="how sqsdelay runs (YAML), for its cost")
     args = parser.parse_args(argv)
     spark = spark_session()  # under spark-submit, its master and resources apply
     report = run_report(
@@ -175,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         registry_table=args.registry_table,
         schedule_group=args.schedule_group,
         snapshots=args.snapshots,
+        running=load_running(args.running),
     )
     s = report.summary
     print(

@@ -240,15 +240,20 @@ def test_the_cli_reads_firehose_objects_and_a_bill_in_euros(events: Path, tmp_pa
         return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
 
     out = tmp_path / "out"
+    running = tmp_path / "running.yaml"
+    running.write_text("worker: lambda\nlambda_memory_mb: 512\n")
     done = cost_report(
         *("--output", str(out), "--currency", "EUR", "--exchange-rate", "0.9"),
         *("--since", "2026-01-01", "--until", "2026-03-01"),
-        *("--free-tier", "sqs", "--free-tier", "scheduler"),
+        *("--free-tier", "sqs", "--free-tier", "scheduler", "--running", str(running)),
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "cost of running (estimated, for the window): CloudWatch Logs" in done.stdout
     assert "estimate next to the bill (EUR)" in done.stdout and "orders" in done.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["currency"] == "EUR" and summary["free_tier"] == ["scheduler", "sqs"]
+    assert summary["running_inputs"]["lambda_memory_mb"] == 512
+    assert summary["cost_of_running"]["worker_compute"] > 0  # Lambda: per batch
     assert summary["input"]["scheduled"] == 10_000
     assert summary["window"]["end"].startswith("2026-03-01")
     listed = {(r["destination"], r["month"]): r["list_usd"] for r in summary["reconciliation"]}

@@ -6,6 +6,7 @@ import html
 import json
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -245,6 +246,14 @@ def test_report_files_and_summary(spark: Any, event_log: Path, tmp_path: Path) -
     assert json.loads(focus["Tags"][0])["sqsdelay:component"] == "delay-queue"
     page = (out / "report.html").read_text()
     assert page.count("<svg") == 3 and "Assumptions" in page and "registry (added)" in page
+    assert "Cost of running (estimated, for the window)" in page and "ECS: 1 task(s)" in page
+    # one task of 0.25 vCPU and 0.5 GB over the window
+    hours = (
+        datetime.fromisoformat(summary["window"]["end"])
+        - datetime.fromisoformat(summary["window"]["start"])
+    ).total_seconds() / 3600
+    compute = hours * (0.25 * 0.04048 + 0.5 * 0.004445)
+    assert summary["cost_of_running"]["worker_compute"] == round_money(compute)
     assert "<script" not in page and "<link" not in page and "src=" not in page  # offline
 
 
