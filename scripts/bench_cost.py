@@ -10,14 +10,18 @@
 - warm: the aggregation on M Parquet rows in one Spark session after a warm-up run, against
   DuckDB's second run in one connection;
 - json: `sqsdelay cost-report` on N lines of the JSON event log, as SQSDELAY_LOG_FILE writes
-  them, in a fresh process, with its rate next to the Parquet rate.
+  them, in a fresh process, with its rate next to the Parquet rate;
+- bill: `sqsdelay cost-report --bill` on the N Parquet rows and a CUR 2.0 export of B lines
+  (the destinations' delay and destination queues, other queues, other tables), one shot,
+  against DuckDB spreading the same messages over their usage months and summing the same
+  bill lines in a fresh process (`spark_over_duckdb`; issue bar: at most 3, peak 1.2 GiB).
 
 One-shot figures are the median of --repeat runs (Parquet, DuckDB and JSON interleaved, so
 that a busy moment on the machine does not fall on one of them only); the range is printed
 next to it. Peak memory is the highest of all runs.
 
     .venv/bin/python scripts/bench_cost.py [--rows 10000000] [--warm-rows 50000000]
-        [--json-rows 10000000] [--repeat 3] [--keep DIR]
+        [--json-rows 10000000] [--bill-rows 1000000] [--repeat 3] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -128,8 +132,11 @@ def timed_process(args: list[str], env: dict[str, str] | None = None) -> dict[st
     }
 
 
-def spark_report(path: Path, out: Path, archive: str = "auto") -> dict[str, Any]:
+def spark_report(
+    path: Path, out: Path, archive: str = "auto", bill: Path | None = None
+) -> dict[str, Any]:
     command = ["cost-report", "--input", str(path), "--output", str(out)]
+    command += ["--bill", str(bill)] if bill else []
     # The default (auto) keeps its archive in the cache directory; here, the work directory.
     env = {**os.environ, "SQSDELAY_SPARK_CLASS_ARCHIVE": archive}
     env["XDG_CACHE_HOME"] = str(out.parent / "cache")
@@ -212,10 +219,106 @@ print(round(time.perf_counter() - t, 3), len(rows))
 """
 
 
+def generate_bill(rows: int, events: Path, path: Path) -> float:
+    """A CUR 2.0 export of `rows` lines over the events' year: half the destinations' delay
+    queues, a fifth their destination queues, the rest other queues and DynamoDB tables."""
+    import duckdb
+    import numpy as np
+    import pandas as pd
+
+    started = time.perf_counter()
+    query = "SELECT DISTINCT destination FROM read_parquet(?)"
+    names = [r[0] for r in duckdb.execute(query, [f"{events}/*.parquet"]).fetchall()]
+    rng = np.random.default_rng(7)
+    pick = rng.choice(len(names), rows)
+    kind = rng.choice(4, rows, p=[0.5, 0.2, 0.2, 0.1])
+    queue = np.array(names, dtype=object)[pick]
+    arn = "arn:aws:sqs:us-east-1:123456789012:"
+    resource = np.where(
+        kind == 0,
+        arn + queue + "-delay.fifo",
+        np.where(kind == 1, arn + queue, np.where(kind == 2, arn + "other-" + queue, "")),
+    )
+    table = "arn:aws:dynamodb:us-east-1:123456789012:table/other-" + queue
+    resource = np.where(kind == 3, table, resource)
+    start = pd.Timestamp("2026-01-01", tz="UTC") + pd.to_timedelta(
+        rng.integers(0, 365 * 24, rows), unit="h"
+    )
+    cost = rng.random(rows)
+    pd.DataFrame(
+        {
+            "line_item_product_code": np.where(kind == 3, "AmazonDynamoDB", "AWSQueueService"),
+            "line_item_resource_id": resource,
+            "line_item_usage_type": np.where(kind == 0, "Requests-FIFO-Tier1", "Requests-Tier1"),
+            "line_item_usage_start_date": start,
+            "line_item_line_item_type": "Usage",
+            "line_item_usage_amount": rng.integers(1, 1_000_000, rows).astype(float),
+            "line_item_unblended_cost": cost,
+            "line_item_net_unblended_cost": cost * 0.9,
+            "line_item_currency_code": "USD",
+            "pricing_public_on_demand_cost": cost,
+        }
+    ).to_parquet(path, coerce_timestamps="us")
+    return round(time.perf_counter() - started, 1)
+
+
+# The job with a bill, in DuckDB: each message spread over the calendar months of its delay
+# (its share of the delay in each; the send in the send month), the same keys and sums, and
+# the bill's lines booked to component, destination and usage month.
+DUCKDB_BILL_SQL = r"""
+SET TimeZone = 'UTC';
+SET enable_progress_bar = false;
+CREATE TEMP TABLE agg AS
+WITH e AS (
+  SELECT destination, CAST("timestamp" AS TIMESTAMPTZ) AS ts, ceil(delay_seconds) AS n,
+    size_bytes AS size FROM read_parquet('{events}/*.parquet')),
+q AS (
+  SELECT *, greatest(ceil(n / 900) - 1, 0) AS k, greatest(ceil(size / 65536), 1) AS c,
+    CASE WHEN n > 900 THEN greatest(ceil(size * 10 / 65536), 1) ELSE 0 END AS b,
+    ts + to_seconds(n::BIGINT) AS due FROM e),
+life AS (
+  SELECT q.*, m AS month_start, (m = date_trunc('month', ts))::INT AS at_send,
+    CASE WHEN n = 0 THEN (m = date_trunc('month', ts))::DOUBLE
+      ELSE epoch(least(due, m + INTERVAL 1 MONTH) - greatest(ts, m)) / n END AS share
+  FROM q, unnest(generate_series(date_trunc('month', ts), date_trunc('month', due),
+    INTERVAL 1 MONTH)) AS t(m))
+SELECT destination, strftime(month_start, '%Y-%m') AS month,
+  (n > 900)::INT + (n > 3600)::INT + (n > 86400)::INT + (n > 2592000)::INT AS band,
+  floor(log2(greatest(n, 1)))::INT AS bucket,
+  sum(at_send) AS messages, sum(n * at_send) AS delay_seconds,
+  sum((n > 900)::INT * at_send) AS routed, sum(c * at_send) AS chunks,
+  sum(CASE WHEN n > 900 THEN c ELSE 0 END * at_send) AS routed_chunks,
+  sum(CASE WHEN n > 900 THEN n ELSE 0 END * share) AS routed_delay,
+  sum(k * share) AS cycles, sum(k * c * share) AS cycle_chunks, sum(b * share) AS batch_chunks,
+  sum(k * b * share) AS cycle_batch_chunks, min(ts) AS first_ts, max(ts) AS last_ts
+FROM life GROUP BY ALL;
+CREATE TEMP TABLE bill AS
+SELECT CASE WHEN queue LIKE '%-delay.fifo' THEN 'delay-queue'
+    WHEN queue IN (SELECT DISTINCT destination FROM agg) THEN 'destination-queue' END AS component,
+  regexp_replace(queue, '-delay\.fifo$', '') AS destination,
+  strftime(line_item_usage_start_date, '%Y-%m') AS month,
+  sum(pricing_public_on_demand_cost) AS list,
+  sum(coalesce(line_item_net_unblended_cost, line_item_unblended_cost)) AS billed,
+  sum(line_item_usage_amount) AS requests, count(*) AS lines
+FROM (SELECT *, split_part(line_item_resource_id, ':', -1) AS queue
+      FROM read_parquet('{bill}')
+      WHERE line_item_product_code = 'AWSQueueService' AND line_item_line_item_type <> 'Tax')
+GROUP BY ALL HAVING component IS NOT NULL;
+SELECT (SELECT count(*) FROM agg) + (SELECT count(*) FROM bill);
+"""
+
+
 def duckdb_fresh(path: Path) -> dict[str, Any]:
     run = timed_process([sys.executable, "-c", DUCKDB_ONE_SHOT, DUCKDB_SQL.format(path=path)])
     inner, groups = run["stdout"].split()[-2:]
     return {**_drop(run), "query_seconds": float(inner), "groups": int(groups)}
+
+
+def duckdb_bill_fresh(events: Path, bill: Path) -> dict[str, Any]:
+    sql = DUCKDB_BILL_SQL.format(events=events, bill=bill)
+    run = timed_process([sys.executable, "-c", DUCKDB_ONE_SHOT, sql])
+    inner, _ = run["stdout"].split()[-2:]
+    return {**_drop(run), "query_seconds": float(inner)}
 
 
 def duckdb_warm(path: Path) -> dict[str, Any]:
@@ -248,6 +351,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--warm-rows", type=int, default=50_000_000)
     parser.add_argument("--json-rows", type=int, default=10_000_000)
+    parser.add_argument("--bill-rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3, help="one-shot runs; the median")
     parser.add_argument("--keep", type=Path, help="keep (and reuse) the generated data here")
     args = parser.parse_args()
@@ -287,6 +391,25 @@ def main() -> None:
                     **off,
                     "spark_over_duckdb": round(off["wall_seconds"] / duck["wall_seconds"], 2),
                 },
+            }
+        if args.rows and args.bill_rows:
+            bill = work / f"bill-{args.bill_rows}.parquet"
+            if not bill.exists():
+                results["generate_bill_seconds"] = generate_bill(
+                    args.bill_rows, data["parquet"], bill
+                )
+            with_bill = {"spark": [], "duck": []}
+            for _ in range(args.repeat):
+                out = work / "report-bill"
+                with_bill["spark"].append(spark_report(data["parquet"], out, bill=bill))
+                with_bill["duck"].append(duckdb_bill_fresh(data["parquet"], bill))
+            spark, duck = median_of(with_bill["spark"]), median_of(with_bill["duck"])
+            results["one_shot_with_bill"] = {
+                "rows": args.rows,
+                "bill_rows": args.bill_rows,
+                "spark_cost_report": spark,
+                "duckdb_same_join_and_sums": duck,
+                "spark_over_duckdb": round(spark["wall_seconds"] / duck["wall_seconds"], 2),
             }
         if args.warm_rows:
             spark = spark_warm(data["warm"])
