@@ -51,14 +51,17 @@ $(SPARK35_STAMP): $(DEPS)
 	sed -e 's/^pyspark==.*/pyspark==3.5.5/' -e 's/^py4j==.*/py4j==0.10.9.7/' \
 	    -e 's/^numpy==.*/numpy==1.26.4/' -e 's/^pyarrow==.*/pyarrow==21.0.0/' \
 	    constraints.txt > $(SPARK35)/constraints.txt
-	$(SPARK35)/bin/python -m pip install --quiet -c $(SPARK35)/constraints.txt -e '.[dev,spark]'
+	$(SPARK35)/bin/python -m pip install --quiet -c $(SPARK35)/constraints.txt -e '.[spark,emulator]' \
+	    pytest pytest-timeout pytest-xdist hypothesis duckdb
 	touch $(SPARK35_STAMP)
 
 spark35: $(SPARK35_STAMP)
 	$(SPARK35)/bin/pytest -q -n 2 --dist loadfile -p no:cacheprovider -W ignore::DeprecationWarning \
-	    tests/cost/test_bill.py \
-	    tests/cost/test_emr_template.py tests/cost/test_cost_parity.py \
-	    tests/cost/test_cost_report.py -k "not chromium and not class_archive and not jvm"
+	    tests/cost/test_bill.py tests/cost/test_emr_template.py tests/cost/test_cost_parity.py \
+	    tests/cost/test_cost_report.py::test_exact_totals_on_a_hand_built_event_log \
+	    tests/cost/test_cost_report.py::test_csv_and_parquet_give_the_same_totals \
+	    tests/cost/test_cost_report.py::test_subscription_envelopes_and_firehose_objects_give_the_same_totals \
+	    tests/cost/test_cost_report.py::test_report_files_and_summary
 
 test: lint typecheck infra-lint unit spark35
 
