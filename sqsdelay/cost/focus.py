@@ -3,7 +3,8 @@
 Columns are FOCUS's own (https://focus.finops.org/focus-specification/v1-2/), with
 `x_Estimate` true on every row: these are sqsdelay's estimate, not charges. One row per
 destination, usage month and resource: the delay queue's FIFO requests (batched worker
-and idle polling), the hand-overs' standard requests on the destination queue, and, with
+and idle polling), the hand-overs' standard requests on the destination queue, parked
+messages' Scheduler invocations, and, with
 the registry on, its DynamoDB request units per month. List prices are the price list's first tier.
 """
 
@@ -30,6 +31,7 @@ COLUMNS = [
     "x_Estimate",
 ]
 SQS, DYNAMODB = "Amazon Simple Queue Service", "Amazon DynamoDB"
+SCHEDULER = "Amazon EventBridge"  # Scheduler bills under EventBridge
 
 
 def _period(month: str) -> tuple[str, str]:
@@ -41,9 +43,10 @@ def _period(month: str) -> tuple[str, str]:
 def focus_rows(
     requests: Any, registry_units: Any, pricing: Pricing, registry_table: str | None
 ) -> Any:
-    """`requests`: indexed by (destination, month), columns `fifo` (the delay queue's) and
-    `standard` (the hand-overs); `registry_units`: indexed by month, columns `writes` and
-    `reads`, priced only with a `registry_table` (SQSDELAY_REGISTRY=dynamodb)."""
+    """`requests`: indexed by (destination, month), columns `fifo` (the delay queue's),
+    `standard` (the hand-overs) and `invocations` (parked messages'); `registry_units`:
+    indexed by month, columns `writes` and `reads`, priced only with a `registry_table`
+    (SQSDELAY_REGISTRY=dynamodb)."""
     import pandas as pd
 
     rows: list[dict[str, Any]] = []
@@ -65,6 +68,8 @@ def focus_rows(
             tags.tags("delay-queue", destination))  # fmt: skip
         add(month, SQS, destination, float(r["standard"]), "Requests",
             tier.standard_per_million, tags.tags("destination-queue", destination))  # fmt: skip
+        add(month, SCHEDULER, destination, float(r["invocations"]), "Invocations",
+            pricing.scheduler_per_million, tags.tags("schedule-group", destination))  # fmt: skip
     if registry_table is None:
         return pd.DataFrame(rows, columns=COLUMNS)
     for month, r in registry_units.iterrows():

@@ -334,6 +334,8 @@ def read_scheduled(
         # Only a sane value is converted: a huge one would fail the whole run under ANSI.
         F.when(valid, F.ceil(delay).cast("long")).alias("delay_seconds"),
         F.when(valid, F.col("size_bytes").cast("long")).alias("size_bytes"),
+        # The route the sender took: a parked message waits in Scheduler, not in the loop.
+        F.coalesce(F.col("route") == "parked", F.lit(False)).alias("parked_route"),
     )
     if since is not None:
         out = out.where(F.col("ts").isNull() | (F.col("ts") >= F.lit(since)))
@@ -373,6 +375,7 @@ def carried_over(df: Any, cycle_seconds: int) -> Any:
             "destination",
             (F.col("delay_seconds") + cycle_seconds).alias("delay_seconds"),
             "size_bytes",
+            F.lit(False).alias("parked_route"),  # it was seen looping
         )
     )
 
@@ -423,6 +426,7 @@ def generate(spark: Any, spec: WhatIf) -> Any:
         F.ceil(F.greatest(_sample(spec.size_bytes, spec.seed + 7), F.lit(0.0)))
         .cast("long")
         .alias("size_bytes"),
+        F.lit(False).alias("parked_route"),  # what-if: it loops; the models compare routes
     )
 
 
@@ -489,6 +493,7 @@ def aggregate(df: Any, pricing: Pricing, *, cycle_seconds: int = 900, batch_fill
         F.date_format("m", "yyyy-MM").alias("month"),
         F.col("band"),
         F.col("bucket"),
+        F.col("parked_route"),
     ]
 
     def weighted(name: str) -> Any:

@@ -78,6 +78,12 @@ def priced(agg: Any, p: Pricing, *, cycle_seconds: int, batch_fill: int) -> Any:
     df["parked_registry_cost"] = registry_cost(
         df["registry_writes"], df["parked_registry_reads"], p
     )
+    # The estimate follows the route each message took: parked ones as the parked model
+    # prices them (a Scheduler invocation and one pass), the others as the batched worker.
+    parked = df["parked_route"].astype(bool)
+    for part in ("fifo", "standard"):
+        df[f"estimated_{part}"] = df[f"parked_{part}"].where(parked, df[f"batched_{part}"])
+    df["estimated_invocations"] = df["parked_invocations"].where(parked, 0.0)
     df["scheduler_requests"] = df["scheduler_invocations"] + df["scheduler_standard"]
     df["scheduler_cost"] = (
         df["scheduler_invocations"] * p.scheduler_price
@@ -96,6 +102,9 @@ SUMS = [
     "batched_fifo",
     "parked_invocations",
     "scheduler_invocations",
+    "estimated_fifo",
+    "estimated_standard",
+    "estimated_invocations",
 ] + [f"{m}_{x}" for m in MODELS for x in ("requests", "cost")]
 PRICED_KINDS = ("scheduled", "carried_over")
 FREE_TIERS = ("sqs", "scheduler")
@@ -124,7 +133,8 @@ def idle_polls(first_seen: dict[str, datetime], end: datetime) -> Any:
         for m, secs in seconds_by_month(t, end).items()
     ]
     frame = pd.DataFrame(rows, columns=["destination", "month", "idle_poll_requests"])
-    return frame.set_index(["destination", "month"])["idle_poll_requests"]
+    # float even when empty (a zero-length window): an object column would spoil the join
+    return frame.set_index(["destination", "month"])["idle_poll_requests"].astype(float)
 
 
 def round_money(x: float) -> float:
@@ -193,7 +203,7 @@ def build(
     by_dest_month["idle_poll_cost"] = by_dest_month["idle_poll_requests"] * fifo_price
     # The delay queue's own requests (FIFO), like for like with its lines in a bill.
     by_dest_month["delay_queue_requests"] = (
-        by_dest_month["batched_fifo"] + by_dest_month["idle_poll_requests"]
+        by_dest_month["estimated_fifo"] + by_dest_month["idle_poll_requests"]
     )
     by_dest_month["delay_queue_cost"] = by_dest_month["delay_queue_requests"] * fifo_price
     by_month = by_dest_month.groupby(level="month").sum()
@@ -355,7 +365,8 @@ def build(
     requests = pd.DataFrame(
         {
             "fifo": by_dest_month["delay_queue_requests"],
-            "standard": rows.groupby(["destination", "month"])["batched_standard"].sum(),
+            "standard": by_dest_month["estimated_standard"],
+            "invocations": by_dest_month["estimated_invocations"],
         }
     ).fillna(0.0)
     units = rows.groupby("month")[["registry_writes", "registry_reads"]].sum()
@@ -365,13 +376,17 @@ def build(
 
 
 def _estimated(rows: Any, by_month: Any, pricing: Pricing, free_tier: frozenset[str]) -> Any:
-    """Each usage month's estimate: the batched worker's FIFO and standard requests and the
-    idle polls through the volume tiers; the account's free tier only when asked."""
-    fifo = by_month["batched_fifo"] + by_month["idle_poll_requests"]
-    standard = rows.groupby("month")["batched_standard"].sum().reindex(by_month.index).fillna(0)
+    """Each usage month's estimate, for the route each message took: the FIFO and standard
+    requests and the idle polls through the volume tiers, and parked messages' Scheduler
+    invocations; the account's free tiers only when asked."""
+    fifo = by_month["estimated_fifo"] + by_month["idle_poll_requests"]
+    standard = rows.groupby("month")["estimated_standard"].sum().reindex(by_month.index).fillna(0)
+    invocations = by_month["estimated_invocations"]
+    scheduler = _free_scheduler(invocations, pricing, free_tier) * pricing.scheduler_price
     free = pricing.free_requests_per_month if "sqs" in free_tier else 0
     return [
-        tiered_cost(float(fifo[m]), float(standard[m]), pricing, free=free) for m in by_month.index
+        tiered_cost(float(fifo[m]), float(standard[m]), pricing, free=free) + float(scheduler[m])
+        for m in by_month.index
     ]
 
 

@@ -541,3 +541,29 @@ def test_the_report_fits_1100_px_in_chromium(spark: Any, tmp_path: Path) -> None
     page = text
     assert page.count("class=total") == 3  # month, destination, band
     assert "is the cheapest at" in page
+
+
+def test_the_estimate_follows_the_route_each_message_took(spark: Any, tmp_path: Path) -> None:
+    """A 30-day delay the sender parked costs a Scheduler invocation and one pass through
+    the delay queue, not 2,879 passes: the estimate (and the reconciliation's delay-queue
+    requests) price the route the event names; the models still compare every route."""
+    summaries = {}
+    for route in ("delay-queue", "parked"):
+        log = tmp_path / f"{route}.jsonl"
+        line = {"event": "delay.scheduled", "destination": "orders", "delay_seconds": 2_592_000}
+        line |= {"size_bytes": 100, "timestamp": "2026-01-01T00:00:00Z", "route": route}
+        log.write_text(json.dumps(line) + "\n")
+        out = tmp_path / route
+        report = run_report(inputs=[str(log)], output=str(out), pricing=PRICING, spark=spark)
+        months = report.tables["by_month"]
+        summaries[route] = (
+            float(months["estimated_fifo"].sum()),
+            float(months["estimated_invocations"].sum()),
+            [m["requests"] for m in report.summary["models"]],
+        )
+    looping, parked = summaries["delay-queue"], summaries["parked"]
+    # the send, then 2,879 batched passes of a receive, a send and a delete, less the last
+    # send (the hand-over, a standard request)
+    assert looping[0] == pytest.approx(1 + (3 * 2_879 - 1) / 10)
+    assert parked[0] < 3 and (looping[1], parked[1]) == (0, 1)
+    assert looping[2] == parked[2]  # the models side by side do not depend on the route
