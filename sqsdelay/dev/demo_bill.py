@@ -20,10 +20,13 @@ def cur_lines(
 ) -> list[dict[str, Any]]:
     """One CUR 2.0 line per (API, queue) with a queue; calls without one (DynamoDB,
     Scheduler) are left out: the demo's bill has SQS lines only."""
+    import botocore.session
+
+    sqs = set(botocore.session.get_session().get_service_model("sqs").operation_names)
     tier = pricing.sqs_tiers[0]
     lines: list[dict[str, Any]] = []
     for (api, queue), n in sorted(calls.items()):
-        if not queue or api in ("CreateSchedule", "DeleteSchedule", "UpdateSchedule"):
+        if not queue or api not in sqs:  # Scheduler's calls name their group instead
             continue
         fifo = queue.endswith(".fifo")
         per_million = tier.fifo_per_million if fifo else tier.standard_per_million

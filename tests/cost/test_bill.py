@@ -322,6 +322,7 @@ def test_the_demos_bill_of_counted_calls_reconciles_request_for_request(
             ("SendMessageBatch", "orders-delay.fifo"): 500,
             ("SendMessage", "orders"): 70,  # a hand-over: the destination's line
             ("BatchGetItem", ""): 9,  # DynamoDB: no queue, not on the demo's bill
+            ("GetSchedule", "sqsdelay"): 4,  # Scheduler: its group, not a queue
         }
     )
     lines = cur_lines(calls, datetime(2026, 1, 5, tzinfo=UTC), PRICING, "us-east-1")
