@@ -637,7 +637,8 @@ def cost_report(
     input_format: Annotated[
         str,
         typer.Option(
-            "--format", help="auto (by suffix), json, csv, parquet, cwl-subscription; .gz is read"
+            "--format",
+            help="auto (by suffix), json, logfmt, csv, parquet, cwl-subscription; .gz is read",
         ),
     ] = "auto",
     master: Annotated[str | None, typer.Option(help="Spark master (default local[2])")] = None,

@@ -2,7 +2,8 @@
 
 As a library, sqsdelay logs to the `sqsdelay` logger and stays silent unless the application
 configures logging (a NullHandler, as the logging HOWTO asks of libraries). Each record's
-message is the event in logfmt, and the event's fields travel as `record.sqsdelay_event`.
+message is the event in logfmt, with its UTC `timestamp` (the cost report reads such lines:
+`--format logfmt`), and the event's fields travel as `record.sqsdelay_event`.
 The CLI, the worker and the Lambda call `configure()`, which writes JSON lines (or console
 lines for humans) to stderr and, optionally, to an append-only event file.
 
@@ -70,6 +71,9 @@ def _to_logging(
     "module") cannot clash with it.
     """
     fields = dict(event)
+    # The text carries its own UTC time: the cost report reads these lines as logfmt
+    # whatever time format the application's handler puts in front of them.
+    fields.setdefault("timestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
     return ("%s", _Text(fields)), {"extra": {EVENT_FIELD: fields}}
 
 

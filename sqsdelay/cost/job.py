@@ -131,7 +131,7 @@ def _schema() -> Any:
     )
 
 
-FORMATS = ("json", "csv", "parquet", "cwl-subscription")
+FORMATS = ("json", "logfmt", "csv", "parquet", "cwl-subscription")
 _SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".json": "json"}
 _SUFFIXES |= {".jsonl": "json", ".ndjson": "json", ".log": "json"}
 
@@ -193,6 +193,41 @@ def _typed_schema() -> Any:
             for f in _schema().fields
         ]
     )
+
+
+# A line of the library's: `event=` and a dotted name (`delay.scheduled`).
+_EVENT_LINE = r"(^|\s)event=[a-z_]+\.[a-z_.]+"
+# A number as logfmt writes it; anything else is not cast (a cast would fail under ANSI).
+_NUMBER = r"^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$"
+# The time an application's log format puts first (Python's asctime has a comma).
+_LEADING_TIME = r"^\S*?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
+
+
+def _logfmt(text: Any, *, typed: bool) -> dict[str, Any]:
+    """The event fields of a logfmt line, as the library logs through the application's own
+    handler (`sqsdelay.logs`): `key=value` or `key="quoted value"` anywhere in the line. The
+    time is the event's `timestamp=` (UTC), else the time the line starts with (taken as
+    UTC). Columns by name, in `_schema()`'s order."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    def field(name: str) -> Any:
+        raw = F.regexp_extract(text, rf'(?:^|\s){name}=("(?:[^"\\]|\\.)*"|\S*)', 1)
+        unquoted = F.regexp_replace(F.regexp_replace(raw, r'^"|"$', ""), r"\\(.)", "$1")
+        value = F.when(raw.startswith('"'), unquoted).otherwise(raw)
+        return F.when(value != "", value)
+
+    columns = {}
+    for f in _schema().fields:
+        value = field(f.name)
+        if f.name == "timestamp":
+            leading = F.regexp_replace(F.regexp_extract(text, _LEADING_TIME, 1), ",", ".")
+            value = F.coalesce(value, F.when(leading != "", leading))
+            value = F.try_to_timestamp(value) if typed else value
+        elif isinstance(f.dataType, T.DoubleType):
+            value = F.when(value.rlike(_NUMBER), value.cast("double"))
+        columns[f.name] = value
+    return columns
 
 
 # A prefix's files at any depth: Firehose writes under YYYY/MM/DD/HH/.
@@ -261,8 +296,17 @@ def _cwl_events(spark: Any, paths: Sequence[str]) -> Any:
     lines = raw.where(F.col("m.messageType") == "DATA_MESSAGE").select(
         F.explode("m.logEvents").alias("e")
     )
-    parsed = F.from_json(F.col("e.message"), _typed_schema(), {"mode": "PERMISSIVE"})
-    return lines.select(parsed.alias("r")).select("r.*")
+    message = F.col("e.message")
+    parsed = F.from_json(message, _typed_schema(), {"mode": "PERMISSIVE"})
+    # An application that ships the library's logfmt lines: parsed as `--format logfmt`;
+    # its own lines count as other events, not as malformed ones.
+    as_json = F.ltrim(message).startswith("{")
+    ours = message.rlike(_EVENT_LINE)
+    fields = _logfmt(message, typed=True)
+    fields["event"] = F.when(ours, fields["event"]).otherwise(F.lit("(application)"))
+    return lines.select(
+        *(F.when(as_json, parsed[name]).otherwise(col).alias(name) for name, col in fields.items())
+    )
 
 
 def read_scheduled(
@@ -292,6 +336,13 @@ def read_scheduled(
     elif fmt == "cwl-subscription":
         df = _cwl_events(spark, paths)
         fmt = "json"  # the lines inside are the event log's
+    elif fmt == "logfmt":
+        # Only the library's lines (`event=` and a dotted name: `delay.scheduled`); the
+        # application's own are not input at all, neither events nor malformed lines.
+        text = spark.read.options(**_NESTED).text(list(paths))
+        text = text.where(F.col("value").rlike(_EVENT_LINE))
+        df = text.select(*(c.alias(n) for n, c in _logfmt(F.col("value"), typed=False).items()))
+        fmt = "json"  # the same events as the JSON log, the same rules
     elif fmt in ("csv", "parquet"):
         # Columns are matched by name (a CSV header may be in any order); missing ones are null.
         if fmt == "csv":

@@ -567,3 +567,45 @@ def test_the_estimate_follows_the_route_each_message_took(spark: Any, tmp_path: 
     assert looping[0] == pytest.approx(1 + (3 * 2_879 - 1) / 10)
     assert parked[0] < 3 and (looping[1], parked[1]) == (0, 1)
     assert looping[2] == parked[2]  # the models side by side do not depend on the route
+
+
+def test_the_librarys_logfmt_lines_in_an_applications_log(
+    spark: Any, event_log: Path, tmp_path: Path
+) -> None:
+    """A sending application that never configured sqsdelay's logging: its own handler and
+    format, its own lines around ours. `--format logfmt` reads our events from it; inside
+    CloudWatch Logs envelopes they are read the same way."""
+    import logging
+
+    from sqsdelay.logs import get_logger
+
+    path = tmp_path / "app.log"
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    app = logging.getLogger("app")
+    ours = logging.getLogger("sqsdelay.test.app")
+    for logger in (app, ours):
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    log = get_logger("sqsdelay.test.app")
+    for i, r in enumerate(RECORDS):
+        app.info("handling order %s with event=foo in the text", i)
+        fields = {k: v for k, v in r.items() if k != "timestamp"}
+        log.info(
+            "delay.scheduled", message_id=f"m {i}", route="x", timestamp=r["timestamp"], **fields
+        )
+    log.info("delay.scheduled", delay_seconds=5)  # no destination: malformed
+    handler.close()
+    text = path.read_text()
+    assert 'message_id="m 0"' in text and "handling order" in text
+    plain = aggregate(read_scheduled(spark, [str(event_log)]), PRICING)
+    logfmt = aggregate(read_scheduled(spark, [str(path)], "logfmt"), PRICING)
+    assert totals(logfmt) == totals(plain)
+    counts = logfmt.groupby("kind")["messages"].sum().to_dict()
+    assert counts == {"scheduled": 4, "malformed": 1}  # the application's lines are not input
+    wrapped = tmp_path / "subscription.json"
+    wrapped.write_text("\n".join(envelopes(text.splitlines())))
+    in_envelopes = aggregate(read_scheduled(spark, [str(wrapped)], "cwl-subscription"), PRICING)
+    assert totals(in_envelopes) == totals(plain)
+    counts = in_envelopes.groupby("kind")["messages"].sum().to_dict()
+    assert counts == {"scheduled": 4, "malformed": 1, "other": 4}  # the application's lines
