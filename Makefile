@@ -63,7 +63,10 @@ spark35: $(SPARK35_STAMP)
 	    tests/cost/test_cost_report.py::test_subscription_envelopes_and_firehose_objects_give_the_same_totals \
 	    tests/cost/test_cost_report.py::test_report_files_and_summary
 
-test: lint typecheck infra-lint unit spark35
+# The Spark 3.5 environment is built and its tests run beside the main suite (which mostly
+# waits on servers and subprocesses), each target's output printed when it ends.
+test: lint typecheck infra-lint
+	$(MAKE) -j2 --output-sync=target unit spark35
 
 demo: $(STAMP)
 	$(BIN)/sqsdelay demo

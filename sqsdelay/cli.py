@@ -106,6 +106,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Sender": ("unrestricted", "max_delay_seconds", "wire_format"),
     "Worker": (
         "queues",
+        "discovery_interval_seconds",
         "concurrency",
         "wait_time_seconds",
         "receive_visibility_seconds",
@@ -432,19 +433,29 @@ def worker(
         typer.Argument(help="destination queues to drain (default: SQSDELAY_QUEUES)"),
     ] = None,
     concurrency: Annotated[int | None, _opt("receive loops per queue under load")] = None,
+    all_queues: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="every delay queue under SQSDELAY_QUEUE_PREFIX, found while running"
+        ),
+    ] = False,
 ) -> int:
     """Run the delay worker until SIGTERM/SIGINT (the ECS service)."""
     import asyncio
 
     from sqsdelay.aws.worker import Worker
+    from sqsdelay.core.discovery import ALL
 
     settings = settings_of(ctx, concurrency=concurrency)
-    names = queues or settings.queues
+    names = [ALL] if all_queues else queues or settings.queues
     if not names:
         raise InvalidInput(
-            "no queues: give them as arguments (sqsdelay worker orders billing) "
-            "or set SQSDELAY_QUEUES=orders,billing"
+            "no queues: give them as arguments (sqsdelay worker orders billing), set "
+            "SQSDELAY_QUEUES=orders,billing, or drain every delay queue under the prefix "
+            "with --all (SQSDELAY_QUEUES=*)"
         )
+    if ALL in names and len(names) > 1:
+        raise InvalidInput("* (every delay queue under the prefix) stands alone: drop the others")
     asyncio.run(Worker(settings, names).run())
     return 0
 
@@ -452,12 +463,26 @@ def worker(
 @command
 def inspect(
     ctx: typer.Context,
-    queues: Annotated[list[str], typer.Argument(help="destination queues")],
+    queues: Annotated[list[str] | None, typer.Argument(help="destination queues")] = None,
+    all_queues: Annotated[
+        bool, typer.Option("--all", help="every delay queue under SQSDELAY_QUEUE_PREFIX")
+    ] = False,
 ) -> int:
     """Configuration check plus visible / in-flight / delayed counts of every queue."""
+    from sqsdelay.aws.operations import discovered
     from sqsdelay.aws.operations import inspect as inspect_queues
 
-    states = inspect_queues(settings_of(ctx), queues)
+    settings = settings_of(ctx)
+    if all_queues:
+        queues = discovered(settings)
+        if not queues:
+            raise InvalidInput(
+                f"no delay queues under the prefix {settings.queue_prefix!r}: create one "
+                "with sqsdelay install DESTINATION"
+            )
+    if not queues:
+        raise InvalidInput("name the destination queues, or give --all")
+    states = inspect_queues(settings, queues)
     table = Table(title="sqsdelay queues")
     for col in ("role", "queue", "visible", "in flight", "delayed", "check"):
         table.add_column(

@@ -26,7 +26,15 @@ class Settings(BaseSettings):
     queue_prefix: str = Field(default="", description="prefix for every queue name")
     queues: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
-        description="worker: comma-separated destination queues when none are given",
+        description="worker: comma-separated destination queues when none are given; * for "
+        "every delay queue under SQSDELAY_QUEUE_PREFIX",
+    )
+    discovery_interval_seconds: float = Field(
+        default=300.0,
+        ge=1,
+        le=3600,
+        description="worker with SQSDELAY_QUEUES=*: how often ListQueues looks for new and "
+        "deleted delay queues",
     )
     max_native_delay_seconds: int = Field(
         default=quotas.MAX_NATIVE_DELAY_SECONDS,

@@ -14,7 +14,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sqsdelay.aws.clients import sync_client, translate
 from sqsdelay.aws.installer import Installer, QueueReport
 from sqsdelay.aws.queues import QueueResolver
-from sqsdelay.core import quotas, wire, wirenames
+from sqsdelay.core import discovery, quotas, wire, wirenames
 from sqsdelay.core.decision import parse_natural
 from sqsdelay.core.processing import from_boto
 from sqsdelay.core.types import Attributes
@@ -33,6 +33,24 @@ COUNTS = {
 class QueueState:
     report: QueueReport
     counts: dict[str, int] = field(default_factory=dict)
+
+
+def discovered(settings: Settings, *, client: Any = None) -> list[str]:
+    """The destinations whose delay queues are under the queue prefix (as the worker's
+    `--all` finds them): ListQueues, every page."""
+    sqs = client or sync_client(settings)
+    prefix = settings.queue_prefix
+    urls: list[str] = []
+    try:
+        pages = sqs.get_paginator("list_queues").paginate(
+            **({"QueueNamePrefix": prefix} if prefix else {}), PaginationConfig={"PageSize": 1000}
+        )
+        for page in pages:
+            urls += page.get("QueueUrls", [])
+    except (ClientError, BotoCoreError) as exc:
+        raise translate(exc, "ListQueues", prefix or "*") from None
+    suffix = wirenames.DELAY_QUEUE_SUFFIX
+    return [name.removesuffix(suffix) for name in discovery.delay_queues(urls, prefix)]
 
 
 def inspect(settings: Settings, queues: Sequence[str], *, client: Any = None) -> list[QueueState]:

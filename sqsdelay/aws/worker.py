@@ -26,14 +26,16 @@ from sqsdelay.aws.batches import BatchRunner
 from sqsdelay.aws.callers import AsyncCaller
 from sqsdelay.aws.clients import (
     LONG_POLL_READ_TIMEOUT,
+    MISSING_QUEUE_CODES,
     client_kwargs,
     extra_services,
     observe,
     service_kwargs,
 )
 from sqsdelay.aws.emf import EmfWriter
+from sqsdelay.aws.installer import QueueSpec, check_queue
 from sqsdelay.aws.queues import QueueResolver, QueueTrio
-from sqsdelay.core import quotas
+from sqsdelay.core import discovery, quotas
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.calls import Call, Fault, Flow, adrive, adrive_until_pause
 from sqsdelay.core.decision import Received
@@ -57,6 +59,12 @@ class QueueLoops:
     trio: QueueTrio
     loops: int = 0
     peak_loops: int = 0
+    gone: bool = False  # discovery dropped it: its loops end after their current poll
+
+
+# With discovery the number of queues is not known when the connection pool is made: room
+# for this many long polls and their batches' calls at once.
+DISCOVERY_POOL = 100
 
 
 class Worker:
@@ -78,7 +86,11 @@ class Worker:
         self.concurrency = concurrency or settings.concurrency
         self._clock = clock
         self.resolver = QueueResolver(settings)
-        self.queues = [QueueLoops(self.resolver.trio(q)) for q in queues]
+        # `*`: every delay queue under the prefix, found (and dropped) while running
+        self.discovering = discovery.is_all(queues)
+        self.queues = (
+            [] if self.discovering else [QueueLoops(self.resolver.trio(q)) for q in queues]
+        )
         self.batches = BatchRunner(settings, self.resolver, delete=True, clock=monotonic)
         self.state = self.batches.state
         self.stats = self.state.stats
@@ -88,6 +100,7 @@ class Worker:
         self._stop = asyncio.Event()
         # Batches finishing on their own after a pause (`_finish`), at most this many at once.
         self._pausing = asyncio.Semaphore(PAUSING_BATCHES * self.concurrency * len(self.queues))
+        self._skipped: dict[str, list[str]] = {}  # discovery: misconfigured, by delay queue
         self._group: asyncio.TaskGroup | None = None
         self._fatal: SqsDelayError | None = None
         self._last_receive_ok = clock()
@@ -113,7 +126,9 @@ class Worker:
                 with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                     loop.add_signal_handler(sig, self.stop)
         session = aioboto3.Session()
-        pool = max(10, len(self.queues) * self.concurrency * 2)
+        pool = (
+            DISCOVERY_POOL if self.discovering else max(10, len(self.queues) * self.concurrency * 2)
+        )
         kwargs = client_kwargs(
             self.settings, max_pool=pool, read_timeout=LONG_POLL_READ_TIMEOUT, validate=False
         )
@@ -134,6 +149,7 @@ class Worker:
             log.info(
                 "worker.started",
                 queues=[q.trio.delay for q in self.queues],
+                discovery=self.settings.queue_prefix + "*" if self.discovering else None,
                 concurrency=self.concurrency,
                 max_native_delay_seconds=self.settings.max_native_delay_seconds,
             )
@@ -143,6 +159,8 @@ class Worker:
                 self._group = tg
                 for q in self.queues:
                     self._spawn(tg, q)
+                if self.discovering:
+                    tg.create_task(self._discovery_loop(tg))
             stats_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await stats_task
@@ -206,11 +224,83 @@ class Worker:
         )
         return wait
 
+    # -- discovery (SQSDELAY_QUEUES=*) ------------------------------------------------------
+
+    async def _discovery_loop(self, tg: asyncio.TaskGroup) -> None:
+        """List the prefix's delay queues now and every SQSDELAY_DISCOVERY_INTERVAL_SECONDS;
+        drain the new ones, drop the deleted ones. A prefix that matches nothing is said
+        once, and looked at again."""
+        said_empty = False
+        while not self._stop.is_set():
+            found = await self._list_delay_queues()
+            if found is not None:
+                await self._refresh(tg, found)
+                if not found and not said_empty:
+                    log.warning("discovery.empty", prefix=self.settings.queue_prefix)
+                said_empty = not found
+            await self._wait_or_stop(self.settings.discovery_interval_seconds)
+
+    async def _list_delay_queues(self) -> list[str] | None:
+        prefix = self.settings.queue_prefix
+        urls: list[str] = []
+        params: dict[str, Any] = {"MaxResults": 1000}
+        if prefix:
+            params["QueueNamePrefix"] = prefix
+        while True:
+            [reply] = await self.caller([Call("sqs", "ListQueues", params)])
+            if reply.fault is not None:
+                log.error("discovery.failed", code=reply.fault.code, detail=reply.fault.detail)
+                return None
+            urls += reply.response.get("QueueUrls", [])
+            token = reply.response.get("NextToken")
+            if not token:
+                return discovery.delay_queues(urls, prefix)
+            params = {**params, "NextToken": token}
+
+    async def _refresh(self, tg: asyncio.TaskGroup, found: list[str]) -> None:
+        current = {q.trio.delay: q for q in self.queues}
+        added, removed = discovery.changes(current, found)
+        for name in removed:
+            self._drop(current[name], "no longer listed")
+        for name in added:
+            t = self.resolver.trio_of_delay_queue(name)
+            problems = await self._problems(t)
+            if problems:  # said again at every refresh until it is fixed
+                log.warning("queue.skipped", queue=name, problems=problems)
+                continue
+            q = QueueLoops(t)
+            self.queues.append(q)
+            for _ in range(PAUSING_BATCHES * self.concurrency):
+                self._pausing.release()  # room for this queue's pausing batches too
+            log.info("queue.added", queue=name)
+            self._spawn(tg, q)
+
+    async def _problems(self, t: QueueTrio) -> list[str]:
+        """What `sqsdelay install --check` says of a found delay queue (warnings aside)."""
+        call = Call("sqs", "GetQueueAttributes", {"AttributeNames": ["All"]}, t.delay)
+        [reply] = await self.caller([call])
+        if reply.fault is not None:
+            return [f"its attributes could not be read ({reply.fault.code})"]
+        spec = QueueSpec("delay", t.delay, t.requested)
+        found = check_queue(spec, reply.response.get("Attributes", {}), self.settings)
+        return [p.problem for p in found if not p.warning]
+
+    def _drop(self, q: QueueLoops, reason: str) -> None:
+        if q.gone:
+            return
+        q.gone = True
+        self.queues.remove(q)
+        self.resolver.forget(q.trio.delay)
+        log.info("queue.removed", queue=q.trio.delay, reason=reason)
+
     async def _receive_loop(self, tg: asyncio.TaskGroup, q: QueueLoops, *, first: bool) -> None:
         try:
-            while not self._stop.is_set():
+            while not self._stop.is_set() and not q.gone:
                 [reply] = await self.caller([self._receive_call(q)])
                 if reply.fault is not None:
+                    if self.discovering and reply.fault.code in MISSING_QUEUE_CODES:
+                        self._drop(q, "deleted")  # once: not a receive failure to retry
+                        return
                     await self._wait_or_stop(self._receive_failed(q, reply.fault))
                     continue
                 self._last_receive_ok = self._clock()

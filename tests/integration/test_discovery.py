@@ -1,0 +1,156 @@
+"""One worker for every delay queue under the prefix (SQSDELAY_QUEUES=*, `worker --all`),
+against the moto server: new destinations picked up without a restart, deleted and
+misconfigured ones dropped or skipped without a log storm, and a prefix with nothing yet."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from sqsdelay.aws.installer import Installer
+from sqsdelay.aws.sender import Sender
+from sqsdelay.core.discovery import changes, delay_queues
+from sqsdelay.settings import Settings
+from tests.conftest import wait_for
+from tests.integration.test_worker import capture_logs
+from tests.support.workerkit import Collector, RunningWorker
+
+CYCLE = 2
+
+
+@pytest.fixture
+def fleet(make_settings: Callable[..., Settings]) -> Settings:
+    return make_settings(
+        max_native_delay_seconds=CYCLE,
+        visibility_timeout_seconds=3,
+        wait_time_seconds=1,
+        discovery_interval_seconds=1,
+    )
+
+
+def destinations(reports: list[Any]) -> dict[str, str]:
+    return {r.spec.requested: str(r.url) for r in reports if r.spec.role == "destination"}
+
+
+def events(out: Any) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in out.getvalue().splitlines() if x.startswith("{")]
+
+
+def named(out: Any, name: str) -> list[dict[str, Any]]:
+    return [e for e in events(out) if e["event"] == name]
+
+
+def test_delay_queues_under_the_prefix_and_what_changed() -> None:
+    listed = [
+        "https://sqs/1/p-orders-delay.fifo",
+        "https://sqs/1/p-orders",
+        "https://sqs/1/p--delay.fifo",  # no destination name: not ours
+        "https://sqs/1/q-billing-delay.fifo",  # another prefix
+        "p-billing-delay.fifo",
+    ]
+    assert delay_queues(listed, "p-") == ["p-billing-delay.fifo", "p-orders-delay.fifo"]
+    assert changes(["a", "b"], ["b", "c"]) == (["c"], ["a"])
+
+
+def test_one_worker_follows_the_prefix_as_destinations_come_and_go(
+    fleet: Settings, sqs: Any
+) -> None:
+    installer = Installer(fleet, client=sqs)
+    urls = destinations(installer.run(["orders", "billing"]))
+    sender = Sender(fleet, client=sqs)
+    p = fleet.queue_prefix
+    # a delay queue made by hand with the wrong cycle: skipped, with what install --check says
+    sqs.create_queue(
+        QueueName=f"{p}wrong-delay.fifo", Attributes={"FifoQueue": "true", "DelaySeconds": "0"}
+    )
+    out = capture_logs()
+    with RunningWorker(fleet, ["*"]) as running:
+        for name in ("orders", "billing"):
+            sender.send(name, name, delay=CYCLE + 1)
+        for name in ("orders", "billing"):
+            assert [d.body for d in Collector(sqs, urls[name]).until(1, timeout=30)] == [name]
+        # a new destination, while the worker runs
+        created = time.monotonic()
+        late = destinations(installer.run(["late"]))["late"]
+        sender.send("late", "late", delay=CYCLE + 1)
+        Collector(sqs, late).until(1, timeout=30)
+        print(f"new destination to its first hand-over: {time.monotonic() - created:.1f} s")
+        # a deleted delay queue: dropped once, the others go on
+        sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName=f"{p}billing-delay.fifo")["QueueUrl"])
+        wait_for(lambda: named(out, "queue.removed"), timeout=30)
+        sender.send("orders", "after", delay=CYCLE + 1)
+        assert [d.body for d in Collector(sqs, urls["orders"]).until(1, timeout=30)] == ["after"]
+        refreshes = running.worker.stats.requests["ListQueues"]
+        wait_for(lambda: running.worker.stats.requests["ListQueues"] >= refreshes + 2, timeout=30)
+    added = sorted(e["queue"] for e in named(out, "queue.added"))
+    assert added == [f"{p}{n}-delay.fifo" for n in ("billing", "late", "orders")]
+    [removed] = named(out, "queue.removed")
+    assert removed["queue"] == f"{p}billing-delay.fifo"
+    assert not named(out, "queue.receive_failed")  # no storm from the deleted queue
+    skipped = named(out, "queue.skipped")
+    assert skipped and {e["queue"] for e in skipped} == {f"{p}wrong-delay.fifo"}
+    assert any("DelaySeconds" in " ".join(e["problems"]) for e in skipped)
+    # said at each refresh, not at each poll
+    assert len(skipped) <= running.worker.stats.requests["ListQueues"]
+
+
+def test_a_prefix_with_nothing_yet_is_said_once_and_watched(fleet: Settings, sqs: Any) -> None:
+    out = capture_logs()
+    with RunningWorker(fleet, ["*"]) as running:
+        wait_for(lambda: running.worker.stats.requests["ListQueues"] >= 3, timeout=30)
+        assert len(named(out, "discovery.empty")) == 1
+        urls = destinations(Installer(fleet, client=sqs).run(["first"]))
+        Sender(fleet, client=sqs).send("first", "x", delay=CYCLE + 1)
+        Collector(sqs, urls["first"]).until(1, timeout=30)
+    assert Counter(e["event"] for e in events(out))["discovery.empty"] == 1
+
+
+def test_worker_all_and_inspect_all_on_the_command_line(
+    fleet: Settings, sqs: Any, env: dict[str, str]
+) -> None:
+    Installer(fleet, client=sqs).run(["orders", "billing"])
+    env = {**env, "SQSDELAY_MAX_NATIVE_DELAY_SECONDS": str(CYCLE)}
+    inspect = subprocess.run(
+        [sys.executable, "-m", "sqsdelay", "inspect", "--all"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert inspect.returncode == 0, inspect.stderr
+    p = fleet.queue_prefix
+    assert f"{p}orders-delay.fifo" in inspect.stdout and f"{p}billing-delay.fifo" in inspect.stdout
+    both = subprocess.run(
+        [sys.executable, "-m", "sqsdelay", "worker", "orders", "*"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert both.returncode == 2 and "stands alone" in both.stderr
+    # SQSDELAY_QUEUES=* as the README writes it: the worker finds both and stops on SIGTERM
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "sqsdelay", "worker"],
+        env={**env, "SQSDELAY_QUEUES": "*", "SQSDELAY_DISCOVERY_INTERVAL_SECONDS": "1"}
+        | {"SQSDELAY_WAIT_TIME_SECONDS": "1"},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert worker.stderr is not None
+        while sum('"queue.added"' in x for x in lines) < 2:
+            line = worker.stderr.readline()
+            assert line, "the worker ended: " + "".join(lines[-5:])
+            lines.append(line)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0
