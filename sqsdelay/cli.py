@@ -107,6 +107,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Worker": (
         "queues",
         "discovery_interval_seconds",
+        "idle_counts_lag_seconds",
         "concurrency",
         "wait_time_seconds",
         "receive_visibility_seconds",

@@ -29,6 +29,14 @@ class Settings(BaseSettings):
         description="worker: comma-separated destination queues when none are given; * for "
         "every delay queue under SQSDELAY_QUEUE_PREFIX",
     )
+    idle_counts_lag_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        le=300,
+        description="worker: how far SQS's approximate counts may lag; an empty delay queue is "
+        "checked every cycle - lag - margin seconds instead of long-polled (off when that "
+        "is not positive)",
+    )
     discovery_interval_seconds: float = Field(
         default=300.0,
         ge=1,

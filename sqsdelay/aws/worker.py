@@ -35,7 +35,7 @@ from sqsdelay.aws.clients import (
 from sqsdelay.aws.emf import EmfWriter
 from sqsdelay.aws.installer import QueueSpec, check_queue
 from sqsdelay.aws.queues import QueueResolver, QueueTrio
-from sqsdelay.core import discovery, quotas
+from sqsdelay.core import discovery, idle, quotas
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.calls import Call, Fault, Flow, adrive, adrive_until_pause
 from sqsdelay.core.decision import Received
@@ -100,7 +100,10 @@ class Worker:
         self._stop = asyncio.Event()
         # Batches finishing on their own after a pause (`_finish`), at most this many at once.
         self._pausing = asyncio.Semaphore(PAUSING_BATCHES * self.concurrency * len(self.queues))
-        self._skipped: dict[str, list[str]] = {}  # discovery: misconfigured, by delay queue
+        # An empty delay queue is checked at this period instead of long-polled (core.idle).
+        self._idle_period = idle.check_period(
+            settings.max_native_delay_seconds, settings.idle_counts_lag_seconds
+        )
         self._group: asyncio.TaskGroup | None = None
         self._fatal: SqsDelayError | None = None
         self._last_receive_ok = clock()
@@ -285,6 +288,20 @@ class Worker:
         found = check_queue(spec, reply.response.get("Attributes", {}), self.settings)
         return [p.problem for p in found if not p.warning]
 
+    async def _wait_while_empty(self, q: QueueLoops, period: float) -> None:
+        """An empty delay queue is checked every `period` seconds, not long-polled, until its
+        counts show something (`core.idle`: nothing in it can be visible sooner)."""
+        call = Call(
+            "sqs", "GetQueueAttributes", {"AttributeNames": list(idle.COUNTS)}, q.trio.delay
+        )
+        while not self._stop.is_set() and not q.gone:
+            [reply] = await self.caller([call])
+            if reply.fault is not None or idle.holds_something(
+                reply.response.get("Attributes", {})
+            ):
+                return  # something to poll for, or no answer: long-poll as without the rule
+            await self._wait_or_stop(period)
+
     def _drop(self, q: QueueLoops, reason: str) -> None:
         if q.gone:
             return
@@ -313,6 +330,8 @@ class Worker:
                     await self._process(q.trio, messages)
                 elif not first:
                     return  # idle: back to a single long poll per queue
+                elif self._idle_period is not None:
+                    await self._wait_while_empty(q, self._idle_period)
         finally:
             q.loops -= 1
 

@@ -352,6 +352,7 @@ IAM_ACTION = {
     "SendMessageBatch": "sqs:SendMessage",
     "DeleteMessageBatch": "sqs:DeleteMessage",
     "ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+    "GetQueueAttributes": "sqs:GetQueueAttributes",
 }
 # What Lambda's SQS event source mapping calls with the function's role (AWS Lambda
 # documentation, "Execution role permissions" for SQS event sources).
@@ -411,7 +412,13 @@ def test_ecs_task_role_grants_exactly_what_the_worker_calls(
     worker really made (counted by botocore's event hooks) are compared with the grants."""
     from tests.support.workerkit import RunningWorker
 
-    s = make_settings(max_native_delay_seconds=1, wait_time_seconds=1, visibility_timeout_seconds=2)
+    # idle_counts_lag_seconds 0: the empty queue's checks (GetQueueAttributes) are made too
+    s = make_settings(
+        max_native_delay_seconds=1,
+        wait_time_seconds=1,
+        visibility_timeout_seconds=2,
+        idle_counts_lag_seconds=0,
+    )
     every_path(s, sqs)
     with RunningWorker(s, ["orders"]) as running:
         stats = running.worker.stats
@@ -422,6 +429,7 @@ def test_ecs_task_role_grants_exactly_what_the_worker_calls(
                     for e in ("delay.requeued", "delay.handed_over", "delay.dead_lettered")
                 )
                 and stats.requests["ChangeMessageVisibilityBatch"] >= 1
+                and stats.requests["GetQueueAttributes"] >= 1
             ),
             timeout=30,
         )
