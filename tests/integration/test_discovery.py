@@ -136,21 +136,23 @@ def test_worker_all_and_inspect_all_on_the_command_line(
         timeout=60,
     )
     assert both.returncode == 2 and "stands alone" in both.stderr
-    # SQSDELAY_QUEUES=* as the README writes it: the worker finds both and stops on SIGTERM
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "sqsdelay", "worker"],
-        env={**env, "SQSDELAY_QUEUES": "*", "SQSDELAY_DISCOVERY_INTERVAL_SECONDS": "1"}
-        | {"SQSDELAY_WAIT_TIME_SECONDS": "1"},
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: list[str] = []
-    try:
-        assert worker.stderr is not None
-        while sum('"queue.added"' in x for x in lines) < 2:
-            line = worker.stderr.readline()
-            assert line, "the worker ended: " + "".join(lines[-5:])
-            lines.append(line)
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        assert worker.wait(timeout=60) == 0
+    # `worker --all` and SQSDELAY_QUEUES=*, as the README writes them: the worker finds both
+    # destinations and stops on SIGTERM
+    quick = {"SQSDELAY_DISCOVERY_INTERVAL_SECONDS": "1", "SQSDELAY_WAIT_TIME_SECONDS": "1"}
+    for args, extra in ((["--all"], {}), ([], {"SQSDELAY_QUEUES": "*"})):
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "sqsdelay", "worker", *args],
+            env={**env, **quick, **extra},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        lines: list[str] = []
+        try:
+            assert worker.stderr is not None
+            while sum('"queue.added"' in x for x in lines) < 2:
+                line = worker.stderr.readline()
+                assert line, "the worker ended: " + "".join(lines[-5:])
+                lines.append(line)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=60) == 0
