@@ -232,7 +232,8 @@ def test_the_cli_reads_firehose_objects_and_a_bill_in_euros(events: Path, tmp_pa
     firehose.write_bytes(b"".join(gzip.compress(d.encode()) for d in envelopes(lines, 500)))
     bill = tmp_path / "cur.parquet"
     cur2("EUR").to_parquet(bill)
-    env = {**os.environ, "SQSDELAY_REGISTRY_TABLE": "sqsdelay-scheduled"}
+    env = {**os.environ, "SQSDELAY_REGISTRY": "dynamodb"}
+    env["SQSDELAY_REGISTRY_TABLE"] = "sqsdelay-scheduled"
 
     def cost_report(*args: str) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-m", "sqsdelay", "cost-report", "--input", str(firehose)]
@@ -258,6 +259,7 @@ def test_the_cli_reads_firehose_objects_and_a_bill_in_euros(events: Path, tmp_pa
     assert summary["window"]["end"].startswith("2026-03-01")
     listed = {(r["destination"], r["month"]): r["list_usd"] for r in summary["reconciliation"]}
     assert listed[("orders", "2026-01")] == 0.50 and listed[("orders", "2026-02")] == 0.50
+    assert listed[("(registry)", "2026-01")] == 0.05  # the table SQSDELAY_REGISTRY_TABLE names
     # the free tier covers the whole estimate of this small workload
     assert summary["monthly_estimated_cost"] == {"2026-01": 0.0, "2026-02": 0.0}
     no_rate = cost_report("--output", str(tmp_path / "r2"))
