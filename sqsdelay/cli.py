@@ -13,7 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from inspect import Parameter, Signature
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast, get_args, get_origin
@@ -723,11 +723,7 @@ def cost_report(
     console = Console(stderr=True)
     p = load_pricing(pricing).converted(currency, exchange_rate)
     spec = load_what_if(what_if) if what_if else None
-    window = [
-        None if t is None else t if t.tzinfo else t.replace(tzinfo=UTC) for t in (since, until)
-    ]
-    if window[0] and window[1] and window[0] >= window[1]:
-        raise InvalidInput("--since must be before --until")
+    costs_of_running = load_running(running)
     with console.status("cost report") as status:
         report = run_report(
             inputs=input or [],
@@ -742,12 +738,12 @@ def cost_report(
             progress=lambda text: status.update(f"cost report: {text}"),
             bills=bill or [],
             bill_format=bill_format,
-            since=window[0],
-            until=window[1],
+            since=since,
+            until=until,
             free_tier=frozenset(free_tier or []),
             registry_table=settings.registry_table_name(),
             schedule_group=settings.schedule_group,
-            running=load_running(running),
+            running=costs_of_running,
         )
     s = report.summary
     table = Table(title=f"{s['messages']:,} messages, {s['delayed_messages']:,} delayed")

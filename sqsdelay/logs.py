@@ -59,7 +59,12 @@ class _Text:
         self.fields = fields
 
     def __str__(self) -> str:
-        return str(self._render(None, "", dict(self.fields)))
+        # The text carries its own UTC time: the cost report reads these lines as logfmt
+        # whatever time format the application's handler puts in front of them. Made here,
+        # when a handler renders the text, not for every event (the JSON lines stamp their
+        # own, `EventFormatter`).
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return str(self._render(None, "", {"timestamp": stamp, **self.fields}))
 
 
 def _to_logging(
@@ -71,9 +76,6 @@ def _to_logging(
     "module") cannot clash with it.
     """
     fields = dict(event)
-    # The text carries its own UTC time: the cost report reads these lines as logfmt
-    # whatever time format the application's handler puts in front of them.
-    fields.setdefault("timestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
     return ("%s", _Text(fields)), {"extra": {EVENT_FIELD: fields}}
 
 

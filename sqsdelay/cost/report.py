@@ -151,10 +151,11 @@ def _window(rows: Any, since: datetime | None, until: datetime | None) -> tuple[
     last = pd.Timestamp(rows["last_ts"].max()).to_pydatetime()
     start = since or first
     end = until or last
-    return _utc(start), _utc(end)
+    return utc(start), utc(end)
 
 
-def _utc(t: datetime) -> datetime:
+def utc(t: datetime) -> datetime:
+    """A time in UTC; one without an offset is taken as UTC (the events' zone)."""
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
@@ -195,7 +196,7 @@ def build(
     rows = priced(scheduled, pricing, cycle_seconds=cycle_seconds, batch_fill=batch_fill)
     start, end = _window(rows, since, until)
     firsts = rows.groupby("destination")["first_ts"].min()
-    first_seen = {d: max(start, _utc(pd.Timestamp(t).to_pydatetime())) for d, t in firsts.items()}
+    first_seen = {d: max(start, utc(pd.Timestamp(t).to_pydatetime())) for d, t in firsts.items()}
     idle = idle_polls(first_seen, end)
     fifo_price = pricing.fifo_price
     by_dest_month = rows.groupby(["destination", "month"])[SUMS].sum()
@@ -207,7 +208,7 @@ def build(
     )
     by_dest_month["delay_queue_cost"] = by_dest_month["delay_queue_requests"] * fifo_price
     by_month = by_dest_month.groupby(level="month").sum()
-    by_month["estimated_cost"] = _estimated(rows, by_month, pricing, free_tier)
+    by_month["estimated_cost"] = _estimated(by_month, pricing, free_tier)
     by_destination = by_dest_month.groupby(level="destination").sum()
     by_destination = by_destination.sort_values("batched_cost", ascending=False)
     by_band = (
@@ -375,12 +376,12 @@ def build(
     return Report(tables, summary, assumptions, focus)
 
 
-def _estimated(rows: Any, by_month: Any, pricing: Pricing, free_tier: frozenset[str]) -> Any:
+def _estimated(by_month: Any, pricing: Pricing, free_tier: frozenset[str]) -> Any:
     """Each usage month's estimate, for the route each message took: the FIFO and standard
     requests and the idle polls through the volume tiers, and parked messages' Scheduler
     invocations; the account's free tiers only when asked."""
     fifo = by_month["estimated_fifo"] + by_month["idle_poll_requests"]
-    standard = rows.groupby("month")["estimated_standard"].sum().reindex(by_month.index).fillna(0)
+    standard = by_month["estimated_standard"]
     invocations = by_month["estimated_invocations"]
     scheduler = _free_scheduler(invocations, pricing, free_tier) * pricing.scheduler_price
     free = pricing.free_requests_per_month if "sqs" in free_tier else 0

@@ -67,6 +67,10 @@ def run_report(
 
     if not inputs and what_if is None:
         raise InvalidInput("give --input PATH... or --what-if SPEC")
+    # one zone for the bounds, from the CLI or spark-submit: without an offset, UTC
+    since, until = (None if t is None else cost_report.utc(t) for t in (since, until))
+    if since and until and since >= until:
+        raise InvalidInput("--since must be before --until")
     step("starting Spark")
     # A session this call starts is stopped here, with its JVM; a caller's is left running.
     owned = spark is None and not spark_running()

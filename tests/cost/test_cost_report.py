@@ -609,3 +609,37 @@ def test_the_librarys_logfmt_lines_in_an_applications_log(
     assert totals(in_envelopes) == totals(plain)
     counts = in_envelopes.groupby("kind")["messages"].sum().to_dict()
     assert counts == {"scheduled": 4, "malformed": 1, "other": 4}  # the application's lines
+
+
+def test_window_bounds_without_an_offset_are_utc_however_the_job_is_started(
+    spark: Any, event_log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spark-submit passes `--since 2026-02-01` as a time without an offset; pyspark would
+    read it in the driver's local zone. The job takes it as UTC, as the CLI does."""
+    import time
+
+    out = str(tmp_path / "r")
+    with pytest.raises(InvalidInput, match="--since must be before --until"):
+        run_report(
+            inputs=[str(event_log)],
+            output=out,
+            pricing=PRICING,
+            spark=spark,
+            since=datetime(2026, 2, 1),
+            until=datetime(2026, 1, 1),
+        )
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        report = run_report(
+            inputs=[str(event_log)],
+            output=out,
+            pricing=PRICING,
+            spark=spark,
+            since=datetime(2026, 2, 1),
+        )
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    # the two records sent from 2026-02-01T00:00:00Z on; New York's midnight would drop one
+    assert report.summary["input"]["scheduled"] == 2

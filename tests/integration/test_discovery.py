@@ -20,6 +20,7 @@ from sqsdelay.aws.sender import Sender
 from sqsdelay.core.discovery import changes, delay_queues
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
+from tests.integration.test_cli import run
 from tests.integration.test_worker import capture_logs
 from tests.support.workerkit import Collector, RunningWorker
 
@@ -118,23 +119,11 @@ def test_worker_all_and_inspect_all_on_the_command_line(
 ) -> None:
     Installer(fleet, client=sqs).run(["orders", "billing"])
     env = {**env, "SQSDELAY_MAX_NATIVE_DELAY_SECONDS": str(CYCLE)}
-    inspect = subprocess.run(
-        [sys.executable, "-m", "sqsdelay", "inspect", "--all"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    inspect = run(env, "inspect", "--all")
     assert inspect.returncode == 0, inspect.stderr
     p = fleet.queue_prefix
     assert f"{p}orders-delay.fifo" in inspect.stdout and f"{p}billing-delay.fifo" in inspect.stdout
-    both = subprocess.run(
-        [sys.executable, "-m", "sqsdelay", "worker", "orders", "*"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    both = run(env, "worker", "orders", "*")
     assert both.returncode == 2 and "stands alone" in both.stderr
     # `worker --all` and SQSDELAY_QUEUES=*, as the README writes them: the worker finds both
     # destinations and stops on SIGTERM
