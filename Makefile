@@ -38,7 +38,7 @@ infra-lint: $(INFRA_STAMP)
 # Two pytest workers, one test file each at a time (its fixtures stay together): most tests
 # wait on servers and subprocesses, so this halves the run on two cores.
 unit: $(STAMP)
-	$(BIN)/pytest -q -n 2 --dist loadfile --durations=15
+	$(BIN)/pytest -q -n 2 --dist loadfile --durations=15 -m 'not emr_env'
 
 # The cost job on the Spark that infra/cost-report.yaml's EMR release runs (3.5.5, whose
 # pyspark needs numpy < 2, and so a pyarrow built for it): the same constraints, four pins
@@ -61,7 +61,8 @@ spark35: $(SPARK35_STAMP)
 	    tests/cost/test_cost_report.py::test_exact_totals_on_a_hand_built_event_log \
 	    tests/cost/test_cost_report.py::test_csv_and_parquet_give_the_same_totals \
 	    tests/cost/test_cost_report.py::test_subscription_envelopes_and_firehose_objects_give_the_same_totals \
-	    tests/cost/test_cost_report.py::test_report_files_and_summary
+	    tests/cost/test_cost_report.py::test_report_files_and_summary \
+	    tests/cost/test_fold.py tests/cost/test_emr_venv.py
 
 # The Spark 3.5 environment is built and its tests run beside the main suite (which mostly
 # waits on servers and subprocesses), each target's output printed when it ends.

@@ -341,7 +341,7 @@ def spark_warm(path: Path) -> dict[str, Any]:
     started = time.perf_counter()
     agg = aggregate(read_scheduled(spark, [str(path)]), pricing)
     wall = time.perf_counter() - started
-    rows = int(agg["messages"].sum())
+    rows = int(agg.shape["messages"].sum())
     spark.stop()
     return {"wall_seconds": round(wall, 2), "rows": rows, "rows_per_second": round(rows / wall)}
 

@@ -693,6 +693,10 @@ def cost_report(
         Path | None,
         typer.Option(help="how sqsdelay runs (YAML: worker, task size, KMS...), for its cost"),
     ] = None,
+    top_destinations: Annotated[
+        int | None,
+        typer.Option(min=1, help="destinations named in the tables, the rest summed (default 200)"),
+    ] = None,
 ) -> int:
     """Estimate what delayed delivery costs, per destination, usage month and delay band
     (Spark), next to the AWS bill when one is given.
@@ -702,6 +706,7 @@ def cost_report(
     from rich.table import Table
 
     from sqsdelay.cost.classarchive import class_archive_file
+    from sqsdelay.cost.fold import TOP_DESTINATIONS
     from sqsdelay.cost.pricing import load_pricing
     from sqsdelay.cost.report import (
         comparison,
@@ -744,6 +749,7 @@ def cost_report(
             registry_table=settings.registry_table_name(),
             schedule_group=settings.schedule_group,
             running=costs_of_running,
+            top=top_destinations or TOP_DESTINATIONS,
         )
     s = report.summary
     table = Table(title=f"{s['messages']:,} messages, {s['delayed_messages']:,} delayed")

@@ -112,7 +112,7 @@ def _tags(df: Any, column: str) -> Any:
 class Resources:
     """What names sqsdelay's resources in a bill."""
 
-    destinations: frozenset[str]  # full queue names, as in the events
+    destinations: Any  # Spark DataFrame: the events' destinations (full queue names)
     registry_table: str | None = None
     schedule_group: str | None = None
 
@@ -157,8 +157,8 @@ def _read(spark: Any, paths: Sequence[str], fmt: str) -> Any:
 
 
 def read_bill(spark: Any, paths: Sequence[str], resources: Resources, fmt: str = "auto") -> Any:
-    """The bill's lines of sqsdelay's resources, summed per (component, destination, month):
-    pandas columns component, destination, month (YYYY-MM, the usage's), list, billed,
+    """The bill's lines of sqsdelay's resources, summed per (component, destination, month),
+    in Spark: columns component, destination, month (YYYY-MM, the usage's), list, billed,
     currency, requests (SQS lines' usage amount; null for other services), lines. Tax
     lines are left out (the estimate has no tax)."""
     from pyspark.sql import functions as F
@@ -179,6 +179,9 @@ def read_bill(spark: Any, paths: Sequence[str], resources: Resources, fmt: str =
     resource = F.coalesce(F.col("resource"), F.lit(""))
     # arn:aws:sqs:<region>:<account>:<queue>; arn:aws:dynamodb:...:table/<table>
     queue = F.substring_index(resource, ":", -1)
+    # a join, not a list of names: there may be 100,000 destinations
+    known = resources.destinations.select(F.col("destination").alias("_known")).distinct()
+    lines = lines.join(F.broadcast(known), queue == F.col("_known"), "left")
     table = F.substring_index(resource, "table/", -1)
     suffix = wirenames.DELAY_QUEUE_SUFFIX
     sqs = F.col("product") == SQS
@@ -187,7 +190,7 @@ def read_bill(spark: Any, paths: Sequence[str], resources: Resources, fmt: str =
     named = F.col("tags").getItem("sqsdelay_destination")
     component = F.when(tagged.isin(*TAGGED), tagged)
     component = component.when(sqs & queue.endswith(suffix), DELAY_QUEUE)
-    component = component.when(sqs & queue.isin(*sorted(resources.destinations)), DESTINATION_QUEUE)
+    component = component.when(sqs & F.col("_known").isNotNull(), DESTINATION_QUEUE)
     component = component.when(sqs & (resource == ""), UNATTRIBUTED)
     destination = (
         F.when(tagged == REGISTRY, F.lit("(registry)"))
@@ -220,13 +223,9 @@ def read_bill(spark: Any, paths: Sequence[str], resources: Resources, fmt: str =
         # SQS usage is in requests (64 KB chunks); other services' units are not comparable
         F.when(sqs, F.col("usage")).alias("requests"),
     ).where(F.col("component").isNotNull())
-    return (
-        booked.groupBy("component", "destination", "month", "currency")
-        .agg(
-            F.sum(F.coalesce(F.col("list"), F.lit(0.0))).alias("list"),
-            F.sum(F.coalesce(F.col("billed"), F.lit(0.0))).alias("billed"),
-            F.sum("requests").alias("requests"),
-            F.count(F.lit(1)).alias("lines"),
-        )
-        .toPandas()
+    return booked.groupBy("component", "destination", "month", "currency").agg(
+        F.sum(F.coalesce(F.col("list"), F.lit(0.0))).alias("list"),
+        F.sum(F.coalesce(F.col("billed"), F.lit(0.0))).alias("billed"),
+        F.sum("requests").alias("requests"),
+        F.count(F.lit(1)).alias("lines"),
     )

@@ -30,6 +30,8 @@ COLUMNS = [
     "Tags",
     "x_Estimate",
 ]
+FILE = "estimate-focus.csv"  # next to a FOCUS export of the bill
+ORDER = ["ChargePeriodStart", "ServiceName", "ResourceId", "PricingUnit"]
 SQS, DYNAMODB = "Amazon Simple Queue Service", "Amazon DynamoDB"
 SCHEDULER = "Amazon EventBridge"  # Scheduler bills under EventBridge
 
@@ -57,8 +59,9 @@ def focus_rows(
             return
         start, end = _period(month)
         price = per_million / 1e6
+        tagged_json = json.dumps(tagged, sort_keys=True, separators=(",", ":"))  # as Spark's
         values = (start, end, service, resource, quantity, unit, price, quantity * price,
-                  pricing.currency, json.dumps(tagged, sort_keys=True), True)  # fmt: skip
+                  pricing.currency, tagged_json, True)  # fmt: skip
         rows.append(dict(zip(COLUMNS, values, strict=True)))
 
     tier = pricing.sqs_tiers[0]
@@ -71,10 +74,10 @@ def focus_rows(
         add(month, SCHEDULER, destination, float(r["invocations"]), "Invocations",
             pricing.scheduler_per_million, tags.tags("schedule-group", destination))  # fmt: skip
     if registry_table is None:
-        return pd.DataFrame(rows, columns=COLUMNS)
+        return pd.DataFrame(rows, columns=COLUMNS).sort_values(ORDER, ignore_index=True)
     for month, r in registry_units.iterrows():
         add(month, DYNAMODB, registry_table, float(r["writes"]), "Write Request Units",
             pricing.dynamodb_write_per_million, tags.tags("registry"))  # fmt: skip
         add(month, DYNAMODB, registry_table, float(r["reads"]), "Read Request Units",
             pricing.dynamodb_read_per_million, tags.tags("registry"))  # fmt: skip
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=COLUMNS).sort_values(ORDER, ignore_index=True)

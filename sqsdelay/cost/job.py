@@ -11,15 +11,18 @@ import os
 import re
 import subprocess
 import sys
+import uuid
 import zlib
-from collections.abc import Iterator, Sequence
-from dataclasses import fields
-from datetime import datetime
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from sqsdelay.core import defaults, quotas
 from sqsdelay.cost.bands import BANDS, LONGER
+from sqsdelay.cost.fold import ROW_BUDGET, TOP_DESTINATIONS, Folded, fold, local_idle_polls
 from sqsdelay.cost.pricing import Pricing, Quantities, park_break_even_seconds, quantities
 from sqsdelay.cost.whatif import Fixed, Histogram, LogNormal, Uniform, WhatIf
 from sqsdelay.errors import InvalidInput
@@ -487,16 +490,52 @@ QUANTITY_SUMS = [f.name for f in fields(Quantities) if f.name != "messages"]
 AT_SEND = ("routed", "chunks", "routed_chunks")
 
 
-def aggregate(df: Any, pricing: Pricing, *, cycle_seconds: int = 900, batch_fill: int = 10) -> Any:
-    """The small aggregate as a pandas DataFrame: one row per (kind, destination, usage
-    month, band, bucket) with the message count, the summed quantities every model is linear
-    in (priced later, on the aggregate, by `Requests.of`), and the first and last send.
+@dataclass
+class Aggregate:
+    """The aggregate as it reaches the driver: a few thousand rows whatever the number of
+    destinations (pandas); with destinations folded, also the FOCUS rows for Spark to write."""
+
+    shape: Any  # per (kind, month, band, bucket, parked_route): totals, bands, histogram
+    destinations: Any  # per (kind, destination, month, parked_route), priced kinds, folded
+    idle: Any  # idle polls per (destination, month), folded
+    bill: Any  # the bill's lines per (component, destination, month, currency), or None
+    folded: int  # destinations in the "(other N destinations)" rows
+    start: datetime  # the window, UTC
+    end: datetime
+    focus: Any  # with `folded`: Spark DataFrame, the FOCUS 1.2 rows of every resource
+    cached: list[Any]  # the Spark frames behind `focus`; `release()` when it is written
+
+    def release(self) -> None:
+        for frame in self.cached:
+            frame.unpersist()
+
+
+def aggregate(
+    df: Any,
+    pricing: Pricing,
+    *,
+    cycle_seconds: int = 900,
+    batch_fill: int = 10,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    bill: Callable[[Any], Any] | None = None,
+    top: int = TOP_DESTINATIONS,
+    registry_table: str | None = None,
+) -> Aggregate:
+    """The message count and the summed quantities every model is linear in (priced later,
+    on the small aggregate, by `Requests.of`), with the first and last send, in one pass
+    over the input with GROUPING SETS: per (kind, usage month, band, bucket, route) for the
+    totals, and per (kind, destination, usage month, route), which comes to the driver as
+    it is when it is small, else is folded to the `top` destinations in Spark
+    (`sqsdelay.cost.fold`). `bill`, given the known
+    destinations (a Spark DataFrame), returns the bill's booked lines (`read_bill`).
 
     A message's hops are spread over the calendar months (UTC) of its life [sent, sent +
     delay] by the share of that life in each month: a 90-day delay sent on 1 January counts
     31/90 of its passes in January, 28/90 in February, 31/90 in March. Its count and first
     send stay in the month it was sent. Messages still looping from before the window
     (`carried_over`) are added first."""
+    import pandas as pd
     from pyspark.sql import functions as F
 
     df = df.unionByName(carried_over(df, cycle_seconds))
@@ -538,31 +577,147 @@ def aggregate(df: Any, pricing: Pricing, *, cycle_seconds: int = 900, batch_fill
     life = F.when(spread, overlap / (delay * 1_000_000)).otherwise(F.lit(1.0))
     at_send = F.when(m.isNull() | (m == first), 1.0).otherwise(0.0)
     rows = rows.withColumn("_life", life).withColumn("_at_send", at_send)
-    keys = [
-        F.col("kind"),
-        F.col("destination"),
-        F.date_format("m", "yyyy-MM").alias("month"),
-        F.col("band"),
-        F.col("bucket"),
-        F.col("parked_route"),
-    ]
 
     def weighted(name: str) -> Any:
         weight = "_at_send" if name in AT_SEND else "_life"
-        return F.sum(getattr(q, name) * F.col(weight)).alias(name)
+        return (getattr(q, name) * F.col(weight)).alias(name)
 
-    sums = [
-        F.sum("_at_send").alias("messages"),
-        F.sum(delay * F.col("_at_send")).alias("delay_seconds"),
+    flat = rows.select(
+        "kind",
+        "destination",
+        F.date_format("m", "yyyy-MM").alias("month"),
+        "band",
+        "bucket",
+        "parked_route",
+        "ts",
+        F.col("_at_send").alias("messages"),
+        (delay * F.col("_at_send")).alias("delay_seconds"),
         *(weighted(name) for name in QUANTITY_SUMS),
-        F.min("ts").alias("first_ts"),
-        F.max("ts").alias("last_ts"),
-    ]
-    agg = rows.groupBy(*keys).agg(*sums).toPandas()
+    )
+    spark = df.sparkSession
+    view = f"sqsdelay_rows_{uuid.uuid4().hex}"
+    flat.createOrReplaceTempView(view)
+    summed = ", ".join(f"SUM({n}) AS {n}" for n in ("messages", "delay_seconds", *QUANTITY_SUMS))
+    # One pass, two groupings: without the destination (small) and with it (stays in Spark).
+    sets = "(kind, month, band, bucket, parked_route), (kind, destination, month, parked_route)"
+    query = (
+        "SELECT kind, destination, month, band, bucket, parked_route, grouping(destination) "  # noqa: S608 - our own names
+        f"AS _shape, {summed}, MIN(ts) AS first_ts, MAX(ts) AS last_ts FROM {view} "
+        f"GROUP BY GROUPING SETS ({sets})"
+    )
+    cached = spark.sql(query).persist()
+    spark.catalog.dropTempView(view)
+    shape = cached.where(F.col("_shape") == 1).drop("destination", "_shape").toPandas()
     names = [name for _, name in BANDS] + [LONGER]
-    agg["band"] = agg["band"].map(lambda b: None if b != b else names[int(b)])
-    agg["kind"] = agg["kind"].map(KINDS)
-    return agg
+    shape["band"] = shape["band"].map(lambda b: None if b != b else names[int(b)])
+    priced_shape = shape[shape["kind"].isin(PRICED)]
+    shape["kind"] = shape["kind"].map(KINDS)
+    start, end = _window(priced_shape, since, until)
+    per_destination = cached.where((F.col("_shape") == 0) & F.col("kind").isin(*PRICED)).drop(
+        "band", "bucket", "_shape"
+    )
+    known = per_destination.select("destination").distinct()
+    bill_lines = None
+    if bill is not None:  # read once, as the input is
+        bill_lines = bill(known).persist()
+    # Few destinations (the usual case): their rows come to the driver as they are, in one
+    # query. Many: they are ranked and folded in Spark, and Spark writes the FOCUS rows.
+    rows = per_destination.limit(ROW_BUDGET + 1).toPandas()
+    bill_rows = None if bill_lines is None else bill_lines.limit(ROW_BUDGET + 1).toPandas()
+    few = len(rows) <= ROW_BUDGET and rows["destination"].nunique() <= top
+    if few and (bill_rows is None or len(bill_rows) <= ROW_BUDGET):
+        firsts = rows.groupby("destination")["first_ts"].min()
+        first_seen = {
+            d: max(start, utc(pd.Timestamp(t).to_pydatetime())) for d, t in firsts.items()
+        }
+        folded = Folded(rows, local_idle_polls(first_seen, end), bill_rows, 0, None, None)
+    else:
+        with small_queries(spark):
+            folded = fold(
+                per_destination,
+                pricing=pricing,
+                cycle_seconds=cycle_seconds,
+                batch_fill=batch_fill,
+                start=start,
+                end=end,
+                bill=bill_lines,
+                top=top,
+                registry_table=registry_table,
+            )
+    destinations = folded.destinations
+    destinations["kind"] = destinations["kind"].map(KINDS)
+    return Aggregate(
+        shape,
+        destinations,
+        folded.idle,
+        folded.bill,
+        folded.folded,
+        start,
+        end,
+        folded.focus,
+        [f for f in (cached, folded.cached, bill_lines) if f is not None],
+    )
+
+
+@contextlib.contextmanager
+def small_queries(spark: Any) -> Iterator[None]:
+    """Queries over the cached aggregate, not the input: compiling whole-stage code and
+    re-planning each stage (adaptive execution) cost more than they save on these rows, and
+    a fresh JVM pays for every query it compiles. The session's settings are put back."""
+    settings = {"spark.sql.codegen.wholeStage": "false", "spark.sql.adaptive.enabled": "false"}
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def _window(
+    priced: Any, since: datetime | None, until: datetime | None
+) -> tuple[datetime, datetime]:
+    """The window in UTC: the bounds given, else the first and last send of priced rows."""
+    import pandas as pd
+
+    def first_or(t: datetime | None, column: str, pick: str) -> datetime:
+        if t is not None:
+            return t
+        value = getattr(priced[column], pick)() if not priced.empty else None
+        if value is None or value != value:  # no priced rows: the report says so
+            return datetime(1970, 1, 1, tzinfo=UTC)
+        stamp: datetime = pd.Timestamp(value).to_pydatetime()
+        return stamp
+
+    start, end = first_or(since, "first_ts", "min"), first_or(until, "last_ts", "max")
+    return utc(start), utc(end)
+
+
+def utc(t: datetime) -> datetime:
+    """A time in UTC; one without an offset is taken as UTC (the events' zone)."""
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def write_csv(spark: Any, df: Any, target: str, name: str, order: Sequence[str] = ()) -> None:
+    """`df` as one CSV file `<target>/<name>`, sorted by `order`, written by Spark (a path or
+    a Hadoop URI): the rows never pass through the driver."""
+    jvm = spark._jvm
+    path_cls = jvm.org.apache.hadoop.fs.Path
+    base = target.rstrip("/") if "://" in target else Path(target).resolve().as_uri()
+    parts = f"{base}/_{name}.parts"
+    df.coalesce(1).sortWithinPartitions(*order).write.mode("overwrite").option(
+        "header", True
+    ).option("escape", '"').csv(parts)
+    fs = path_cls(parts).getFileSystem(spark._jsc.hadoopConfiguration())
+    (part,) = fs.globStatus(path_cls(parts + "/part-*"))
+    dest = path_cls(f"{base}/{name}")
+    fs.delete(dest, False)
+    fs.rename(part.getPath(), dest)
+    fs.delete(path_cls(parts), True)
 
 
 def publish(spark: Any, local_dir: str, target: str) -> None:

@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqsdelay.core import quotas
+from sqsdelay.cost import focus as focus_rows
 from sqsdelay.cost.bands import BAND_ORDER
-from sqsdelay.cost.focus import focus_rows
+from sqsdelay.cost.job import Aggregate
 from sqsdelay.cost.pricing import (
     REGISTRY_READ_UNITS_PER_HOP,
     REGISTRY_WRITE_UNITS,
@@ -49,7 +49,7 @@ class Report:
     tables: dict[str, Any]
     summary: dict[str, Any]
     assumptions: list[str] = field(default_factory=list)
-    focus: Any = None  # the estimate as FOCUS 1.2 rows (`sqsdelay.cost.focus`)
+    focus: Any = None  # the FOCUS rows, when few enough to be written here (`cost.focus`)
 
 
 def priced(agg: Any, p: Pricing, *, cycle_seconds: int, batch_fill: int) -> Any:
@@ -110,53 +110,11 @@ PRICED_KINDS = ("scheduled", "carried_over")
 FREE_TIERS = ("sqs", "scheduler")
 
 
-def seconds_by_month(start: datetime, end: datetime) -> dict[str, float]:
-    """The seconds of [start, end) in each calendar month (UTC), by YYYY-MM."""
-    out: dict[str, float] = {}
-    at = start
-    while at < end:
-        nxt = datetime(at.year + at.month // 12, at.month % 12 + 1, 1, tzinfo=UTC)
-        out[f"{at.year:04d}-{at.month:02d}"] = (min(nxt, end) - at).total_seconds()
-        at = nxt
-    return out
-
-
-def idle_polls(first_seen: dict[str, datetime], end: datetime) -> Any:
-    """Idle long polls per (destination, month): one 20 s poll at a time on each delay
-    queue, from its first message in the window to the window's end, prorated to the
-    seconds of each month."""
-    import pandas as pd
-
-    rows = [
-        {"destination": d, "month": m, "idle_poll_requests": secs / quotas.LONG_POLL_SECONDS}
-        for d, t in first_seen.items()
-        for m, secs in seconds_by_month(t, end).items()
-    ]
-    frame = pd.DataFrame(rows, columns=["destination", "month", "idle_poll_requests"])
-    # float even when empty (a zero-length window): an object column would spoil the join
-    return frame.set_index(["destination", "month"])["idle_poll_requests"].astype(float)
-
-
 def round_money(x: float) -> float:
     """Cents, or 4 decimals below one cent: no float noise shown as money."""
     if x != x:  # NaN
         return x
     return round(x, 4) if abs(x) < 0.01 else round(x, 2)
-
-
-def _window(rows: Any, since: datetime | None, until: datetime | None) -> tuple[datetime, datetime]:
-    import pandas as pd
-
-    first = pd.Timestamp(rows["first_ts"].min()).to_pydatetime()
-    last = pd.Timestamp(rows["last_ts"].max()).to_pydatetime()
-    start = since or first
-    end = until or last
-    return utc(start), utc(end)
-
-
-def utc(t: datetime) -> datetime:
-    """A time in UTC; one without an offset is taken as UTC (the events' zone)."""
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
 def _free_scheduler(invocations: Any, pricing: Pricing, free: frozenset[str]) -> Any:
@@ -167,15 +125,12 @@ def _free_scheduler(invocations: Any, pricing: Pricing, free: frozenset[str]) ->
 
 
 def build(
-    agg: Any,
+    agg: Aggregate,
     pricing: Pricing,
     *,
     batch_fill: int,
     cycle_seconds: int,
     source: str,
-    bill: Any = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
     free_tier: frozenset[str] = frozenset(),
     registry_table: str | None = None,
     running: Running | None = None,
@@ -185,8 +140,9 @@ def build(
     unknown = set(free_tier) - set(FREE_TIERS)
     if unknown:
         raise InvalidInput(f"--free-tier takes {' or '.join(FREE_TIERS)}, not {sorted(unknown)}")
-    counts = {k: round(float(n)) for k, n in agg.groupby("kind")["messages"].sum().items()}
-    scheduled = agg[agg["kind"].isin(PRICED_KINDS)]
+    shape = agg.shape
+    counts = {k: round(float(n)) for k, n in shape.groupby("kind")["messages"].sum().items()}
+    scheduled = shape[shape["kind"].isin(PRICED_KINDS)]
     if scheduled.empty:
         raise InvalidInput(
             f"no delay.scheduled records in {source} (other events: {counts.get('other', 0)}, "
@@ -194,13 +150,13 @@ def build(
             "event log (SQSDELAY_LOG_FILE) or a CSV/Parquet file with the same columns"
         )
     rows = priced(scheduled, pricing, cycle_seconds=cycle_seconds, batch_fill=batch_fill)
-    start, end = _window(rows, since, until)
-    firsts = rows.groupby("destination")["first_ts"].min()
-    first_seen = {d: max(start, utc(pd.Timestamp(t).to_pydatetime())) for d, t in firsts.items()}
-    idle = idle_polls(first_seen, end)
+    per_destination = priced(
+        agg.destinations, pricing, cycle_seconds=cycle_seconds, batch_fill=batch_fill
+    )
+    start, end = agg.start, agg.end
     fifo_price = pricing.fifo_price
-    by_dest_month = rows.groupby(["destination", "month"])[SUMS].sum()
-    by_dest_month = by_dest_month.join(idle, how="outer").fillna(0.0)
+    by_dest_month = per_destination.groupby(["destination", "month"])[SUMS].sum()
+    by_dest_month = by_dest_month.join(agg.idle, how="outer").fillna(0.0)
     by_dest_month["idle_poll_cost"] = by_dest_month["idle_poll_requests"] * fifo_price
     # The delay queue's own requests (FIFO), like for like with its lines in a bill.
     by_dest_month["delay_queue_requests"] = (
@@ -250,13 +206,14 @@ def build(
         * pricing.scheduler_price
         for model in ("parked", "scheduler")
     }
-    reconciliation, bill_notes = _reconcile(by_dest_month, rows, bill, pricing)
+    reconciliation, bill_notes = _reconcile(by_dest_month, rows, agg.bill, pricing)
+    destinations = len(by_destination) - (1 if agg.folded else 0) + agg.folded
     running_inputs = running or Running()
     running_cost = running_costs(
         running_inputs,
         pricing.running,
         window_seconds=(end - start).total_seconds(),
-        destinations=len(by_destination),
+        destinations=destinations,
         event_lines=sum(counts.get(k, 0) for k in ("scheduled", "requeued", "other")),
         worker_batches=float(totals["batched_fifo"]) / 3,  # a receive, a send, a delete
         registry_item_seconds=float(rows["routed_delay"].sum())
@@ -286,7 +243,9 @@ def build(
         },
         "messages": round(float(totals["messages"])),
         "delayed_messages": delayed,
-        "destinations": len(by_destination),
+        "destinations": destinations,
+        # beyond the top destinations by cost, one row per month: "(other N destinations)"
+        "destinations_folded": agg.folded,
         "months": list(by_month.index),
         "batch_fill": batch_fill,
         "cycle_seconds": cycle_seconds,
@@ -363,16 +322,24 @@ def build(
     }
     if reconciliation:
         tables["reconciliation"] = pd.DataFrame(reconciliation).set_index("destination")
-    requests = pd.DataFrame(
-        {
-            "fifo": by_dest_month["delay_queue_requests"],
-            "standard": by_dest_month["estimated_standard"],
-            "invocations": by_dest_month["estimated_invocations"],
-        }
-    ).fillna(0.0)
-    units = rows.groupby("month")[["registry_writes", "registry_reads"]].sum()
-    units.columns = ["writes", "reads"]
-    focus = focus_rows(requests, units, pricing, registry_table)
+    focus = None
+    if not agg.folded:  # few destinations: the FOCUS rows are made here (else Spark wrote them)
+        requests = pd.DataFrame(
+            {
+                "fifo": by_dest_month["delay_queue_requests"],
+                "standard": by_dest_month["estimated_standard"],
+                "invocations": by_dest_month["estimated_invocations"],
+            }
+        ).fillna(0.0)
+        units = rows.groupby("month")[["registry_writes", "registry_reads"]].sum()
+        units.columns = ["writes", "reads"]
+        focus = focus_rows.focus_rows(requests, units, pricing, registry_table)
+    else:
+        assumptions.append(
+            f"The tables name the {destinations - agg.folded:,} destinations with the largest "
+            f"estimate (or bill); the other {agg.folded:,} are summed in one row a month. "
+            "estimate-focus.csv has every destination by name (--top-destinations N)."
+        )
     return Report(tables, summary, assumptions, focus)
 
 
@@ -845,7 +812,7 @@ def write(report: Report, out_dir: Path) -> list[Path]:
     book = write_xlsx(report, out_dir / "report.xlsx")
     written += [summary, page, book]
     if report.focus is not None:  # next to a FOCUS export of the bill
-        focus = out_dir / "estimate-focus.csv"
+        focus = out_dir / focus_rows.FILE
         report.focus.to_csv(focus, index=False)
         written.append(focus)
     return written

@@ -15,17 +15,22 @@ from pathlib import Path
 from typing import Any
 
 from sqsdelay.cost import classarchive
+from sqsdelay.cost import focus as focus_rows
 from sqsdelay.cost import report as cost_report
 from sqsdelay.cost.bill import Resources, read_bill
+from sqsdelay.cost.fold import TOP_DESTINATIONS
 from sqsdelay.cost.job import (
     FORMATS,
     aggregate,
     generate,
     publish,
     read_scheduled,
+    small_queries,
     spark_running,
     spark_session,
     stop_spark,
+    utc,
+    write_csv,
 )
 from sqsdelay.cost.pricing import Pricing, load_pricing
 from sqsdelay.cost.running import Running, load_running
@@ -56,6 +61,7 @@ def run_report(
     schedule_group: str | None = None,
     snapshots: str | None = None,
     running: Running | None = None,
+    top: int = TOP_DESTINATIONS,
 ) -> Any:
     """Read (or generate), aggregate, read the bill (if any), and write the report. Returns
     the `Report`. With `snapshots`, the same files also go to `<snapshots>/<UTC time of the
@@ -68,7 +74,7 @@ def run_report(
     if not inputs and what_if is None:
         raise InvalidInput("give --input PATH... or --what-if SPEC")
     # one zone for the bounds, from the CLI or spark-submit: without an offset, UTC
-    since, until = (None if t is None else cost_report.utc(t) for t in (since, until))
+    since, until = (None if t is None else utc(t) for t in (since, until))
     if since and until and since >= until:
         raise InvalidInput("--since must be before --until")
     step("starting Spark")
@@ -89,13 +95,30 @@ def run_report(
             df = generate(spark, what_if)
         else:
             df = read_scheduled(spark, inputs, input_format, since=since, until=until)
-        agg = aggregate(df, pricing, cycle_seconds=cycle_seconds, batch_fill=batch_fill)
-        bill = None
-        if bills:
-            step("reading the bill")
-            known = frozenset(str(d) for d in agg["destination"].dropna().unique())
+
+        def bill(known: Any) -> Any:
             resources = Resources(known, registry_table, schedule_group)
-            bill = read_bill(spark, bills, resources, bill_format)
+            return read_bill(spark, bills, resources, bill_format)
+
+        agg = aggregate(
+            df,
+            pricing,
+            cycle_seconds=cycle_seconds,
+            batch_fill=batch_fill,
+            since=since,
+            until=until,
+            bill=bill if bills else None,
+            top=top,
+            registry_table=registry_table,
+        )
+        # Every resource by name: with destinations folded, too many rows for the driver, so
+        # Spark writes them; else the report writes them with its other files.
+        if agg.folded:
+            step("writing the FOCUS rows")
+            with small_queries(spark):
+                for target in targets:
+                    write_csv(spark, agg.focus, target, focus_rows.FILE, focus_rows.ORDER)
+        agg.release()
     except Exception as exc:  # Spark reports a missing path as AnalysisException
         if "PATH_NOT_FOUND" in str(exc) or "Path does not exist" in str(exc):
             raise InvalidInput(f"input not found: {', '.join([*inputs, *bills])}") from None
@@ -116,9 +139,6 @@ def run_report(
         batch_fill=batch_fill,
         cycle_seconds=cycle_seconds,
         source=source,
-        bill=bill,
-        since=since,
-        until=until,
         free_tier=free_tier,
         registry_table=registry_table,
         running=running,
@@ -164,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--schedule-group", help="the Scheduler group, in the bill")
     parser.add_argument("--snapshots", help="also write a copy to <SNAPSHOTS>/<UTC time>/")
     parser.add_argument("--running", type=Path, help="how sqsdelay runs (YAML), for its cost")
+    parser.add_argument("--top-destinations", type=int, default=TOP_DESTINATIONS)
     args = parser.parse_args(argv)
     spark = spark_session()  # under spark-submit, its master and resources apply
     report = run_report(
@@ -184,6 +205,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         schedule_group=args.schedule_group,
         snapshots=args.snapshots,
         running=load_running(args.running),
+        top=args.top_destinations,
     )
     s = report.summary
     print(

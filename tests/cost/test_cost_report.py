@@ -88,7 +88,8 @@ def models(agg: Any) -> Any:
 
 
 def totals(agg: Any) -> dict[str, float]:
-    sched = models(agg[agg["kind"] == "scheduled"])
+    shape = agg.shape
+    sched = models(shape[shape["kind"] == "scheduled"])
     return {
         c: float(sched[c].sum())
         for c in (
@@ -109,10 +110,10 @@ def test_exact_totals_on_a_hand_built_event_log(spark: Any, event_log: Path) -> 
     assert t["messages"] == 4 and t["delayed_messages"] == 3
     for field in ("exact_fifo", "exact_standard", "batched_fifo", "reference_ops", "cycles"):
         assert t[field] == pytest.approx(expected(field)), field
-    counts = agg.groupby("kind")["messages"].sum().to_dict()
+    counts = agg.shape.groupby("kind")["messages"].sum().to_dict()
     # A bad line and a record without destination; a blank line is no record at all.
     assert counts == {"scheduled": 4, "other": 1, "malformed": 2}
-    sched = agg[agg["kind"] == "scheduled"]
+    sched = agg.shape[agg.shape["kind"] == "scheduled"]
     sent = sched.groupby("month")["messages"].sum()
     # Counted where sent, UTC: 23:59:59Z stays in January.
     assert sent[sent > 0].to_dict() == {"2026-01": 2, "2026-02": 2}
@@ -191,12 +192,13 @@ def test_what_if_generates_the_workload_inside_spark(spark: Any) -> None:
             "seed": 1,
         }
     )
-    agg = models(aggregate(generate(spark, spec), PRICING))
+    whole = aggregate(generate(spark, spec), PRICING)
+    agg = models(whole.shape)
     assert spec.days == 61 and agg["messages"].sum() == 6100
     sent = agg.groupby("month")["messages"].sum()
     assert set(sent[sent > 0].index) == {"2026-03", "2026-04"}
     assert set(agg["month"]) == {"2026-03", "2026-04", "2026-05"}  # 30 April's last hops
-    assert agg["destination"].nunique() == 4
+    assert whole.destinations["destination"].nunique() == 4 and not whole.folded
     assert agg["exact_fifo"].sum() == 6100 * 6 and agg["delayed_messages"].sum() == 6100
 
 
@@ -210,7 +212,7 @@ def test_what_if_generates_the_workload_inside_spark(spark: Any) -> None:
 )
 def test_what_if_distributions(spark: Any, dist: dict[str, Any]) -> None:
     spec = WhatIf.model_validate({"messages_per_day": 2000, "delay_seconds": dist})
-    agg = aggregate(generate(spark, spec), PRICING)
+    agg = aggregate(generate(spark, spec), PRICING).shape
     share = agg["routed"].sum() / agg["messages"].sum()
     assert 0.2 < share < 0.95  # some direct, some through the delay queue
 
@@ -243,7 +245,12 @@ def test_report_files_and_summary(spark: Any, event_log: Path, tmp_path: Path) -
     by_period = focus.groupby(focus["ChargePeriodStart"].str[:7])["ListCost"].sum()
     assert {m: round_money(v) for m, v in by_period.items()} == summary["monthly_estimated_cost"]
     assert set(focus["ServiceName"]) == {"Amazon Simple Queue Service"}  # registry off
-    assert json.loads(focus["Tags"][0])["sqsdelay:component"] == "delay-queue"
+    delay_queues = focus[focus["ResourceId"].str.endswith("-delay.fifo")]
+    assert set(delay_queues["ResourceId"]) == {"orders-delay.fifo", "billing-delay.fifo"}
+    assert {json.dumps(json.loads(t), sort_keys=True) for t in delay_queues["Tags"]} == {
+        json.dumps({"sqsdelay:component": "delay-queue", "sqsdelay:destination": d})
+        for d in ("orders", "billing")
+    }
     page = (out / "report.html").read_text()
     assert page.count("<svg") == 3 and "Assumptions" in page and "registry (added)" in page
     assert "Cost of running (estimated, for the window)" in page and "ECS: 1 task(s)" in page
@@ -601,13 +608,13 @@ def test_the_librarys_logfmt_lines_in_an_applications_log(
     plain = aggregate(read_scheduled(spark, [str(event_log)]), PRICING)
     logfmt = aggregate(read_scheduled(spark, [str(path)], "logfmt"), PRICING)
     assert totals(logfmt) == totals(plain)
-    counts = logfmt.groupby("kind")["messages"].sum().to_dict()
+    counts = logfmt.shape.groupby("kind")["messages"].sum().to_dict()
     assert counts == {"scheduled": 4, "malformed": 1}  # the application's lines are not input
     wrapped = tmp_path / "subscription.json"
     wrapped.write_text("\n".join(envelopes(text.splitlines())))
     in_envelopes = aggregate(read_scheduled(spark, [str(wrapped)], "cwl-subscription"), PRICING)
     assert totals(in_envelopes) == totals(plain)
-    counts = in_envelopes.groupby("kind")["messages"].sum().to_dict()
+    counts = in_envelopes.shape.groupby("kind")["messages"].sum().to_dict()
     assert counts == {"scheduled": 4, "malformed": 1, "other": 4}  # the application's lines
 
 
