@@ -22,9 +22,10 @@ from sqsdelay.cost.pricing import Pricing, Quantities, Requests
 # The report's tables show this many destinations by name (times the months, times two
 # routes: a few thousand rows at most); `--top-destinations` changes it.
 TOP_DESTINATIONS = 200
-# Rows of the per-destination aggregate that are brought to the driver as they are; above
-# it, or with more than `top` destinations, they are folded in Spark.
-ROW_BUDGET = 5_000
+# The bill's summed lines (per resource and month) brought to the driver as they are when
+# the destinations are few; a bill with more (many other delay or destination queues) is
+# folded in Spark as well.
+BILL_ROW_BUDGET = 10_000
 
 
 def others(n: int) -> str:

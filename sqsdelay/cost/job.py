@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import uuid
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
@@ -22,7 +21,13 @@ from typing import Any
 
 from sqsdelay.core import defaults, quotas
 from sqsdelay.cost.bands import BANDS, LONGER
-from sqsdelay.cost.fold import ROW_BUDGET, TOP_DESTINATIONS, Folded, fold, local_idle_polls
+from sqsdelay.cost.fold import (
+    BILL_ROW_BUDGET,
+    TOP_DESTINATIONS,
+    Folded,
+    fold,
+    local_idle_polls,
+)
 from sqsdelay.cost.pricing import Pricing, Quantities, park_break_even_seconds, quantities
 from sqsdelay.cost.whatif import Fixed, Histogram, LogNormal, Uniform, WhatIf
 from sqsdelay.errors import InvalidInput
@@ -524,11 +529,11 @@ def aggregate(
 ) -> Aggregate:
     """The message count and the summed quantities every model is linear in (priced later,
     on the small aggregate, by `Requests.of`), with the first and last send, in one pass
-    over the input with GROUPING SETS: per (kind, usage month, band, bucket, route) for the
-    totals, and per (kind, destination, usage month, route), which comes to the driver as
-    it is when it is small, else is folded to the `top` destinations in Spark
-    (`sqsdelay.cost.fold`). `bill`, given the known
-    destinations (a Spark DataFrame), returns the bill's booked lines (`read_bill`).
+    over the input, cached in Spark and rolled up twice: per (kind, usage month, band,
+    bucket, route) for the totals, and per (kind, destination, usage month, route), which
+    comes to the driver as it is when it is small, else is folded to the `top` destinations
+    in Spark (`sqsdelay.cost.fold`). `bill`, given the known destinations (a Spark
+    DataFrame), returns the bill's booked lines (`read_bill`).
 
     A message's hops are spread over the calendar months (UTC) of its life [sent, sent +
     delay] by the share of that life in each month: a 90-day delay sent on 1 January counts
@@ -580,59 +585,68 @@ def aggregate(
 
     def weighted(name: str) -> Any:
         weight = "_at_send" if name in AT_SEND else "_life"
-        return (getattr(q, name) * F.col(weight)).alias(name)
+        return F.sum(getattr(q, name) * F.col(weight)).alias(name)
 
-    flat = rows.select(
-        "kind",
-        "destination",
-        F.date_format("m", "yyyy-MM").alias("month"),
-        "band",
-        "bucket",
-        "parked_route",
-        "ts",
-        F.col("_at_send").alias("messages"),
-        (delay * F.col("_at_send")).alias("delay_seconds"),
-        *(weighted(name) for name in QUANTITY_SUMS),
+    summed = ("messages", "delay_seconds", *QUANTITY_SUMS)
+    keys = ["kind", "destination", "month", "band", "bucket", "parked_route"]
+    # One pass over the input, grouped by every key; it stays in Spark (cached), and the
+    # driver gets it summed without the destination, and per destination without the band
+    # and bucket (the effect of GROUPING SETS, without expanding every input row twice).
+    cached = (
+        rows.groupBy(
+            "kind",
+            "destination",
+            F.date_format("m", "yyyy-MM").alias("month"),
+            "band",
+            "bucket",
+            "parked_route",
+        )
+        .agg(
+            F.sum("_at_send").alias("messages"),
+            F.sum(delay * F.col("_at_send")).alias("delay_seconds"),
+            *(weighted(name) for name in QUANTITY_SUMS),
+            F.min("ts").alias("first_ts"),
+            F.max("ts").alias("last_ts"),
+        )
+        .persist()
     )
-    spark = df.sparkSession
-    view = f"sqsdelay_rows_{uuid.uuid4().hex}"
-    flat.createOrReplaceTempView(view)
-    summed = ", ".join(f"SUM({n}) AS {n}" for n in ("messages", "delay_seconds", *QUANTITY_SUMS))
-    # One pass, two groupings: without the destination (small) and with it (stays in Spark).
-    sets = "(kind, month, band, bucket, parked_route), (kind, destination, month, parked_route)"
-    query = (
-        "SELECT kind, destination, month, band, bucket, parked_route, grouping(destination) "  # noqa: S608 - our own names
-        f"AS _shape, {summed}, MIN(ts) AS first_ts, MAX(ts) AS last_ts FROM {view} "
-        f"GROUP BY GROUPING SETS ({sets})"
-    )
-    cached = spark.sql(query).persist()
-    spark.catalog.dropTempView(view)
-    shape = cached.where(F.col("_shape") == 1).drop("destination", "_shape").toPandas()
+
+    def rollup(frame: Any, by: list[str]) -> Any:
+        return frame.groupBy(*by).agg(
+            *(F.sum(c).alias(c) for c in summed),
+            F.min("first_ts").alias("first_ts"),
+            F.max("last_ts").alias("last_ts"),
+        )
+
+    shape = rollup(cached, [k for k in keys if k != "destination"]).toPandas()
     names = [name for _, name in BANDS] + [LONGER]
     shape["band"] = shape["band"].map(lambda b: None if b != b else names[int(b)])
     priced_shape = shape[shape["kind"].isin(PRICED)]
     shape["kind"] = shape["kind"].map(KINDS)
     start, end = _window(priced_shape, since, until)
-    per_destination = cached.where((F.col("_shape") == 0) & F.col("kind").isin(*PRICED)).drop(
-        "band", "bucket", "_shape"
+    per_destination = rollup(
+        cached.where(F.col("kind").isin(*PRICED)), ["kind", "destination", "month", "parked_route"]
     )
     known = per_destination.select("destination").distinct()
     bill_lines = None
     if bill is not None:  # read once, as the input is
         bill_lines = bill(known).persist()
-    # Few destinations (the usual case): their rows come to the driver as they are, in one
-    # query. Many: they are ranked and folded in Spark, and Spark writes the FOCUS rows.
-    rows = per_destination.limit(ROW_BUDGET + 1).toPandas()
-    bill_rows = None if bill_lines is None else bill_lines.limit(ROW_BUDGET + 1).toPandas()
-    few = len(rows) <= ROW_BUDGET and rows["destination"].nunique() <= top
-    if few and (bill_rows is None or len(bill_rows) <= ROW_BUDGET):
+    # Few destinations (the usual case): their rows come to the driver as they are. Many:
+    # they are ranked and folded in Spark, and Spark writes the FOCUS rows.
+    few = known.limit(top + 1).count() <= top
+    bill_rows = None
+    if few and bill_lines is not None:
+        bill_rows = bill_lines.limit(BILL_ROW_BUDGET + 1).toPandas()
+        few = len(bill_rows) <= BILL_ROW_BUDGET  # a bill of many other queues: folded too
+    if few:
+        rows = per_destination.toPandas()
         firsts = rows.groupby("destination")["first_ts"].min()
         first_seen = {
             d: max(start, utc(pd.Timestamp(t).to_pydatetime())) for d, t in firsts.items()
         }
         folded = Folded(rows, local_idle_polls(first_seen, end), bill_rows, 0, None, None)
     else:
-        with small_queries(spark):
+        with small_queries(df.sparkSession):
             folded = fold(
                 per_destination,
                 pricing=pricing,
