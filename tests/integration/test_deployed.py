@@ -441,6 +441,59 @@ def test_ecs_task_role_grants_exactly_what_the_worker_calls(
     assert used(calls) == grants
 
 
+def test_ecs_task_role_for_every_queue_under_the_prefix_allows_what_discovery_calls(
+    make_settings: Callable[..., Settings], sqs: Any, prefix: str
+) -> None:
+    """Queues "*": the role is scoped to the prefix (its delay queues, its destinations) and
+    may list queues. Every call a discovering worker made is allowed by a grant, every grant
+    is used, and nothing outside the prefix is allowed."""
+    from fnmatch import fnmatchcase
+
+    from tests.support.workerkit import RunningWorker
+
+    s = make_settings(
+        max_native_delay_seconds=1,
+        wait_time_seconds=1,
+        visibility_timeout_seconds=2,
+        idle_counts_lag_seconds=0,
+        discovery_interval_seconds=1,
+    )
+    every_path(s, sqs)
+    Installer(s, client=sqs).run(["billing"])  # an empty one: checked, not long-polled
+    with RunningWorker(s, ["*"]) as running:
+        stats = running.worker.stats
+        wait_for(
+            lambda: (
+                all(
+                    stats.events[e] >= 1
+                    for e in ("delay.requeued", "delay.handed_over", "delay.dead_lettered")
+                )
+                and stats.requests["ChangeMessageVisibilityBatch"] >= 1
+                and stats.requests["ListQueues"] >= 2
+            ),
+            timeout=30,
+        )
+        calls = set(stats.calls)
+    listed = {(api, q) for api, q in calls if api == "ListQueues"}
+    made = used(calls - listed) | {("sqs:ListQueues", "*")}
+    params = {**ECS_PARAMS, "QueuePrefix": prefix, "Queues": "*"}
+    resources = cfn.Renderer(cfn.load("worker-ecs.yaml"), params).resources()
+    assert not any(name.startswith("QueuePolicy") for name in resources)
+    assert "ScalingPolicy" not in resources  # no metric over every queue yet: MinTasks
+    grants = granted(role_statements(resources, "TaskRole"))
+
+    def allowed(action: str, arn: str) -> bool:
+        return any(a == action and fnmatchcase(arn, r) for a, r in grants)
+
+    assert {c for c in made if not allowed(*c)} == set()
+    assert {
+        g for g in grants if not any(fnmatchcase(arn, g[1]) for a, arn in made if a == g[0])
+    } == set()
+    # nothing of another prefix, beyond the dead-letter and listing grants
+    other = cfn.sqs_arn("other-orders-delay.fifo")
+    assert not allowed("sqs:ReceiveMessage", other) and not allowed("sqs:SendMessage", other)
+
+
 def test_lambda_role_grants_exactly_what_the_handler_and_its_poller_call(
     make_settings: Callable[..., Settings], sqs: Any, moto_url: str, prefix: str
 ) -> None:

@@ -24,7 +24,7 @@ class _Loader(yaml.SafeLoader):
 
 
 def _tag(name: str) -> None:
-    long = "Ref" if name == "Ref" else f"Fn::{name}"
+    long = name if name in ("Ref", "Condition") else f"Fn::{name}"
 
     def construct(loader: yaml.Loader, node: yaml.Node) -> dict[str, Any]:
         if isinstance(node, yaml.ScalarNode):
@@ -40,7 +40,8 @@ def _tag(name: str) -> None:
     _Loader.add_constructor(f"!{name}", construct)
 
 
-for _name in ("Ref", "Sub", "Join", "Select", "Split", "If", "Equals", "Not", "GetAtt", "And"):
+for _name in ("Ref", "Sub", "Join", "Select", "Split", "If", "Equals", "Not", "GetAtt", "And",
+              "Condition"):  # fmt: skip
     _tag(_name)
 
 
