@@ -19,7 +19,16 @@ from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
     AmazonCloudWatchEMFProvider,
 )
 
-from sqsdelay.core.metrics import CLOCK_OFFSET, LATENESS, REQUESTS, THROTTLED, UNITS, Tally
+from sqsdelay.core.metrics import (
+    BACKLOG_DUE,
+    BACKLOG_VISIBLE,
+    CLOCK_OFFSET,
+    LATENESS,
+    REQUESTS,
+    THROTTLED,
+    UNITS,
+    Tally,
+)
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
 
@@ -54,9 +63,14 @@ def _object(
 
 
 def objects(
-    tally: Tally, namespace: str, timestamp_ms: int, offset_ms: int | None
+    tally: Tally,
+    namespace: str,
+    timestamp_ms: int,
+    offset_ms: int | None,
+    backlog: tuple[int, int] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """The EMF objects of one flush; nothing for a quiet period."""
+    """The EMF objects of one flush; nothing for a quiet period but the worker's backlog
+    (visible, due), which is written every time: scaling in needs its zeros."""
     for destination in tally.destinations():
         counts = {m: [n] for (d, m), n in sorted(tally.counts.items()) if d == destination}
         late = tally.lateness.get(destination, [])
@@ -74,6 +88,10 @@ def objects(
             yield _object(namespace, dims, values, timestamp_ms, totals=True)
     if offset_ms is not None:
         yield _object(namespace, {}, {CLOCK_OFFSET: [offset_ms]}, timestamp_ms)
+    if backlog is not None:
+        visible, due = backlog
+        values = {BACKLOG_VISIBLE: [visible], BACKLOG_DUE: [due]}
+        yield _object(namespace, {}, values, timestamp_ms)
 
 
 class EmfWriter:
@@ -91,15 +109,19 @@ class EmfWriter:
         self._write = write or _stdout
         self._clock = clock
 
-    def flush(self, tally: Tally, offset_ms: int | None) -> int:
-        """Write what `tally` counted since the last flush; how many objects were written."""
+    def flush(
+        self, tally: Tally, offset_ms: int | None, backlog: tuple[int, int] | None = None
+    ) -> int:
+        """Write what `tally` counted since the last flush (and the worker's backlog); how
+        many objects were written."""
         taken = tally.take()
-        if not self.enabled or not (taken or offset_ms is not None):
+        if not self.enabled or not (taken or offset_ms is not None or backlog is not None):
             return 0
+        now_ms = int(self._clock() * 1000)
         try:
             lines = [
                 json.dumps(o, separators=(",", ":"))
-                for o in objects(taken, self.namespace, int(self._clock() * 1000), offset_ms)
+                for o in objects(taken, self.namespace, now_ms, offset_ms, backlog)
             ]
         except Exception:  # metrics must never fail a batch or an invocation
             log.exception("metrics.failed")

@@ -36,6 +36,7 @@ from sqsdelay.aws.emf import EmfWriter
 from sqsdelay.aws.installer import QueueSpec, check_queue
 from sqsdelay.aws.queues import QueueResolver, QueueTrio
 from sqsdelay.core import discovery, idle, quotas
+from sqsdelay.core.backlog import Backlog
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.calls import Call, Fault, Flow, adrive, adrive_until_pause
 from sqsdelay.core.decision import Received
@@ -60,11 +61,17 @@ class QueueLoops:
     loops: int = 0
     peak_loops: int = 0
     gone: bool = False  # discovery dropped it: its loops end after their current poll
+    full: bool = False  # its last receive came back full: more is waiting (core.backlog)
+    counted_at: float = float("-inf")  # when its counts were last checked (core.idle)
 
 
-# With discovery the number of queues is not known when the connection pool is made: room
-# for this many long polls and their batches' calls at once.
-DISCOVERY_POOL = 100
+# Long polls and the calls of batches (sends, deletes, counts) have a connection pool each,
+# so that polls waiting on a thousand queues never hold up a hand-over. Connections are made
+# as they are needed, so a pool's size is a cap, not memory: with discovery, room for this
+# many long polls (the queues that hold something, and the extra loops of busy ones) and
+# this many calls at once.
+DISCOVERY_POLLS = 2048
+DISCOVERY_CALLS = 100
 
 
 class Worker:
@@ -95,6 +102,7 @@ class Worker:
         self.state = self.batches.state
         self.stats = self.state.stats
         self.metrics = EmfWriter(settings, write=write_metrics, clock=clock)
+        self.backlog = Backlog(settings.max_native_delay_seconds * 1000)
         # Receives back off on their own: a working receive says nothing about sends.
         self.receive_breaker = BackoffTimer()
         self._stop = asyncio.Event()
@@ -109,6 +117,9 @@ class Worker:
         self._last_receive_ok = clock()
         self._client: Any = None
         self._caller: AsyncCaller | None = None
+        self._poller: AsyncCaller | None = None
+        self._polls = 0  # long polls the pool has room for (extra loops stay below it)
+        self._extra = 0  # receive loops beyond each queue's first, over all queues
 
     def stop(self) -> None:
         """Stop receiving; polls in progress and work in hand are finished."""
@@ -129,16 +140,26 @@ class Worker:
                 with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                     loop.add_signal_handler(sig, self.stop)
         session = aioboto3.Session()
-        pool = (
-            DISCOVERY_POOL if self.discovering else max(10, len(self.queues) * self.concurrency * 2)
+        if self.discovering:
+            self._polls, pool = DISCOVERY_POLLS, DISCOVERY_CALLS
+        else:
+            self._polls = len(self.queues) * self.concurrency
+            pool = max(10, self._polls * 2)
+        _allow_files(self._polls + pool + 64)
+        polls = client_kwargs(
+            self.settings,
+            max_pool=self._polls,
+            read_timeout=LONG_POLL_READ_TIMEOUT,
+            validate=False,
         )
-        kwargs = client_kwargs(
-            self.settings, max_pool=pool, read_timeout=LONG_POLL_READ_TIMEOUT, validate=False
-        )
+        calls = client_kwargs(self.settings, max_pool=pool, validate=False)
         async with contextlib.AsyncExitStack() as stack:
-            client = await stack.enter_async_context(session.client("sqs", **kwargs))
+            poller = await stack.enter_async_context(session.client("sqs", **polls))
+            client = await stack.enter_async_context(session.client("sqs", **calls))
             self._client = client
+            observe(self.stats, poller)
             observe(self.stats, client)
+            self._poller = AsyncCaller({"sqs": poller}, self.resolver)
             clients = {"sqs": client}
             for service in extra_services(self.settings):
                 other = await stack.enter_async_context(
@@ -176,11 +197,14 @@ class Worker:
     def _spawn(self, tg: asyncio.TaskGroup, q: QueueLoops) -> None:
         q.loops += 1
         q.peak_loops = max(q.peak_loops, q.loops)
-        tg.create_task(self._receive_loop(tg, q, first=q.loops == 1))
+        first = q.loops == 1
+        self._extra += not first
+        tg.create_task(self._receive_loop(tg, q, first=first))
 
     async def _report_stats(self) -> None:
         while True:
             await asyncio.sleep(self.settings.stats_interval_seconds)
+            await self._count_backlog()
             log.info(
                 "worker.stats",
                 offset_ms=self.state.offset.estimate(),
@@ -190,7 +214,25 @@ class Worker:
             self.flush_metrics()
 
     def flush_metrics(self) -> None:
-        self.metrics.flush(self.stats.tally, self.state.offset.estimate())
+        now_ms = int(self._clock() * 1000)
+        backlog = (self.backlog.visible_total(), self.backlog.due(now_ms))
+        self.metrics.flush(self.stats.tally, self.state.offset.estimate(), backlog)
+
+    async def _count_backlog(self) -> None:
+        """The visible messages of the queues whose receives come back full; the others are
+        kept up with and count 0 (core.backlog)."""
+        busy = [q for q in self.queues if q.full]
+        for q in self.queues:
+            self.backlog.counted(q.trio.delay, 0)
+        attribute = idle.COUNTS[0]  # ApproximateNumberOfMessages: the visible ones
+        calls = [
+            Call("sqs", "GetQueueAttributes", {"AttributeNames": [attribute]}, q.trio.delay)
+            for q in busy
+        ]
+        for q, reply in zip(busy, await self.caller(calls) if calls else [], strict=True):
+            if reply.fault is None:
+                found = reply.response.get("Attributes", {})
+                self.backlog.counted(q.trio.delay, idle.count(found, attribute))
 
     async def _wait_or_stop(self, seconds: float) -> None:
         with contextlib.suppress(asyncio.TimeoutError):
@@ -265,17 +307,20 @@ class Worker:
         added, removed = discovery.changes(current, found)
         for name in removed:
             self._drop(current[name], "no longer listed")
+        new = []
         for name in added:
             t = self.resolver.trio_of_delay_queue(name)
             problems = await self._problems(t)
             if problems:  # said again at every refresh until it is fixed
                 log.warning("queue.skipped", queue=name, problems=problems)
                 continue
-            q = QueueLoops(t)
-            self.queues.append(q)
+            new.append(QueueLoops(t))
+        # all of them before any loop starts: a busy queue's extra loops leave them room
+        self.queues += new
+        for q in new:
             for _ in range(PAUSING_BATCHES * self.concurrency):
                 self._pausing.release()  # room for this queue's pausing batches too
-            log.info("queue.added", queue=name)
+            log.info("queue.added", queue=q.trio.delay)
             self._spawn(tg, q)
 
     async def _problems(self, t: QueueTrio) -> list[str]:
@@ -290,11 +335,16 @@ class Worker:
 
     async def _wait_while_empty(self, q: QueueLoops, period: float) -> None:
         """An empty delay queue is checked every `period` seconds, not long-polled, until its
-        counts show something (`core.idle`: nothing in it can be visible sooner)."""
+        counts show something (`core.idle`: nothing in it can be visible sooner). A queue
+        that holds something is checked again after a period of long polls, not after each
+        empty one: a queue of far-off delays costs its long polls and one check a period."""
         call = Call(
             "sqs", "GetQueueAttributes", {"AttributeNames": list(idle.COUNTS)}, q.trio.delay
         )
+        if self._clock() - q.counted_at < period:
+            return  # checked lately and it held something: long-poll
         while not self._stop.is_set() and not q.gone:
+            q.counted_at = self._clock()
             [reply] = await self.caller([call])
             if reply.fault is not None or idle.holds_something(
                 reply.response.get("Attributes", {})
@@ -308,12 +358,22 @@ class Worker:
         q.gone = True
         self.queues.remove(q)
         self.resolver.forget(q.trio.delay)
+        self.backlog.forget(q.trio.delay)
         log.info("queue.removed", queue=q.trio.delay, reason=reason)
 
     async def _receive_loop(self, tg: asyncio.TaskGroup, q: QueueLoops, *, first: bool) -> None:
+        """The first loop of a queue polls it for as long as it is drained, beginning with its
+        counts (core.idle); the others are extra loops for a backlog, and end when a receive
+        comes back empty."""
+        empty = first  # the first loop starts as if its last receive had brought nothing
         try:
             while not self._stop.is_set() and not q.gone:
-                [reply] = await self.caller([self._receive_call(q)])
+                if empty and self._idle_period is not None:
+                    await self._wait_while_empty(q, self._idle_period)
+                    if self._stop.is_set() or q.gone:
+                        break
+                assert self._poller is not None, "the worker is not running"
+                [reply] = await self._poller([self._receive_call(q)])
                 if reply.fault is not None:
                     if self.discovering and reply.fault.code in MISSING_QUEUE_CODES:
                         self._drop(q, "deleted")  # once: not a receive failure to retry
@@ -323,17 +383,25 @@ class Worker:
                 self._last_receive_ok = self._clock()
                 self.receive_breaker.success(q.trio.delay)
                 messages: list[dict[str, Any]] = list(reply.response.get("Messages", []))
-                full = len(messages) == quotas.MAX_BATCH_ENTRIES
-                if full and q.loops < self.concurrency and not self._stop.is_set():
+                q.full = len(messages) == quotas.MAX_BATCH_ENTRIES
+                if q.full and self._room_for_a_loop(q):
                     self._spawn(tg, q)  # there is a backlog: poll in parallel
+                empty = not messages
                 if messages:
                     await self._process(q.trio, messages)
                 elif not first:
                     return  # idle: back to a single long poll per queue
-                elif self._idle_period is not None:
-                    await self._wait_while_empty(q, self._idle_period)
         finally:
             q.loops -= 1
+            self._extra -= not first
+
+    def _room_for_a_loop(self, q: QueueLoops) -> bool:
+        """An extra loop for a busy queue, within its concurrency, and only while the polls'
+        pool has a connection to spare beyond one per queue (and an eighth kept for queues
+        found later): a busy queue takes spare connections, never another queue's."""
+        reserve = self._polls // 8 if self.discovering else 0
+        spare = self._polls - len(self.queues) - self._extra - reserve
+        return q.loops < self.concurrency and spare > 0 and not self._stop.is_set()
 
     async def _process(self, trio: QueueTrio, raw: list[dict[str, Any]]) -> None:
         received = [from_boto(m) for m in raw]
@@ -349,6 +417,9 @@ class Worker:
                 outcome=outcome,
             )
             pending = await adrive_until_pause(flow, self.caller)
+            # its requeues were sent: they come back one cycle from now (core.backlog)
+            now_ms = int(self._clock() * 1000)
+            self.backlog.requeued(now_ms, self.stats.events["delay.requeued"])
             if pending is not None:  # hand-overs waiting out their fraction of a second
                 await self._pausing.acquire()  # bounds the batches finishing on their own
                 assert self._group is not None, "the worker is not running"
@@ -405,6 +476,20 @@ class Worker:
                     log.warning("delay.extend_failed", queue=trio.delay, count=failed)
                     warned = True
             wait = short / 4 if failed else full / 2
+
+
+def _allow_files(needed: int) -> None:
+    """Raise the soft limit of open files towards `needed` (each connection is one), within
+    the hard limit. Fargate sets both to 65,535 today (the ECS API reference, Ulimit), but
+    the soft limit was 1,024 on older platforms and is on many hosts."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on POSIX
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
 
 def _cancelling() -> bool:

@@ -32,6 +32,12 @@ def check_period(cycle: float, lag: float) -> float | None:
     return period if period > 0 else None
 
 
+def count(attributes: Mapping[str, str], name: str) -> int:
+    """One of the counts; 0 when it is missing or not a number."""
+    value = attributes.get(name, "0")
+    return int(value) if value.isascii() and value.isdigit() else 0
+
+
 def holds_something(attributes: Mapping[str, str]) -> bool:
     """Any message visible, in flight or delayed (a missing or odd count counts as some)."""
     for name in COUNTS:

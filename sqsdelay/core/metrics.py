@@ -27,6 +27,9 @@ FALLBACKS: Final = "SchedulerFallbacks"
 RECEIVE_FAILURES: Final = "ReceiveFailures"
 LATENESS: Final = "HandOverLateness"
 CLOCK_OFFSET: Final = "ClockOffset"
+# The worker's backlog, without dimensions: what its service scales on (core.backlog).
+BACKLOG_VISIBLE: Final = "BacklogVisible"
+BACKLOG_DUE: Final = "BacklogDue"
 REQUESTS: Final = {
     "sqs": "SqsRequests",
     "scheduler": "SchedulerRequests",
@@ -63,6 +66,8 @@ API_METRICS: Final = (*REQUESTS.values(), *THROTTLED.values())
 UNITS: Final = {
     **dict.fromkeys(DESTINATION_METRICS, COUNT),
     **dict.fromkeys(API_METRICS, COUNT),
+    BACKLOG_VISIBLE: COUNT,
+    BACKLOG_DUE: COUNT,
     LATENESS: MILLISECONDS,
     CLOCK_OFFSET: MILLISECONDS,
 }

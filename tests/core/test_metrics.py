@@ -43,7 +43,8 @@ def test_take_returns_what_was_counted_and_starts_again() -> None:
 
 def test_every_metric_name_has_a_unit() -> None:
     names = {*metrics.DESTINATION_METRICS, *metrics.API_METRICS, metrics.LATENESS}
-    assert names | {metrics.CLOCK_OFFSET} == set(metrics.UNITS)
+    backlog = {metrics.BACKLOG_VISIBLE, metrics.BACKLOG_DUE}
+    assert names | {metrics.CLOCK_OFFSET} | backlog == set(metrics.UNITS)
 
 
 def test_the_step_counts_each_end_its_lateness_and_due_window() -> None:

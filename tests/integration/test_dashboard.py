@@ -119,7 +119,7 @@ def test_the_stack_deploys_and_the_alarms_are_accepted(moto_url: str, prefix: st
     stack = cf.describe_stacks(StackName=f"{prefix}dashboard")["Stacks"][0]
     assert stack["StackStatus"] == "CREATE_COMPLETE"
     body = json.loads(cw.get_dashboard(DashboardName=f"{prefix}sqsdelay")["DashboardBody"])
-    assert len(body["widgets"]) == 9
+    assert len(body["widgets"]) == 10
     resources = rendered(QueuePrefix=prefix)
     alarms = {k: r["Properties"] for k, r in resources.items() if r["Type"].endswith("Alarm")}
     for props in alarms.values():

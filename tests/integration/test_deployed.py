@@ -21,6 +21,7 @@ import pytest
 from sqsdelay.aws.installer import Installer, QueueSpec, queue_tags
 from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.core import defaults, quotas, wirenames
+from sqsdelay.core.metrics import BACKLOG_DUE, BACKLOG_VISIBLE
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.integration.test_aws_lambda import invoke_as_lambda, lambda_record
@@ -327,22 +328,29 @@ def test_every_queue_is_retained_and_every_name_in_an_arn_is_validated() -> None
                 assert "AllowedPattern" in spec, (name, param)
 
 
-def test_ecs_scales_on_backlog_per_task_over_all_delay_queues() -> None:
-    resources = cfn.Renderer(
-        cfn.load("worker-ecs.yaml"), {**ECS_PARAMS, "QueuePrefix": "p-", "Queues": "a,b,c"}
-    ).resources()
+@pytest.mark.parametrize("queues", ["a,b,c", "*"])
+def test_ecs_scales_on_the_backlog_the_workers_publish(queues: str) -> None:
+    """One metric whatever the number of queues: the names the worker writes, in the
+    namespace the task gives it; visible shared by the tasks, due counted by each."""
+    params = {**ECS_PARAMS, "QueuePrefix": "p-", "Queues": queues, "MetricsNamespace": "fleet"}
+    resources = cfn.Renderer(cfn.load("worker-ecs.yaml"), params).resources()
     assert "DesiredCount" not in resources["Service"]["Properties"]
+    [container] = resources["TaskDefinition"]["Properties"]["ContainerDefinitions"]
+    env = {e["Name"]: e["Value"] for e in container["Environment"]}
+    assert env["SQSDELAY_METRICS_NAMESPACE"] == "fleet"
     spec = resources["ScalingPolicy"]["Properties"]["TargetTrackingScalingPolicyConfiguration"]
-    metrics = spec["CustomizedMetricSpecification"]["Metrics"]
-    queues = [
-        m["MetricStat"]["Metric"]["Dimensions"][0]["Value"]
-        for m in metrics
-        if m["Id"].startswith("q")
-    ]
-    assert queues[:3] == ["p-a-delay.fifo", "p-b-delay.fifo", "p-c-delay.fifo"]
-    assert set(queues[3:]) == {"p---delay.fifo"}  # empty slots: no such queue, no data
-    (expr,) = [m["Expression"] for m in metrics if m.get("ReturnData")]
-    assert all(f"FILL(q{i}, 0)" in expr for i in range(len(queues))) and "/ FILL(tasks" in expr
+    metrics = {m["Id"]: m for m in spec["CustomizedMetricSpecification"]["Metrics"]}
+    stats = {
+        i: (m["MetricStat"]["Metric"]["Namespace"], m["MetricStat"]["Metric"]["MetricName"],
+            m["MetricStat"]["Stat"])
+        for i, m in metrics.items()
+        if "MetricStat" in m
+    }  # fmt: skip
+    assert stats["visible"] == ("fleet", BACKLOG_VISIBLE, "Maximum")
+    assert stats["due"] == ("fleet", BACKLOG_DUE, "Average")
+    assert metrics["tasks"]["MetricStat"]["Metric"]["MetricName"] == "RunningTaskCount"
+    [returned] = [m for m in metrics.values() if m.get("ReturnData")]
+    assert returned["Expression"] == "FILL(visible, 0) / FILL(tasks, 1) + FILL(due, 0)"
 
 
 # SQS API -> the IAM action that authorizes it (batch calls use the single action's name).
@@ -479,7 +487,6 @@ def test_ecs_task_role_for_every_queue_under_the_prefix_allows_what_discovery_ca
     params = {**ECS_PARAMS, "QueuePrefix": prefix, "Queues": "*"}
     resources = cfn.Renderer(cfn.load("worker-ecs.yaml"), params).resources()
     assert not any(name.startswith("QueuePolicy") for name in resources)
-    assert "ScalingPolicy" not in resources  # no metric over every queue yet: MinTasks
     grants = granted(role_statements(resources, "TaskRole"))
 
     def allowed(action: str, arn: str) -> bool:

@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
+from sqsdelay.aws import worker as worker_module
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Sender
+from sqsdelay.core import wirenames
 from sqsdelay.core.discovery import changes, delay_queues
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
@@ -145,3 +147,42 @@ def test_worker_all_and_inspect_all_on_the_command_line(
         finally:
             worker.send_signal(signal.SIGTERM)
             assert worker.wait(timeout=60) == 0
+
+
+def test_a_busy_queue_takes_spare_polls_never_another_queues(
+    fleet: Settings, sqs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Room for 8 long polls, 6 queues: the busy one may add one loop (8 - 6, less the
+    eighth kept for queues found later), not its 3 more; the others hand over on time."""
+    monkeypatch.setattr(worker_module, "DISCOVERY_POLLS", 8)
+    names = ["busy", "a", "b", "c", "d", "e"]
+    reports = Installer(fleet, client=sqs).run(names)
+    urls = destinations(reports)
+    [busy] = [str(r.url) for r in reports if r.spec.name == f"{fleet.queue_prefix}busy-delay.fifo"]
+    far = {wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000000"}}
+    for b in range(20):
+        sqs.send_message_batch(
+            QueueUrl=busy,
+            Entries=[
+                {"Id": str(i), "MessageBody": "far", "MessageAttributes": far,
+                 "MessageGroupId": f"{b}.{i}", "MessageDeduplicationId": f"{b}.{i}"}
+                for i in range(10)
+            ],
+        )  # fmt: skip
+    sender = Sender(fleet, client=sqs)
+    with RunningWorker(fleet, ["*"], concurrency=4) as running:
+        w = running.worker
+        wait_for(lambda: len(w.queues) == len(names), timeout=30)
+        wait_for(lambda: w.stats.events["delay.requeued"] >= 200, timeout=60)
+        due, collectors = {}, {n: Collector(sqs, urls[n]) for n in names[1:]}
+        for n in names[1:]:
+            due[n] = time.time() + CYCLE + 1
+            sender.send(n, n, delay=CYCLE + 1)
+        deadline = time.monotonic() + 30
+        while any(not c.got for c in collectors.values()) and time.monotonic() < deadline:
+            for c in collectors.values():
+                c.poll()  # all of them in turn: each arrival is timed alike
+        [busy_loops] = [q.peak_loops for q in w.queues if q.trio.requested == "busy"]
+    assert busy_loops == 2
+    late = {n: c.got[0].at - due[n] for n, c in collectors.items() if c.got}
+    assert len(late) == 5 and all(-0.1 < x < 1.5 for x in late.values()), late

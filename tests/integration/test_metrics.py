@@ -19,8 +19,10 @@ from sqsdelay.aws.cloudwatch import read_metrics
 from sqsdelay.aws.emf import EmfWriter
 from sqsdelay.aws.lambda_driver import Handler
 from sqsdelay.aws.sender import Message, Sender
+from sqsdelay.core import wirenames
 from sqsdelay.core.metrics import UNITS, Tally
 from sqsdelay.settings import Settings
+from tests.conftest import wait_for
 from tests.integration.test_aws_lambda import invoke_as_lambda
 from tests.integration.test_worker import CYCLE, setup_queues
 from tests.support import emf
@@ -237,3 +239,43 @@ def test_the_worker_process_writes_metrics_to_stdout_unless_they_are_off(
     }
     assert sum(emf.values(objects, Destination=s.queue_prefix + "orders")["HandedOver"]) == 2
     assert outputs[("off",)] == ""
+
+
+def test_the_worker_publishes_its_backlog_on_every_flush(make_settings: Any, sqs: Any) -> None:
+    """A delay queue with far-off messages: the worker receives full batches, counts what is
+    visible, and knows its requeues come back one cycle later (core.backlog)."""
+    fast: Settings = make_settings(
+        max_native_delay_seconds=CYCLE,
+        visibility_timeout_seconds=3,
+        wait_time_seconds=1,
+        stats_interval_seconds=1,
+        concurrency=1,  # one loop: a backlog stays visible between its receives
+    )
+    urls = setup_queues(fast, sqs)
+    far = {wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000000"}}
+    for b in range(30):
+        entries = [
+            {
+                "Id": str(i),
+                "MessageBody": "far",
+                "MessageAttributes": far,
+                "MessageGroupId": f"{b}-{i}",
+                "MessageDeduplicationId": f"{b}-{i}",
+            }
+            for i in range(10)
+        ]
+        sqs.send_message_batch(QueueUrl=urls["orders-delay.fifo"], Entries=entries)
+    lines: list[str] = []
+
+    def backlog() -> dict[str, list[float]]:
+        found = emf.values(emf.parse("".join(lines).splitlines()))
+        return {k: found.get(k, []) for k in ("BacklogVisible", "BacklogDue")}
+
+    with RunningWorker(fast, ["orders"], write_metrics=lines.append) as running:
+        wait_for(lambda: max(backlog()["BacklogVisible"], default=0) > 0, timeout=30)
+        wait_for(lambda: max(backlog()["BacklogDue"], default=0) > 0, timeout=30)
+    seen = backlog()
+    requeued = running.worker.stats.events["delay.requeued"]
+    assert len(seen["BacklogVisible"]) == len(seen["BacklogDue"]) >= 2  # one each per flush
+    assert max(seen["BacklogVisible"]) <= 300 and max(seen["BacklogDue"]) <= requeued
+    assert all(v >= 0 for v in seen["BacklogVisible"] + seen["BacklogDue"])

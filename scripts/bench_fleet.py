@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""One worker for a fleet of destinations (`sqsdelay worker --all`); prints one JSON object.
+
+Against fauxqs (its counts are exact, so the counts' lag is set to 1 s) with a compressed
+cycle:
+- before: every delay queue empty, the idle rule off (the lag setting above the cycle):
+  what an idle queue costs when it is long-polled;
+- fleet: the same queues with the idle rule on, ACTIVE of them fed with multi-cycle delays
+  that a consumer times on arrival (lateness p50/p99, early, lost, duplicates); a new
+  destination is installed while the worker runs, with one message: the time from `install`
+  to `queue.added` and to its hand-over. Requests per idle queue per hour are the worker's
+  GetQueueAttributes (less one configuration check per queue found) and its receives, over
+  the queues and the run; the model is 3600 / (cycle - lag - margin) for the idle rule and
+  180 for one 20 s long poll at a time, at the test cycle and at 900 s with the default lag.
+
+    .venv/bin/python scripts/bench_fleet.py [--destinations 1000] [--active 10]
+        [--messages 400] [--cycle 90] [--before-seconds 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import tempfile
+import threading
+import time
+from typing import Any
+
+from benchkit import EmulatorProcess, client, env_for, percentile, start_worker
+
+from sqsdelay import logs
+from sqsdelay.aws.installer import Installer
+from sqsdelay.aws.sender import Sender
+from sqsdelay.core import idle, quotas
+from sqsdelay.settings import Settings
+
+PREFIX = "fleet-"
+LAG = 1  # fauxqs's counts are exact
+
+
+def settings(url: str, cycle: int) -> Settings:
+    return Settings(
+        endpoint_url=url, region="us-east-1", queue_prefix=PREFIX, max_native_delay_seconds=cycle
+    )
+
+
+def install(url: str, cycle: int, names: list[str]) -> dict[str, str]:
+    reports = Installer(settings(url, cycle), client=client(url)).run(names)
+    return {r.spec.requested: str(r.url) for r in reports if r.spec.role == "destination"}
+
+
+def peak_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Worker:
+    """`sqsdelay worker --all` in its own process, its JSON events in a temporary file."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed by stop()
+        self.proc = start_worker(env, ["--all"], self.log)
+
+    def events(self) -> list[dict[str, Any]]:
+        self.log.seek(0)
+        out = [json.loads(x) for x in self.log if x.startswith("{")]
+        self.log.seek(0, 2)
+        return out
+
+    def wait_for(self, event: str, timeout: float, **fields: Any) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for e in self.events():
+                if e["event"] == event and all(e.get(k) == v for k, v in fields.items()):
+                    return e
+            time.sleep(0.2)
+        raise SystemExit(f"no {event} {fields} within {timeout} s")
+
+    def stop(self) -> tuple[dict[str, Any], float]:
+        rss = peak_rss_mib(self.proc.pid)
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=90)
+        stopped = next(e for e in self.events() if e["event"] == "worker.stopped")
+        started = next(e for e in self.events() if e["event"] == "worker.started")
+        seconds = _seconds(stopped["timestamp"]) - _seconds(started["timestamp"])
+        self.log.close()
+        return {**stopped, "seconds": seconds}, rss
+
+
+def _seconds(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def idle_rate(stopped: dict[str, Any], queues: int, active: int) -> dict[str, float]:
+    """Requests per idle queue per hour: every count check but the one per queue found, and
+    the receives of the idle queues (all receives when none is active)."""
+    requests = stopped["requests"]
+    checks = requests.get("GetQueueAttributes", 0) - queues
+    receives = requests.get("ReceiveMessage", 0) if active == 0 else 0
+    hours = stopped["seconds"] / 3600
+    return {
+        "count_checks": round(checks / queues / hours, 1),
+        "receives": round(receives / queues / hours, 1),
+        "total": round((checks + receives) / queues / hours, 1),
+    }
+
+
+def before_phase(url: str, cycle: int, queues: int, seconds: float) -> dict[str, Any]:
+    env = env_for(
+        url,
+        PREFIX,
+        max_native_delay_seconds=cycle,
+        idle_counts_lag_seconds=300,  # more than the cycle: the rule is off
+        metrics="off",
+    )
+    worker = Worker(env)
+    worker.wait_for("worker.started", 60)
+    time.sleep(seconds)
+    stopped, rss = worker.stop()
+    return {
+        "seconds": round(stopped["seconds"], 1),
+        "requests_per_idle_queue_hour": idle_rate(stopped, queues, 0),
+        "worker_peak_rss_mib": round(rss, 1),
+    }
+
+
+def fleet_phase(
+    url: str, cycle: int, names: list[str], active: int, messages: int
+) -> dict[str, Any]:
+    env = env_for(
+        url,
+        PREFIX,
+        max_native_delay_seconds=cycle,
+        idle_counts_lag_seconds=LAG,
+        discovery_interval_seconds=10,
+        stats_interval_seconds=10,
+        metrics="off",
+    )
+    busy = names[:active]
+    urls = install(url, cycle, busy)
+    sender = Sender(settings(url, cycle), client=client(url))
+    worker = Worker(env)
+    worker.wait_for("worker.started", 60)
+    due: dict[str, float] = {}
+    arrived: dict[str, list[float]] = {}
+    stop = threading.Event()
+
+    def consume(targets: dict[str, str]) -> None:
+        sqs = client(url)
+        while not stop.is_set():
+            for q in list(targets.values()):
+                got = sqs.receive_message(QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+                now = time.time()
+                for m in got.get("Messages", []):
+                    arrived.setdefault(m["Body"], []).append(now)
+                    sqs.delete_message(QueueUrl=q, ReceiptHandle=m["ReceiptHandle"])
+            time.sleep(0.02)
+
+    consumer = threading.Thread(target=consume, args=(urls,), daemon=True)
+    consumer.start()
+    # the delays: spread over two cycles after the first, sent over the first cycle
+    spread = [cycle + 1 + (i * 7919 % (2 * cycle * 1000)) / 1000 for i in range(messages)]
+    started = time.monotonic()
+    created: dict[str, float] = {}
+    for i, d in enumerate(spread):
+        target = started + i * cycle / messages
+        time.sleep(max(0.0, target - time.monotonic()))
+        body = f"m{i}"
+        due[body] = time.time() + d
+        sender.send(busy[i % active], body, delay=d)
+        if i == messages // 4:  # a new destination, while the worker runs
+            created["at"] = time.time()
+            urls.update(install(url, cycle, ["newcomer"]))
+            due["newcomer"] = time.time() + cycle + 1
+            sender.send("newcomer", "newcomer", delay=cycle + 1)
+    added = worker.wait_for("queue.added", 60, queue=f"{PREFIX}newcomer-delay.fifo")
+    deadline = time.monotonic() + 3 * cycle + 60
+    while len(arrived) < len(due) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    stop.set()
+    consumer.join()
+    stopped, rss = worker.stop()
+    late = [arrived[b][0] - due[b] for b in due if b in arrived and b != "newcomer"]
+    first = arrived.get("newcomer", [float("nan")])[0]
+    return {
+        "seconds": round(stopped["seconds"], 1),
+        "active_queues": active,
+        "messages": messages,
+        "delay_range_seconds": [round(min(spread), 1), round(max(spread), 1)],
+        "delivered": sum(1 for b in due if b in arrived and b != "newcomer"),
+        "lost": sum(1 for b in due if b not in arrived),
+        "duplicates": sum(len(v) - 1 for v in arrived.values()),
+        "early": sum(1 for x in late if x < 0),
+        "lateness_p50_s": round(percentile(late, 0.5), 3),
+        "lateness_p99_s": round(percentile(late, 0.99), 3),
+        "lateness_max_s": round(max(late, default=float("nan")), 3),
+        "requests_per_idle_queue_hour": idle_rate(stopped, len(names), active),
+        "requests": stopped["requests"],
+        "worker_peak_rss_mib": round(rss, 1),
+        "new_destination": {
+            "discovery_interval_seconds": 10,
+            "install_to_queue_added_s": round(_seconds(added["timestamp"]) - created["at"], 2),
+            "install_to_first_hand_over_s": round(first - created["at"], 2),
+            "its_delay_seconds": cycle + 1,
+            "lateness_s": round(first - due["newcomer"], 3),
+        },
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--destinations", type=int, default=1000)
+    ap.add_argument("--active", type=int, default=10)
+    ap.add_argument("--messages", type=int, default=400)
+    ap.add_argument("--cycle", type=int, default=90)
+    ap.add_argument("--before-seconds", type=float, default=60)
+    args = ap.parse_args()
+    logs.configure("json", "WARNING")
+    emulator = EmulatorProcess("fauxqs")
+    try:
+        names = [f"d{i:04d}" for i in range(args.destinations)]
+        t0 = time.monotonic()
+        install(emulator.url, args.cycle, names)
+        installed = time.monotonic() - t0
+        before = before_phase(emulator.url, args.cycle, len(names), args.before_seconds)
+        fleet = fleet_phase(emulator.url, args.cycle, names, args.active, args.messages)
+    finally:
+        emulator.stop()
+    test_period = idle.check_period(args.cycle, LAG)
+    prod_period = idle.check_period(quotas.MAX_NATIVE_DELAY_SECONDS, 60)
+    assert test_period is not None and prod_period is not None
+    long_polls = 3600 / quotas.LONG_POLL_SECONDS
+    print(
+        json.dumps(
+            {
+                "emulator": emulator.name,
+                "destinations": args.destinations,
+                "cycle_seconds": args.cycle,
+                "install_seconds": round(installed, 1),
+                "before": before,
+                "fleet": fleet,
+                "model_requests_per_idle_queue_hour": {
+                    "long_polled": long_polls,
+                    "idle_rule_at_test_cycle": round(3600 / test_period, 1),
+                    "idle_rule_at_900s_default_lag": round(3600 / prod_period, 1),
+                    "ratio_at_900s": round(quotas.LONG_POLL_SECONDS / prod_period, 4),
+                },
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
