@@ -367,6 +367,29 @@ IAM_ACTION = {
 LAMBDA_POLLER = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
 
 
+def calls_of_every_path(
+    s: Settings, queues: list[str], api: str, at_least: int
+) -> set[tuple[str, str]]:
+    """The calls a worker on `queues` made by the time it has requeued, handed over,
+    dead-lettered, extended a visibility and called `api` `at_least` times (every_path)."""
+    from tests.support.workerkit import RunningWorker
+
+    with RunningWorker(s, queues) as running:
+        stats = running.worker.stats
+        wait_for(
+            lambda: (
+                all(
+                    stats.events[e] >= 1
+                    for e in ("delay.requeued", "delay.handed_over", "delay.dead_lettered")
+                )
+                and stats.requests["ChangeMessageVisibilityBatch"] >= 1
+                and stats.requests[api] >= at_least
+            ),
+            timeout=30,
+        )
+        return set(stats.calls)
+
+
 def granted(statements: list[dict[str, Any]]) -> set[tuple[str, str]]:
     out = set()
     for st in statements:
@@ -418,7 +441,6 @@ def test_ecs_task_role_grants_exactly_what_the_worker_calls(
     against "*" (moto/sqs/responses.py reads the queue from QueueUrl, which GetQueueUrl does
     not have), so a resource-scoped policy cannot be run as-is there. Instead the calls the
     worker really made (counted by botocore's event hooks) are compared with the grants."""
-    from tests.support.workerkit import RunningWorker
 
     # idle_counts_lag_seconds 0: the empty queue's checks (GetQueueAttributes) are made too
     s = make_settings(
@@ -428,20 +450,7 @@ def test_ecs_task_role_grants_exactly_what_the_worker_calls(
         idle_counts_lag_seconds=0,
     )
     every_path(s, sqs)
-    with RunningWorker(s, ["orders"]) as running:
-        stats = running.worker.stats
-        wait_for(
-            lambda: (
-                all(
-                    stats.events[e] >= 1
-                    for e in ("delay.requeued", "delay.handed_over", "delay.dead_lettered")
-                )
-                and stats.requests["ChangeMessageVisibilityBatch"] >= 1
-                and stats.requests["GetQueueAttributes"] >= 1
-            ),
-            timeout=30,
-        )
-        calls = set(stats.calls)
+    calls = calls_of_every_path(s, ["orders"], "GetQueueAttributes", 1)
     resources = cfn.Renderer(
         cfn.load("worker-ecs.yaml"), {**ECS_PARAMS, "QueuePrefix": prefix, "Queues": "orders"}
     ).resources()
@@ -457,8 +466,6 @@ def test_ecs_task_role_for_every_queue_under_the_prefix_allows_what_discovery_ca
     is used, and nothing outside the prefix is allowed."""
     from fnmatch import fnmatchcase
 
-    from tests.support.workerkit import RunningWorker
-
     s = make_settings(
         max_native_delay_seconds=1,
         wait_time_seconds=1,
@@ -468,20 +475,7 @@ def test_ecs_task_role_for_every_queue_under_the_prefix_allows_what_discovery_ca
     )
     every_path(s, sqs)
     Installer(s, client=sqs).run(["billing"])  # an empty one: checked, not long-polled
-    with RunningWorker(s, ["*"]) as running:
-        stats = running.worker.stats
-        wait_for(
-            lambda: (
-                all(
-                    stats.events[e] >= 1
-                    for e in ("delay.requeued", "delay.handed_over", "delay.dead_lettered")
-                )
-                and stats.requests["ChangeMessageVisibilityBatch"] >= 1
-                and stats.requests["ListQueues"] >= 2
-            ),
-            timeout=30,
-        )
-        calls = set(stats.calls)
+    calls = calls_of_every_path(s, ["*"], "ListQueues", 2)
     listed = {(api, q) for api, q in calls if api == "ListQueues"}
     made = used(calls - listed) | {("sqs:ListQueues", "*")}
     params = {**ECS_PARAMS, "QueuePrefix": prefix, "Queues": "*"}
