@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any
 
-from benchkit import EmulatorProcess, client, env_for, percentile, start_worker
+from benchkit import EmulatorProcess, client, env_for, peak_rss_mib, percentile, start_worker
 
 from sqsdelay import logs
 from sqsdelay.aws.installer import Installer
@@ -48,14 +48,6 @@ def settings(url: str, cycle: int) -> Settings:
 def install(url: str, cycle: int, names: list[str]) -> dict[str, str]:
     reports = Installer(settings(url, cycle), client=client(url)).run(names)
     return {r.spec.requested: str(r.url) for r in reports if r.spec.role == "destination"}
-
-
-def peak_rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 class Worker:

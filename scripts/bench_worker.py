@@ -42,6 +42,7 @@ from benchkit import (
     client,
     env_for,
     fauxqs_installed,
+    peak_rss_mib,
     percentile,
     run_worker,
     start_worker,
@@ -344,13 +345,6 @@ def _proc_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _proc_peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def burst_phase(url: str, count: int, raw: dict[str, Any]) -> dict[str, Any]:
     """`count` messages over 8 destinations, all due within the same 60 s, loaded into the
     delay queues while no worker runs; the worker starts as the first one falls due and has
@@ -383,7 +377,7 @@ def burst_phase(url: str, count: int, raw: dict[str, Any]) -> dict[str, Any]:
             drain_burst(url, [urls[n] for n in names], count, time.monotonic() + 900)
         )
         cpu = _proc_cpu_seconds(proc.pid) - cpu_start
-        peak_rss = _proc_peak_rss_mib(proc.pid)
+        peak_rss = peak_rss_mib(proc.pid)
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
         log.seek(0)

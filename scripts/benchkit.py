@@ -131,6 +131,14 @@ def run_worker(env: dict[str, str], queues: list[str], seconds: float) -> dict[s
     return stopped
 
 
+def peak_rss_mib(pid: int) -> float:
+    """A running process's peak resident memory (VmHWM), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:

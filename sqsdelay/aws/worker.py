@@ -338,11 +338,11 @@ class Worker:
         counts show something (`core.idle`: nothing in it can be visible sooner). A queue
         that holds something is checked again after a period of long polls, not after each
         empty one: a queue of far-off delays costs its long polls and one check a period."""
+        if self._clock() - q.counted_at < period:
+            return  # checked lately and it held something: long-poll
         call = Call(
             "sqs", "GetQueueAttributes", {"AttributeNames": list(idle.COUNTS)}, q.trio.delay
         )
-        if self._clock() - q.counted_at < period:
-            return  # checked lately and it held something: long-poll
         while not self._stop.is_set() and not q.gone:
             q.counted_at = self._clock()
             [reply] = await self.caller([call])

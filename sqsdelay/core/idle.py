@@ -32,16 +32,16 @@ def check_period(cycle: float, lag: float) -> float | None:
     return period if period > 0 else None
 
 
+def _number(attributes: Mapping[str, str], name: str) -> int | None:
+    value = attributes.get(name)
+    return int(value) if value is not None and value.isascii() and value.isdigit() else None
+
+
 def count(attributes: Mapping[str, str], name: str) -> int:
     """One of the counts; 0 when it is missing or not a number."""
-    value = attributes.get(name, "0")
-    return int(value) if value.isascii() and value.isdigit() else 0
+    return _number(attributes, name) or 0
 
 
 def holds_something(attributes: Mapping[str, str]) -> bool:
     """Any message visible, in flight or delayed (a missing or odd count counts as some)."""
-    for name in COUNTS:
-        value = attributes.get(name, "1")
-        if not value.isascii() or not value.isdigit() or int(value) > 0:
-            return True
-    return False
+    return any((n := _number(attributes, name)) is None or n > 0 for name in COUNTS)

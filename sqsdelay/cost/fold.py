@@ -181,7 +181,7 @@ def fold(
     small = (
         per_destination.withColumn("destination", label)
         .groupBy("kind", *keys, "parked_route")
-        .agg(*(_reduce(c) for c in sums))
+        .agg(*(reduced(c) for c in sums))
         .toPandas()
     )
     idle_small = (
@@ -209,7 +209,9 @@ def fold(
     return Folded(small, idle_small, bill_small, folded, focus, per_month)
 
 
-def _reduce(column: str) -> Any:
+def reduced(column: str) -> Any:
+    """How the aggregate's column adds up over rows: the first send's minimum, the last
+    send's maximum, the sum of any other."""
     from pyspark.sql import functions as F
 
     if column == "first_ts":

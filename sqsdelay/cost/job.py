@@ -27,6 +27,7 @@ from sqsdelay.cost.fold import (
     Folded,
     fold,
     local_idle_polls,
+    reduced,
 )
 from sqsdelay.cost.pricing import Pricing, Quantities, park_break_even_seconds, quantities
 from sqsdelay.cost.whatif import Fixed, Histogram, LogNormal, Uniform, WhatIf
@@ -636,11 +637,7 @@ def aggregate(
     )
 
     def rollup(frame: Any, by: list[str]) -> Any:
-        return frame.groupBy(*by).agg(
-            *(F.sum(c).alias(c) for c in summed),
-            F.min("first_ts").alias("first_ts"),
-            F.max("last_ts").alias("last_ts"),
-        )
+        return frame.groupBy(*by).agg(*(reduced(c) for c in (*summed, "first_ts", "last_ts")))
 
     shape = rollup(cached, [k for k in keys if k != "destination"]).toPandas()
     names = [name for _, name in BANDS] + [LONGER]

@@ -18,13 +18,12 @@ import pytest
 from sqsdelay.aws import worker as worker_module
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Sender
-from sqsdelay.core import wirenames
 from sqsdelay.core.discovery import changes, delay_queues
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.integration.test_cli import run
 from tests.integration.test_worker import capture_logs
-from tests.support.workerkit import Collector, RunningWorker
+from tests.support.workerkit import Collector, RunningWorker, load_far_off
 
 CYCLE = 2
 
@@ -160,16 +159,7 @@ def test_a_busy_queue_takes_spare_polls_never_another_queues(
     reports = Installer(fleet, client=sqs).run(names)
     urls = destinations(reports)
     [busy] = [str(r.url) for r in reports if r.spec.name == f"{fleet.queue_prefix}busy-delay.fifo"]
-    far = {wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000000"}}
-    for b in range(10):
-        sqs.send_message_batch(
-            QueueUrl=busy,
-            Entries=[
-                {"Id": str(i), "MessageBody": "far", "MessageAttributes": far,
-                 "MessageGroupId": f"{b}.{i}", "MessageDeduplicationId": f"{b}.{i}"}
-                for i in range(10)
-            ],
-        )  # fmt: skip
+    load_far_off(sqs, busy, 100)
     sender = Sender(fleet, client=sqs)
     with RunningWorker(fleet, ["*"], concurrency=4) as running:
         w = running.worker

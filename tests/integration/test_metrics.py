@@ -19,14 +19,13 @@ from sqsdelay.aws.cloudwatch import read_metrics
 from sqsdelay.aws.emf import EmfWriter
 from sqsdelay.aws.lambda_driver import Handler
 from sqsdelay.aws.sender import Message, Sender
-from sqsdelay.core import wirenames
 from sqsdelay.core.metrics import UNITS, Tally
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.integration.test_aws_lambda import invoke_as_lambda
 from tests.integration.test_worker import CYCLE, setup_queues
 from tests.support import emf
-from tests.support.workerkit import Collector, RunningWorker
+from tests.support.workerkit import Collector, RunningWorker, load_far_off
 
 # Whole seconds: the sender rounds a fraction up, so the due time would not be the test's.
 DELAYS = [CYCLE + 1, CYCLE + 2, 2 * CYCLE + 1, 2 * CYCLE + 2, 3 * CYCLE, 3 * CYCLE + 1]
@@ -252,19 +251,7 @@ def test_the_worker_publishes_its_backlog_on_every_flush(make_settings: Any, sqs
         concurrency=1,  # one loop: a backlog stays visible between its receives
     )
     urls = setup_queues(fast, sqs)
-    far = {wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000000"}}
-    for b in range(30):
-        entries = [
-            {
-                "Id": str(i),
-                "MessageBody": "far",
-                "MessageAttributes": far,
-                "MessageGroupId": f"{b}-{i}",
-                "MessageDeduplicationId": f"{b}-{i}",
-            }
-            for i in range(10)
-        ]
-        sqs.send_message_batch(QueueUrl=urls["orders-delay.fifo"], Entries=entries)
+    load_far_off(sqs, urls["orders-delay.fifo"], 300)
     lines: list[str] = []
 
     def backlog() -> dict[str, list[float]]:
