@@ -12,7 +12,7 @@ from sqsdelay.aws.sender import Sender
 from sqsdelay.core.idle import check_period
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
-from tests.support.workerkit import Collector, RunningWorker
+from tests.support.workerkit import Collector, RunningWorker, load_far_off
 
 CYCLE = 8  # with no lag allowed for (moto's counts are exact): a check every 6 s
 
@@ -39,3 +39,25 @@ def test_an_empty_queue_is_checked_not_polled_and_nothing_is_late(
         (got,) = Collector(sqs, url).until(1, timeout=40)
     late = got.at - (sent + CYCLE + 3)
     assert 0 <= late < 1.5, late
+
+
+def test_a_queue_of_far_off_delays_is_long_polled_and_read_once_a_period(
+    make_settings: Callable[..., Settings], sqs: Any
+) -> None:
+    """It always holds something (delayed, then visible and requeued): long polls, and its
+    counts read at most once a period, not after every empty poll (1 s polls here)."""
+    s = make_settings(
+        max_native_delay_seconds=CYCLE,
+        wait_time_seconds=1,
+        visibility_timeout_seconds=3,
+        idle_counts_lag_seconds=0,
+    )
+    reports = Installer(s, client=sqs).run(["orders"])
+    delay_url = next(str(r.url) for r in reports if r.spec.role == "delay")
+    load_far_off(sqs, delay_url, 1)
+    with RunningWorker(s, ["orders"]) as running:
+        stats = running.worker.stats
+        started = time.monotonic()
+        wait_for(lambda: stats.requests["ReceiveMessage"] >= 10, timeout=30)
+        reads, seconds = stats.requests["GetQueueAttributes"], time.monotonic() - started
+    assert reads <= seconds / 6 + 2, (reads, seconds)  # the first, and one each 6 s
