@@ -12,9 +12,15 @@ cycle:
   GetQueueAttributes (less one configuration check per queue found) and its receives, over
   the queues and the run; the model is 3600 / (cycle - lag - margin) for the idle rule and
   180 for one 20 s long poll at a time, at the test cycle and at 900 s with the default lag.
+- fifo: FIFO destinations (`<name>.fifo`), delays from a tenth of a second to three cycles of
+  `--fifo-cycle` in 20 message groups: lateness p50/p99 at the destinations (the staging hop
+  included), then the same through a TCP proxy that loses `--fifo-cut-share` of the worker's
+  answers after the call took effect (tests/support/faultproxy.py), so hand-overs, forwards
+  and deletes are retried: duplicates (the deduplication id should leave none), lost, early.
 
-    .venv/bin/python scripts/bench_fleet.py [--destinations 1000] [--active 10]
-        [--messages 400] [--cycle 90] [--before-seconds 60]
+    cd scripts && ../.venv/bin/python bench_fleet.py [--destinations 1000] [--active 10]
+        [--messages 400] [--cycle 90] [--before-seconds 60] [--fifo-messages 300]
+        [--fifo-cycle 10] [--fifo-cut-share 0.05] [--fifo-only]
 """
 
 from __future__ import annotations
@@ -22,40 +28,45 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from benchkit import EmulatorProcess, client, env_for, peak_rss_mib, percentile, start_worker
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sqsdelay import logs
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Sender
 from sqsdelay.core import idle, quotas
 from sqsdelay.settings import Settings
+from tests.support.faultproxy import FaultProxy
 
 PREFIX = "fleet-"
 LAG = 1  # fauxqs's counts are exact
 
 
-def settings(url: str, cycle: int) -> Settings:
+def settings(url: str, cycle: int, prefix: str = PREFIX) -> Settings:
     return Settings(
-        endpoint_url=url, region="us-east-1", queue_prefix=PREFIX, max_native_delay_seconds=cycle
+        endpoint_url=url, region="us-east-1", queue_prefix=prefix, max_native_delay_seconds=cycle
     )
 
 
-def install(url: str, cycle: int, names: list[str]) -> dict[str, str]:
-    reports = Installer(settings(url, cycle), client=client(url)).run(names)
+def install(url: str, cycle: int, names: list[str], prefix: str = PREFIX) -> dict[str, str]:
+    reports = Installer(settings(url, cycle, prefix), client=client(url)).run(names)
     return {r.spec.requested: str(r.url) for r in reports if r.spec.role == "destination"}
 
 
 class Worker:
-    """`sqsdelay worker --all` in its own process, its JSON events in a temporary file."""
+    """`sqsdelay worker --all` (or on `queues`) in its own process, its JSON events in a
+    temporary file."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], queues: tuple[str, ...] = ("--all",)) -> None:
         self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed by stop()
-        self.proc = start_worker(env, ["--all"], self.log)
+        self.proc = start_worker(env, list(queues), self.log)
 
     def events(self) -> list[dict[str, Any]]:
         self.log.seek(0)
@@ -205,6 +216,86 @@ def fleet_phase(
     }
 
 
+FIFO_PREFIX = "fifo-"
+FIFO_DESTINATIONS = [f"f{i}.fifo" for i in range(5)]
+FIFO_GROUPS = 20
+
+
+def fifo_phase(url: str, cycle: int, messages: int, cut_share: float) -> dict[str, Any]:
+    """One run of the FIFO route, the worker's calls through the fault proxy."""
+    proxy = FaultProxy(url)
+    proxy.cut_responses(cut_share, seed=1)
+    env = env_for(
+        proxy.url,
+        FIFO_PREFIX,
+        max_native_delay_seconds=cycle,
+        visibility_timeout_seconds=10,  # what a lost answer leaves in flight comes back soon
+        call_timeout_seconds=2,
+        metrics="off",
+    )
+    urls = install(url, cycle, FIFO_DESTINATIONS, FIFO_PREFIX)
+    sender = Sender(settings(url, cycle, FIFO_PREFIX), client=client(url))
+    worker = Worker(env, tuple(FIFO_DESTINATIONS))
+    worker.wait_for("worker.started", 60)
+    due: dict[str, float] = {}
+    arrived: dict[str, list[float]] = {}
+    groups: dict[str, str] = {}
+    stop = threading.Event()
+
+    def consume() -> None:
+        sqs = client(url)
+        while not stop.is_set():
+            for q in urls.values():
+                got = sqs.receive_message(
+                    QueueUrl=q,
+                    MaxNumberOfMessages=10,
+                    WaitTimeSeconds=0,
+                    MessageSystemAttributeNames=["MessageGroupId"],
+                )
+                now = time.time()
+                for m in got.get("Messages", []):
+                    arrived.setdefault(m["Body"], []).append(now)
+                    groups[m["Body"]] = m["Attributes"]["MessageGroupId"]
+                    sqs.delete_message(QueueUrl=q, ReceiptHandle=m["ReceiptHandle"])
+            time.sleep(0.02)
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    # a third short (through the staging queue), the rest through the FIFO delay queue
+    spread = [0.1 + (i * 7919 % (3 * cycle * 1000)) / 1000 for i in range(messages)]
+    started = time.monotonic()
+    for i, d in enumerate(spread):
+        time.sleep(max(0.0, started + i * cycle / messages - time.monotonic()))
+        body = f"m{i}"
+        due[body] = time.time() + d
+        dest = FIFO_DESTINATIONS[i % len(FIFO_DESTINATIONS)]
+        sender.send(dest, body, delay=d, group_id=f"g{i % FIFO_GROUPS}")
+    deadline = time.monotonic() + 3 * cycle + 60
+    while len(arrived) < len(due) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(5)  # late copies, if any
+    stop.set()
+    consumer.join()
+    stopped, _ = worker.stop()
+    late = [arrived[b][0] - due[b] for b in due if b in arrived]
+    return {
+        "cut_share": cut_share,
+        "answers_cut": proxy.responses_cut,
+        "worker_requests": proxy.requests,
+        "messages": messages,
+        "short_through_staging": sum(1 for d in spread if d <= cycle),
+        "delivered": sum(1 for b in due if b in arrived),
+        "lost": sum(1 for b in due if b not in arrived),
+        "duplicates": sum(len(v) - 1 for v in arrived.values()),
+        "early": sum(1 for x in late if x < 0),
+        "wrong_group": sum(1 for b, g in groups.items() if g != f"g{int(b[1:]) % FIFO_GROUPS}"),
+        "lateness_p50_s": round(percentile(late, 0.5), 3),
+        "lateness_p99_s": round(percentile(late, 0.99), 3),
+        "lateness_max_s": round(max(late, default=float("nan")), 3),
+        "worker_messages": stopped["messages"],
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--destinations", type=int, default=1000)
@@ -212,10 +303,21 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=400)
     ap.add_argument("--cycle", type=int, default=90)
     ap.add_argument("--before-seconds", type=float, default=60)
+    ap.add_argument("--fifo-messages", type=int, default=300)
+    ap.add_argument("--fifo-cycle", type=int, default=10)
+    ap.add_argument("--fifo-cut-share", type=float, default=0.05)
+    ap.add_argument("--fifo-only", action="store_true", help="only the FIFO runs")
     args = ap.parse_args()
     logs.configure("json", "WARNING")
     emulator = EmulatorProcess("fauxqs")
     try:
+        fifo = {
+            run: fifo_phase(emulator.url, args.fifo_cycle, args.fifo_messages, share)
+            for run, share in (("clean", 0.0), ("faults", args.fifo_cut_share))
+        }
+        if args.fifo_only:
+            print(json.dumps({"emulator": emulator.name, "fifo": fifo}, indent=2))
+            return
         names = [f"d{i:04d}" for i in range(args.destinations)]
         t0 = time.monotonic()
         install(emulator.url, args.cycle, names)
@@ -237,6 +339,7 @@ def main() -> None:
                 "install_seconds": round(installed, 1),
                 "before": before,
                 "fleet": fleet,
+                "fifo": fifo,
                 "model_requests_per_idle_queue_hour": {
                     "long_polled": long_polls,
                     "idle_rule_at_test_cycle": round(3600 / test_period, 1),

@@ -239,6 +239,10 @@ def send(
             "of an id still scheduled sends nothing and prints duplicate: true",
         ),
     ] = None,
+    group_id: Annotated[
+        str | None,
+        typer.Option(help="the message group; required for a FIFO destination (NAME.fifo)"),
+    ] = None,
 ) -> int:
     """Send one delayed message; prints one JSON line with message_id, route and queue_url."""
     from sqsdelay.aws.sender import Sender
@@ -255,7 +259,13 @@ def send(
     assert body is not None
     attributes = dict(_attribute(a) for a in attribute or [])
     result = Sender(settings).send(
-        queue, body, delay=seconds, attributes=attributes, message_type=message_type, id=id
+        queue,
+        body,
+        delay=seconds,
+        attributes=attributes,
+        message_type=message_type,
+        id=id,
+        group_id=group_id,
     )
     print(json.dumps(result.as_dict()))
     return 0

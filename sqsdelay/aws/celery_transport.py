@@ -9,6 +9,9 @@ What this relies on in kombu 5.x (`kombu/transport/SQS/__init__.py`, `Channel`):
 - `properties["delay_seconds"]` becomes the message's `DelaySeconds` (`_resolve_delay_seconds`).
 - `canonical_queue_name(queue)` is the SQS name (`queue_name_prefix` + name); `sqs(queue=)`
   is the boto3 client kombu itself publishes with.
+- A FIFO queue (`.fifo`) takes `properties["MessageGroupId"]` as the group, `"default"` when
+  there is none, and drops `delay_seconds` with a warning: sqsdelay delays every countdown
+  into it, in that group (docs/fifo-destinations.md).
 Only publishing changes: a Celery worker that uses this transport receives as before.
 """
 
@@ -56,17 +59,14 @@ class Channel(SQS.Channel):
             super()._put(queue, message, **kwargs)
             return
         name = self.canonical_queue_name(queue)
-        if name.endswith(".fifo"):
-            raise ConfigError(
-                f"the Celery queue {name} is a FIFO queue, which takes no delay: sqsdelay does "
-                "not delay into FIFO queues yet; send tasks with a countdown to a standard queue"
-            )
-        if publish.how == "native":
+        properties = message.get("properties", {})
+        fifo = name.endswith(".fifo")  # no native delay: every countdown goes through sqsdelay
+        if publish.how == "native" and not fifo:
             message.setdefault("properties", {})["delay_seconds"] = publish.delay_seconds
             super()._put(queue, message, **kwargs)
             return
         assert publish.due is not None
-        attributes = message.get("properties", {}).pop("message_attributes", None) or {}
+        attributes = properties.pop("message_attributes", None) or {}
         body = dumps(message)
         if self.sqs_base64_encoding:
             body = AsyncMessage().encode(body)
@@ -76,6 +76,7 @@ class Channel(SQS.Channel):
             deliver_at=datetime.fromtimestamp(publish.due, UTC),
             id=(message.get("headers") or {}).get("id"),  # the task id: cancel takes it
             attributes=attributes,
+            group_id=properties.get("MessageGroupId", "default") if fifo else None,
         )
 
     def _sender(self, name: str, settings: Settings) -> Sender:

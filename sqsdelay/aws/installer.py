@@ -16,13 +16,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sqsdelay.aws.clients import error_code, sync_client, sync_service, translate
 from sqsdelay.aws.queues import QueueResolver, install_command, trio
-from sqsdelay.core import defaults, quotas, registry, tags, wirenames
+from sqsdelay.core import defaults, names, quotas, registry, tags, wirenames
 from sqsdelay.errors import RegistryError
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
 
 log = get_logger("sqsdelay.aws.installer")
-Role = Literal["destination", "delay", "error"]
+Role = Literal["destination", "delay", "staging", "error"]
 ERROR_QUEUE_RETENTION_SECONDS = quotas.MAX_RETENTION_SECONDS
 
 
@@ -50,17 +50,20 @@ def specs(queues: Sequence[str], settings: Settings) -> list[QueueSpec]:
         t = trio(queue, settings)
         out.append(QueueSpec("destination", t.destination, queue))
         out.append(QueueSpec("delay", t.delay, queue))
+        if t.staging is not None:  # a FIFO destination's
+            out.append(QueueSpec("staging", t.staging, queue))
     if queues:
         out.append(QueueSpec("error", trio(queues[0], settings).error, queues[0]))
     return out
 
 
 def queue_tags(spec: QueueSpec, settings: Settings) -> dict[str, str]:
-    """The error queue is shared by every destination: it names none."""
+    """The error queue is shared by every destination: it names none. A staging queue is
+    part of its destination's delays."""
     if spec.role == "error":
         return tags.tags("error-queue")
     destination = trio(spec.requested, settings).destination
-    component: tags.Component = "delay-queue" if spec.role == "delay" else "destination-queue"
+    component: tags.Component = "destination-queue" if spec.role == "destination" else "delay-queue"
     return tags.tags(component, destination)
 
 
@@ -70,8 +73,9 @@ def _sse(settings: Settings) -> dict[str, str]:
     return {"SqsManagedSseEnabled": "true"}
 
 
-def expected_attributes(role: Role, settings: Settings) -> dict[str, str]:
-    """Attributes a queue of this role is created with."""
+def expected_attributes(spec: QueueSpec, settings: Settings) -> dict[str, str]:
+    """Attributes a queue is created with."""
+    role = spec.role
     if role == "delay":
         return {
             "FifoQueue": "true",
@@ -83,6 +87,10 @@ def expected_attributes(role: Role, settings: Settings) -> dict[str, str]:
         }
     if role == "error":
         return {"MessageRetentionPeriod": str(ERROR_QUEUE_RETENTION_SECONDS), **_sse(settings)}
+    if role == "staging":  # a queue-level delay would apply to hand-overs with 0 s left
+        return {"DelaySeconds": "0", **_sse(settings)}
+    if names.is_fifo(spec.name):  # a FIFO destination: we always give deduplication ids
+        return {"FifoQueue": "true", **_sse(settings)}
     return _sse(settings)
 
 
@@ -129,6 +137,8 @@ def check_queue(spec: QueueSpec, attrs: dict[str, str], settings: Settings) -> l
                 )
             )
         return problems
+    if spec.role == "staging":
+        return _staging_problems(q, attrs, fix, settings)
     want_delay = settings.max_native_delay_seconds
     have_delay = _int(attrs, "DelaySeconds")
     if have_delay != want_delay:
@@ -144,6 +154,26 @@ def check_queue(spec: QueueSpec, attrs: dict[str, str], settings: Settings) -> l
                 {"MessageRetentionPeriod": str(want_retention)},
             )
         )
+    problems += _redrive_and_sse_problems(q, attrs, fix, settings)
+    slow = {k: v for k, v in quotas.HIGH_THROUGHPUT_ATTRIBUTES.items() if attrs.get(k) != v}
+    if fifo and slow:
+        problems.append(
+            Problem(
+                q,
+                "high-throughput mode is off (NServiceBus creates delay queues without it): "
+                "sends are limited to 300 calls/s per API action",
+                fix,
+                slow,
+                warning=True,
+            )
+        )
+    return problems
+
+
+def _redrive_and_sse_problems(
+    q: str, attrs: dict[str, str], fix: str, settings: Settings
+) -> list[Problem]:
+    problems = []
     if attrs.get("RedrivePolicy"):
         problems.append(
             Problem(
@@ -158,16 +188,21 @@ def check_queue(spec: QueueSpec, attrs: dict[str, str], settings: Settings) -> l
         "KmsMasterKeyId"
     ):
         problems.append(Problem(q, "server-side encryption is off", fix, _sse(settings)))
-    slow = {k: v for k, v in quotas.HIGH_THROUGHPUT_ATTRIBUTES.items() if attrs.get(k) != v}
-    if fifo and slow:
+    return problems
+
+
+def _staging_problems(q: str, attrs: dict[str, str], fix: str, settings: Settings) -> list[Problem]:
+    """A FIFO destination's staging queue: no queue-level delay (a hand-over with nothing
+    left sends no DelaySeconds), no redrive (the worker retries and dead-letters itself)."""
+    problems = _redrive_and_sse_problems(q, attrs, fix, settings)
+    if _int(attrs, "DelaySeconds"):
         problems.append(
             Problem(
                 q,
-                "high-throughput mode is off (NServiceBus creates delay queues without it): "
-                "sends are limited to 300 calls/s per API action",
+                f"DelaySeconds is {attrs.get('DelaySeconds')}, expected 0: it would delay "
+                "the hand-overs that are due now",
                 fix,
-                slow,
-                warning=True,
+                {"DelaySeconds": "0"},
             )
         )
     return problems
@@ -264,7 +299,7 @@ class Installer:
         reports = []
         for spec in specs(queues, self.settings):
             report = QueueReport(spec, url=self.resolver.find(self._client, spec.name))
-            expected = expected_attributes(spec.role, self.settings)
+            expected = expected_attributes(spec, self.settings)
             if report.url is None:
                 if not (create or fix):
                     report.problems.append(

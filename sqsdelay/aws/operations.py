@@ -14,10 +14,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sqsdelay.aws.clients import sync_client, translate
 from sqsdelay.aws.installer import Installer, QueueReport
 from sqsdelay.aws.queues import QueueResolver
-from sqsdelay.core import discovery, quotas, wire, wirenames
+from sqsdelay.core import discovery, names, quotas, wire, wirenames
 from sqsdelay.core.decision import parse_natural
 from sqsdelay.core.processing import from_boto
 from sqsdelay.core.types import Attributes
+from sqsdelay.errors import InvalidQueueName
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
 
@@ -49,8 +50,13 @@ def discovered(settings: Settings, *, client: Any = None) -> list[str]:
             urls += page.get("QueueUrls", [])
     except (ClientError, BotoCoreError) as exc:
         raise translate(exc, "ListQueues", prefix or "*") from None
-    suffix = wirenames.DELAY_QUEUE_SUFFIX
-    return [name.removesuffix(suffix) for name in discovery.delay_queues(urls, prefix)]
+    found = []
+    for name in discovery.delay_queues(urls, prefix):
+        try:
+            found.append(names.destination_of_delay_queue(name))
+        except InvalidQueueName as exc:  # the worker skips it too
+            log.warning("queue.skipped", queue=name, problems=[str(exc)])
+    return found
 
 
 def inspect(settings: Settings, queues: Sequence[str], *, client: Any = None) -> list[QueueState]:

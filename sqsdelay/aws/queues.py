@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqsdelay.aws.callers import AsyncCaller, SyncCaller
@@ -49,20 +49,40 @@ def install_command(settings: Settings, *queues: str, options: str = "") -> str:
 
 @dataclass(frozen=True)
 class QueueTrio:
-    """A destination as the user names it, and the three queues that serve it."""
+    """A destination as the user names it, and the queues that serve it. A FIFO
+    destination's trio also has a staging queue, drained by its own trio that `forwards`."""
 
     requested: str
     destination: str
     error: str
+    forwards: bool = False
+
+    @property
+    def fifo(self) -> bool:
+        return names.is_fifo(self.destination)
 
     @property
     def delay(self) -> str:
-        """Raises InvalidQueueName for a destination too long to have a delay queue."""
+        """The queue this trio drains: the delay queue (the staging queue when it forwards).
+        Raises InvalidQueueName for a destination too long to have a delay queue."""
+        if self.forwards:
+            return names.staging_queue_name(self.destination)
         return names.delay_queue_name(self.destination)
+
+    @property
+    def staging(self) -> str | None:
+        """A FIFO destination's staging queue."""
+        return names.staging_queue_name(self.destination) if self.fifo else None
+
+    def forwarding(self) -> QueueTrio:
+        """The trio that drains this FIFO destination's staging queue."""
+        return replace(self, forwards=True)
 
     def queues(self) -> Queues:
         """The queues as the core step names them (raises for a name too long to delay)."""
-        return Queues(self.destination, self.delay, self.error)
+        if self.forwards:
+            return Queues(self.destination, self.delay, self.error, forwards=True)
+        return Queues(self.destination, self.delay, self.error, staging=self.staging)
 
 
 def trio(queue: str, settings: Settings) -> QueueTrio:
@@ -74,12 +94,18 @@ def trio(queue: str, settings: Settings) -> QueueTrio:
 
 
 def trio_of_delay_queue(delay_queue: str, settings: Settings) -> QueueTrio:
-    """The trio a delay queue belongs to (Lambda knows only its event source)."""
-    destination = names.destination_of_delay_queue(delay_queue)
+    """The trio a delay queue belongs to, or that drains a staging queue (Lambda knows only
+    its event source)."""
+    forwards = delay_queue.endswith(wirenames.STAGING_QUEUE_SUFFIX)
+    if forwards:
+        destination = names.destination_of_staging_queue(delay_queue)
+    else:
+        destination = names.destination_of_delay_queue(delay_queue)
     return QueueTrio(
         requested=destination.removeprefix(settings.queue_prefix),
         destination=destination,
         error=names.error_queue_name(settings.error_queue, settings.queue_prefix),
+        forwards=forwards,
     )
 
 
@@ -104,8 +130,9 @@ class QueueResolver:
         return self.remember(trio_of_delay_queue(delay_queue, self.settings))
 
     def remember(self, t: QueueTrio) -> QueueTrio:
-        for name in (t.destination, t.error):
-            self._owners.setdefault(name, t)
+        for name in (t.destination, t.error, t.staging):
+            if name is not None:
+                self._owners.setdefault(name, t)
         with contextlib.suppress(InvalidQueueName):  # a long name is for direct sends only
             self._owners.setdefault(t.delay, t)
         return t
@@ -116,8 +143,9 @@ class QueueResolver:
         if owner is None:
             return QueueMissing(operation, name, "queue does not exist")
         command = install_command(self.settings, owner.requested)
-        if name == owner.destination + wirenames.DELAY_QUEUE_SUFFIX:
-            return DelayQueueMissing(operation, name, owner.requested, command)
+        with contextlib.suppress(InvalidQueueName):
+            if name == replace(owner, forwards=False).delay:
+                return DelayQueueMissing(operation, name, owner.requested, command)
         return QueueMissing(operation, name, f"queue does not exist; create it with: {command}")
 
     def failure(self, fault: Fault, operation: str, name: str) -> SqsOperationError:
@@ -188,7 +216,7 @@ class ParkTargets:
         self._targets: dict[tuple[str, str], ParkTarget] = {}
 
     def lookup(self, t: QueueTrio, client: Any, account: str = "") -> Flow[ParkTarget | None]:
-        if self.settings.parking == "off":
+        if self.settings.parking == "off" or t.forwards:  # a forward never parks
             return None
         key = (t.delay, account)
         if key not in self._targets:

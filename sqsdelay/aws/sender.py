@@ -25,6 +25,7 @@ from sqsdelay.aws.clients import (
 from sqsdelay.aws.queues import ParkTargets, QueueResolver, QueueTrio, install_command
 from sqsdelay.core import (
     batching,
+    decision,
     defaults,
     names,
     nservicebus,
@@ -69,6 +70,9 @@ class Message:
     attributes: Mapping[str, Any] = field(default_factory=dict)
     message_type: str | None = None
     id: str | None = None  # the message's id (default: a new UUID); the registry's key
+    # The message group in a FIFO destination (required there, refused elsewhere): the
+    # message joins its group when it is due (docs/fifo-destinations.md).
+    group_id: str | None = None
 
 
 class MessageOptions(TypedDict, total=False):
@@ -79,6 +83,7 @@ class MessageOptions(TypedDict, total=False):
     attributes: Mapping[str, Any]
     message_type: str | None
     id: str | None
+    group_id: str | None
 
 
 @dataclass(frozen=True)
@@ -159,6 +164,7 @@ def plan(
 ) -> PlannedSend:
     """Validate a message and decide where and how it is sent. No I/O."""
     destination = names.destination_name(queue, settings.queue_prefix)
+    group = _group_of(message, destination)
     millis = delay_milliseconds(message.delay, deliver_at=message.deliver_at, now=now)
     seconds = -(-millis // 1000)
     if seconds > settings.max_delay_seconds:
@@ -196,12 +202,25 @@ def plan(
             nservicebus.check_message_type(message.message_type)
         )
     request: dict[str, Any] = {"MessageBody": body}
-    if where == "direct":
+    if group is not None and where == "direct" and not millis:
+        target = destination  # a FIFO destination, now
+        request["MessageGroupId"] = group
+        request["MessageDeduplicationId"] = decision.forward_dedup_id(ident)
+    elif group is not None and where == "direct":
+        # SQS takes no per-message delay on a FIFO queue: its staging queue does, and the
+        # worker forwards what becomes visible there, deduplicated by the message's id.
+        target = names.staging_queue_name(destination)
+        request["DelaySeconds"] = seconds
+        attributes[wirenames.GROUP_ID_ATTRIBUTE] = wire.string_attribute(group)
+        nsb_id = ident
+    elif where == "direct":
         target = destination
         if seconds:
             request["DelaySeconds"] = seconds
     else:
         target = names.delay_queue_name(destination)
+        if group is not None:
+            attributes[wirenames.GROUP_ID_ATTRIBUTE] = wire.string_attribute(group)
         attributes[wirenames.DELAY_ATTRIBUTE] = wire.string_attribute(str(seconds))
         if millis % 1000:  # the worker's last hop is exact to the millisecond
             attributes[wirenames.DELAY_MS_ATTRIBUTE] = wire.string_attribute(str(millis))
@@ -232,6 +251,18 @@ def plan(
         nservicebus_message_id=nsb_id,
         delay_ms=millis,
     )
+
+
+def _group_of(message: Message, destination: str) -> str | None:
+    """The FIFO destination's message group; a standard destination takes none."""
+    if names.is_fifo(destination):
+        return names.check_group_id(message.group_id, destination)
+    if message.group_id is not None:
+        raise InvalidMessage(
+            f"destination {destination!r} is a standard queue, which has no message groups: "
+            "leave group_id (--group-id) out, or send to a FIFO destination (.fifo)"
+        )
+    return None
 
 
 def park_request(
@@ -687,7 +718,7 @@ class Sender(_SenderCore):
 
     def send(self, queue: str, body: str, **options: Unpack[MessageOptions]) -> SendResult:
         """Send one message; `options` are `Message`'s: `delay` or `deliver_at`,
-        `attributes`, `message_type`."""
+        `attributes`, `message_type`, `id`, `group_id`."""
         return drive(self.send_flow(queue, Message(body, **options)), self._caller)
 
     def send_batch(

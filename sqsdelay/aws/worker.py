@@ -43,7 +43,7 @@ from sqsdelay.core.decision import Received
 from sqsdelay.core.metrics import RECEIVE_FAILURES
 from sqsdelay.core.processing import SYSTEM_ATTRIBUTES, from_boto
 from sqsdelay.core.step import Outcome, Stats, extend
-from sqsdelay.errors import ReceiveUnavailable, SqsDelayError
+from sqsdelay.errors import InvalidQueueName, ReceiveUnavailable, SqsDelayError
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
 
@@ -96,7 +96,9 @@ class Worker:
         # `*`: every delay queue under the prefix, found (and dropped) while running
         self.discovering = discovery.is_all(queues)
         self.queues = (
-            [] if self.discovering else [QueueLoops(self.resolver.trio(q)) for q in queues]
+            []
+            if self.discovering
+            else [QueueLoops(t) for q in queues for t in _drained(self.resolver.trio(q))]
         )
         self.batches = BatchRunner(settings, self.resolver, delete=True, clock=monotonic)
         self.state = self.batches.state
@@ -303,18 +305,22 @@ class Worker:
             params = {**params, "NextToken": token}
 
     async def _refresh(self, tg: asyncio.TaskGroup, found: list[str]) -> None:
-        current = {q.trio.delay: q for q in self.queues}
+        current = {q.trio.delay: q for q in self.queues if not q.trio.forwards}
         added, removed = discovery.changes(current, found)
         for name in removed:
             self._drop(current[name], "no longer listed")
         new = []
         for name in added:
-            t = self.resolver.trio_of_delay_queue(name)
-            problems = await self._problems(t)
+            try:
+                trios = _drained(self.resolver.trio_of_delay_queue(name))
+            except InvalidQueueName as exc:  # e.g. the delay queue of a refused destination
+                problems = [str(exc)]
+            else:
+                problems = [p for t in trios for p in await self._problems(t)]
             if problems:  # said again at every refresh until it is fixed
                 log.warning("queue.skipped", queue=name, problems=problems)
                 continue
-            new.append(QueueLoops(t))
+            new += [QueueLoops(t) for t in trios]
         # all of them before any loop starts: a busy queue's extra loops leave them room
         self.queues += new
         for q in new:
@@ -324,12 +330,13 @@ class Worker:
             self._spawn(tg, q)
 
     async def _problems(self, t: QueueTrio) -> list[str]:
-        """What `sqsdelay install --check` says of a found delay queue (warnings aside)."""
+        """What `sqsdelay install --check` says of a found delay queue, or of its FIFO
+        destination's staging queue (warnings aside)."""
         call = Call("sqs", "GetQueueAttributes", {"AttributeNames": ["All"]}, t.delay)
         [reply] = await self.caller([call])
         if reply.fault is not None:
             return [f"its attributes could not be read ({reply.fault.code})"]
-        spec = QueueSpec("delay", t.delay, t.requested)
+        spec = QueueSpec("staging" if t.forwards else "delay", t.delay, t.requested)
         found = check_queue(spec, reply.response.get("Attributes", {}), self.settings)
         return [p.problem for p in found if not p.warning]
 
@@ -353,13 +360,14 @@ class Worker:
             await self._wait_or_stop(period)
 
     def _drop(self, q: QueueLoops, reason: str) -> None:
-        if q.gone:
-            return
-        q.gone = True
-        self.queues.remove(q)
-        self.resolver.forget(q.trio.delay)
-        self.backlog.forget(q.trio.delay)
-        log.info("queue.removed", queue=q.trio.delay, reason=reason)
+        """Stop draining a destination: its delay queue and a FIFO one's staging queue go
+        together (a refresh adds them again together, once both pass the checks)."""
+        for other in [o for o in self.queues if o.trio.destination == q.trio.destination]:
+            other.gone = True
+            self.queues.remove(other)
+            self.resolver.forget(other.trio.delay)
+            self.backlog.forget(other.trio.delay)
+            log.info("queue.removed", queue=other.trio.delay, reason=reason)
 
     async def _receive_loop(self, tg: asyncio.TaskGroup, q: QueueLoops, *, first: bool) -> None:
         """The first loop of a queue polls it for as long as it is drained, beginning with its
@@ -368,7 +376,8 @@ class Worker:
         empty = first  # the first loop starts as if its last receive had brought nothing
         try:
             while not self._stop.is_set() and not q.gone:
-                if empty and self._idle_period is not None:
+                # a staging queue takes DelaySeconds under 900 s: long-polled, even empty
+                if empty and self._idle_period is not None and not q.trio.forwards:
                     await self._wait_while_empty(q, self._idle_period)
                     if self._stop.is_set() or q.gone:
                         break
@@ -476,6 +485,12 @@ class Worker:
                     log.warning("delay.extend_failed", queue=trio.delay, count=failed)
                     warned = True
             wait = short / 4 if failed else full / 2
+
+
+def _drained(t: QueueTrio) -> list[QueueTrio]:
+    """The trios whose queues a worker drains for a destination: its delay queue, and a
+    FIFO destination's staging queue."""
+    return [t, t.forwarding()] if t.fifo else [t]
 
 
 def _allow_files(needed: int) -> None:

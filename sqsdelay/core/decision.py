@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqsdelay.core import defaults, parking, quotas, wire, wirenames
+from sqsdelay.core import defaults, names, parking, quotas, wire, wirenames
 from sqsdelay.core.types import Attributes, InvalidDelayAction, Target
 from sqsdelay.errors import InvalidMessage
 
@@ -155,7 +155,29 @@ class Park:
         return {"remaining_seconds": self.remaining_seconds, "due_at_ms": self.due_ms}
 
 
-Decision = Requeue | HandOver | Poison | Park
+@dataclass(frozen=True)
+class Forward:
+    """From a FIFO destination's staging queue to the destination, now: in the sender's
+    message group, deduplicated by the message's id (a retried hand-over within SQS's five
+    minutes is delivered once)."""
+
+    target: ClassVar[Target] = "destination"
+    event: ClassVar[str] = "delay.forwarded"
+    level: ClassVar[str] = "info"
+
+    attributes: Attributes
+    group_id: str
+    dedup_id: str
+
+    def request(self) -> dict[str, Any]:
+        return {"MessageGroupId": self.group_id, "MessageDeduplicationId": self.dedup_id}
+
+    def log_fields(self) -> dict[str, Any]:
+        return {}
+
+
+Decision = Requeue | HandOver | Poison | Park | Forward
+DelayDecision = Requeue | HandOver | Poison | Park  # of a message from a delay queue
 
 
 @dataclass(frozen=True)
@@ -270,7 +292,7 @@ def decide(
     source_queue: str = "",
     own_failures: int = 0,
     last_error: str | None = None,
-) -> Decision:
+) -> DelayDecision:
     """Requeue, hand over or poison.
 
     Broker "now" is `ApproximateFirstReceiveTimestamp` on a first receive; on a redelivery it
@@ -282,13 +304,7 @@ def decide(
     """
     count = received.receive_count
     if own_failures >= lim.max_attempts:
-        reason = f"failed {own_failures} times (SQSDELAY_MAX_ATTEMPTS={lim.max_attempts})"
-        return _poison(
-            received,
-            reason + (f"; last error: {last_error}" if last_error else ""),
-            source_queue,
-            lim,
-        )
+        return _gave_up(received, own_failures, last_error, source_queue, lim)
     try:
         sent = _timestamp(received.system, "SentTimestamp")
         first = _timestamp(received.system, "ApproximateFirstReceiveTimestamp")
@@ -336,6 +352,51 @@ def decide(
     return _poison(received, f"cannot requeue: {problem}", source_queue, lim)
 
 
+def _gave_up(
+    received: Received, own_failures: int, last_error: str | None, source_queue: str, lim: Limits
+) -> Poison:
+    reason = f"failed {own_failures} times (SQSDELAY_MAX_ATTEMPTS={lim.max_attempts})"
+    reason += f"; last error: {last_error}" if last_error else ""
+    return _poison(received, reason, source_queue, lim)
+
+
+def forward_dedup_id(message_id: str) -> str:
+    """The FIFO destination's deduplication id of a message: derived from its own id, so that
+    every copy of it (a retried hand-over, a redelivered forward) has the same one."""
+    return hashlib.sha256(f"sqsdelay|{message_id}".encode()).hexdigest()
+
+
+def forward(
+    received: Received,
+    *,
+    lim: Limits,
+    source_queue: str = "",
+    own_failures: int = 0,
+    last_error: str | None = None,
+) -> Forward | Poison:
+    """A message from a FIFO destination's staging queue: it is visible, so it is due."""
+    if own_failures >= lim.max_attempts:
+        return _gave_up(received, own_failures, last_error, source_queue, lim)
+    group = _string(received.attributes, wirenames.GROUP_ID_ATTRIBUTE)
+    if group is None or not names.is_group_id(group):
+        reason = (
+            f"no valid {wirenames.GROUP_ID_ATTRIBUTE} attribute: a message for a FIFO "
+            "destination needs its message group (send it with group_id=)"
+        )
+        return _poison(received, reason, source_queue, lim)
+    ident = _string(received.attributes, wirenames.MESSAGE_ID_ATTRIBUTE) or received.message_id
+    attrs = {
+        k: v
+        for k, v in _without_own(received.attributes).items()
+        if k != wirenames.GROUP_ID_ATTRIBUTE
+    }
+    try:
+        wire.check_fits(received.body, attrs, lim.max_message_bytes)
+    except InvalidMessage as exc:
+        return _poison(received, f"cannot forward: {exc}", source_queue, lim)
+    return Forward(attrs, group, forward_dedup_id(ident))
+
+
 def _parked(requeue: Requeue, left_at_first: int, lim: Limits) -> Park | None:
     """Park when enough is left and the absolute due time travels with the message (the
     worker needs it to be exact after the Scheduler hop). Like the hand-over, this is
@@ -368,7 +429,7 @@ def _with_message_id(received: Received) -> Attributes:
 
 def _hand_over(
     received: Received, left_ms: int, due: int, source_queue: str, lim: Limits
-) -> Decision:
+) -> HandOver | Poison:
     problem = ""
     for candidate in (_with_message_id(received), _without_own(received.attributes)):
         try:

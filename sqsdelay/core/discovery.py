@@ -1,5 +1,6 @@
-"""Which delay queues a fleet drains: every `<prefix><destination>-delay.fifo` that SQS lists
-under the queue prefix (pure). `SQSDELAY_QUEUES=*` or `sqsdelay worker --all`."""
+"""Which delay queues a fleet drains: every `<prefix><destination>-delay.fifo` (and FIFO
+destination's `<prefix><base>-delay-fifo.fifo`) that SQS lists under the queue prefix
+(pure). `SQSDELAY_QUEUES=*` or `sqsdelay worker --all`."""
 
 from collections.abc import Iterable, Sequence
 
@@ -15,11 +16,11 @@ def is_all(queues: Sequence[str]) -> bool:
 def delay_queues(listed: Iterable[str], prefix: str) -> list[str]:
     """The delay queues among ListQueues' URLs (or names): the prefix's, with a destination
     name before the suffix. Sorted, so that a refresh logs in a stable order."""
-    suffix = wirenames.DELAY_QUEUE_SUFFIX
     names = {url.rstrip("/").rsplit("/", 1)[-1] for url in listed}
     return sorted(
         n
         for n in names
+        for suffix in (wirenames.DELAY_QUEUE_SUFFIX, wirenames.FIFO_DELAY_QUEUE_SUFFIX)
         if n.startswith(prefix) and n.endswith(suffix) and len(n) > len(prefix + suffix)
     )
 

@@ -20,6 +20,7 @@ EVENT_METRICS: Final = {
     "delay.requeued": "Requeued",
     "delay.parked": "Parked",
     "delay.dead_lettered": "DeadLettered",
+    "delay.forwarded": "Forwarded",
 }
 HELD: Final = "Held"
 CANCELLED: Final = "Cancelled"

@@ -11,7 +11,7 @@ import re
 import unicodedata
 
 from sqsdelay.core import quotas, wirenames
-from sqsdelay.errors import InvalidQueueName
+from sqsdelay.errors import InvalidMessage, InvalidQueueName
 
 _SQS_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _FIFO = ".fifo"
@@ -50,23 +50,53 @@ def physical_name(name: str, prefix: str = "") -> str:
     return sanitized
 
 
+def is_fifo(name: str) -> bool:
+    return name.endswith(wirenames.FIFO_SUFFIX)
+
+
+def _owner_of(name: str) -> str | None:
+    """Which queue of another destination `name` is, if it is one."""
+    base = name.removesuffix(wirenames.FIFO_SUFFIX)
+    if is_fifo(name):
+        for suffix, kind, back in (
+            (wirenames.DELAY_QUEUE_SUFFIX, "standard", ""),
+            (wirenames.FIFO_DELAY_QUEUE_SUFFIX, "FIFO", wirenames.FIFO_SUFFIX),
+        ):
+            if name.endswith(suffix):
+                owner = name.removesuffix(suffix) + back
+                return f"delay queue of the {kind} destination {owner!r}"
+    elif name.endswith(wirenames.STAGING_QUEUE_SUFFIX):
+        owner = base.removesuffix(wirenames.STAGING_QUEUE_SUFFIX) + wirenames.FIFO_SUFFIX
+        return f"staging queue of the FIFO destination {owner!r}"
+    return None
+
+
 def destination_name(queue: str, prefix: str = "") -> str:
-    """A destination (standard) queue: up to 80 characters, prefix included."""
+    """A destination queue: up to 80 characters, prefix included. A FIFO destination may not
+    be named like another destination's delay queue, nor a standard one like a FIFO
+    destination's staging queue (the naming rules would collide)."""
     name = physical_name(queue, prefix)
-    if name.endswith(_FIFO):
+    owner = _owner_of(name)
+    if owner is not None:
         raise InvalidQueueName(
-            f"destination {name!r} is a FIFO queue name; destinations are standard queues "
-            "(SQS takes no per-message delay on FIFO queues)"
+            f"destination {name!r} is the name of the {owner}: a FIFO destination's name may "
+            f"not end in {wirenames.DELAY_QUEUE_SUFFIX!r} or "
+            f"{wirenames.FIFO_DELAY_QUEUE_SUFFIX!r}, nor a standard one's in "
+            f"{wirenames.STAGING_QUEUE_SUFFIX!r}: choose another name"
         )
     return name
 
 
 def delay_queue_name(destination: str) -> str:
-    """The destination's delay queue: `<destination>-delay.fifo` (NServiceBus convention).
+    """The destination's delay queue: `<destination>-delay.fifo` (NServiceBus convention), or
+    `<base>-delay-fifo.fifo` for a FIFO destination `<base>.fifo` (sqsdelay's own).
 
-    Only a destination of at most 69 characters has one; longer names (up to 80) can still
-    receive sends of 900 s or less, which go straight to them."""
-    name = destination + wirenames.DELAY_QUEUE_SUFFIX
+    Only a destination short enough has one (69 characters, both kinds); longer names (up to
+    80) can still receive sends of 900 s or less, which do not go through it."""
+    if is_fifo(destination):
+        name = destination.removesuffix(wirenames.FIFO_SUFFIX) + wirenames.FIFO_DELAY_QUEUE_SUFFIX
+    else:
+        name = destination + wirenames.DELAY_QUEUE_SUFFIX
     if len(name) > quotas.MAX_QUEUE_NAME_LENGTH:
         raise InvalidQueueName(
             f"queue name {destination!r} has {len(destination)} characters; a destination "
@@ -77,18 +107,66 @@ def delay_queue_name(destination: str) -> str:
     return name
 
 
+def staging_queue_name(destination: str) -> str:
+    """A FIFO destination's staging queue, `<base>-fifo-staging` (standard, so that it takes
+    a per-message DelaySeconds): the last hop waits there, and the worker forwards it."""
+    if not is_fifo(destination):
+        raise InvalidQueueName(f"{destination!r} is not a FIFO queue: it has no staging queue")
+    return destination.removesuffix(wirenames.FIFO_SUFFIX) + wirenames.STAGING_QUEUE_SUFFIX
+
+
 def error_queue_name(error_queue: str, prefix: str = "") -> str:
     return physical_name(error_queue, prefix)
 
 
 def destination_of_delay_queue(delay_queue: str) -> str:
     """Inverse of delay_queue_name (used by the Lambda handler with eventSourceARN)."""
-    if not delay_queue.endswith(wirenames.DELAY_QUEUE_SUFFIX):
+    if delay_queue.endswith(wirenames.FIFO_DELAY_QUEUE_SUFFIX):
+        suffix, back = wirenames.FIFO_DELAY_QUEUE_SUFFIX, wirenames.FIFO_SUFFIX
+    elif delay_queue.endswith(wirenames.DELAY_QUEUE_SUFFIX):
+        suffix, back = wirenames.DELAY_QUEUE_SUFFIX, ""
+    else:
         raise InvalidQueueName(
             f"{delay_queue!r} is not a delay queue: its name must end in "
-            f"{wirenames.DELAY_QUEUE_SUFFIX!r}"
+            f"{wirenames.DELAY_QUEUE_SUFFIX!r} (or {wirenames.FIFO_DELAY_QUEUE_SUFFIX!r})"
         )
-    destination = delay_queue[: -len(wirenames.DELAY_QUEUE_SUFFIX)]
-    if destination_name(destination) != destination:
+    destination = delay_queue.removesuffix(suffix) + back
+    if not destination.removesuffix(back) or destination_name(destination) != destination:
         raise InvalidQueueName(f"{delay_queue!r} is not a valid delay queue name")
-    return delay_queue_name(destination)[: -len(wirenames.DELAY_QUEUE_SUFFIX)]
+    if delay_queue_name(destination) != delay_queue:
+        raise InvalidQueueName(f"{delay_queue!r} is not a valid delay queue name")
+    return destination
+
+
+def destination_of_staging_queue(staging_queue: str) -> str:
+    """Inverse of staging_queue_name."""
+    base = staging_queue.removesuffix(wirenames.STAGING_QUEUE_SUFFIX)
+    if base == staging_queue or not base:
+        raise InvalidQueueName(
+            f"{staging_queue!r} is not a staging queue: its name must end in "
+            f"{wirenames.STAGING_QUEUE_SUFFIX!r}"
+        )
+    destination = base + wirenames.FIFO_SUFFIX
+    if destination_name(destination) != destination:
+        raise InvalidQueueName(f"{staging_queue!r} is not a valid staging queue name")
+    return destination
+
+
+# SQS's MessageGroupId: 1-128 characters, letters, digits and ASCII punctuation.
+_GROUP_ID = re.compile(r"[\x21-\x7e]{1,128}")
+
+
+def is_group_id(group_id: str) -> bool:
+    return _GROUP_ID.fullmatch(group_id) is not None
+
+
+def check_group_id(group_id: object, destination: str) -> str:
+    """The group of a message for a FIFO destination, as SQS takes it."""
+    if not isinstance(group_id, str) or not is_group_id(group_id):
+        shown = repr(group_id) if isinstance(group_id, str) and len(group_id) <= 200 else "it"
+        raise InvalidMessage(
+            f"FIFO destination {destination!r} needs a message group id (group_id= or "
+            f"--group-id), and {shown} is not one: give 1-128 letters, digits or ASCII "
+            "punctuation, e.g. the order or customer whose messages must stay in order"
+        )
+    return group_id

@@ -10,7 +10,15 @@ from typing import Any
 
 from sqsdelay.core import wire
 from sqsdelay.core.clock import ClockOffset
-from sqsdelay.core.decision import Decision, Limits, Poison, Received, decide, parse_natural
+from sqsdelay.core.decision import (
+    Decision,
+    Limits,
+    Poison,
+    Received,
+    decide,
+    forward,
+    parse_natural,
+)
 from sqsdelay.core.failures import FailureLog
 from sqsdelay.core.types import AttributeValue, Target
 
@@ -85,21 +93,32 @@ def decide_one(
     lim: Limits,
     source_queue: str,
     failures: FailureLog,
+    forwarding: bool = False,
 ) -> Outgoing | None:
     """The outgoing entry of one record. Whatever a producer wrote, a record that cannot be
     decided goes to the error queue with the reason; None when even that cannot be built
     (the step then holds it, and it is never lost)."""
     record = failures.get(r.message_id)
     try:
-        decision = decide(
-            r,
-            local_now_ms=local_ms,
-            offset_ms=offset_ms,
-            lim=lim,
-            source_queue=source_queue,
-            own_failures=record.own_failures,
-            last_error=record.last_error,
-        )
+        decision: Decision
+        if forwarding:  # from a FIFO destination's staging queue
+            decision = forward(
+                r,
+                lim=lim,
+                source_queue=source_queue,
+                own_failures=record.own_failures,
+                last_error=record.last_error,
+            )
+        else:
+            decision = decide(
+                r,
+                local_now_ms=local_ms,
+                offset_ms=offset_ms,
+                lim=lim,
+                source_queue=source_queue,
+                own_failures=record.own_failures,
+                last_error=record.last_error,
+            )
         return outgoing(r, decision)
     except Exception as exc:  # a fault of ours must not stop the batch or the worker
         reason = f"cannot be handled ({type(exc).__name__}: {str(exc)[:200]})"
@@ -117,6 +136,7 @@ def decide_batch(
     lim: Limits,
     source_queue: str,
     failures: FailureLog | None = None,
+    forwarding: bool = False,
 ) -> tuple[list[Outgoing], list[Received]]:
     """Decide a received batch: the outgoing entries, and the records that could not even be
     dead-lettered. First receives also feed the clock-offset estimate, which the redeliveries
@@ -137,6 +157,7 @@ def decide_batch(
             lim=lim,
             source_queue=source_queue,
             failures=log,
+            forwarding=forwarding,
         )
         if out is None:
             stuck.append(r)

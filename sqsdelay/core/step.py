@@ -38,6 +38,7 @@ END: dict[str, End] = {
     "delay.requeued": "requeued",
     "delay.parked": "parked",
     "delay.dead_lettered": "dead-lettered",
+    "delay.forwarded": "handed-over",
 }
 # The share of a batch's budget each phase may use up to: parking first (the loop is always
 # a fallback), then the sends, and the delete and hold with whatever is left.
@@ -79,14 +80,21 @@ class Stats:
 
 @dataclass(frozen=True)
 class Queues:
-    """The three queues of one destination, by role."""
+    """The queues of one destination, by role. `delay` is the queue the step drains: the
+    delay queue, or a FIFO destination's staging queue when it `forwards` (every message
+    goes on to the destination now, in its group). A FIFO destination's hand-overs go to
+    its `staging` queue, which takes DelaySeconds (docs/fifo-destinations.md)."""
 
     destination: str
     delay: str
     error: str
+    staging: str | None = None
+    forwards: bool = False
 
     def of(self, target: Target) -> str:
-        return {"destination": self.destination, "delay": self.delay, "error": self.error}[target]
+        if target == "destination":
+            return self.staging or self.destination
+        return {"delay": self.delay, "error": self.error}[target]
 
 
 @dataclass(frozen=True)
@@ -336,7 +344,8 @@ class _Step:
         self.offset_ms = 0  # the clock offset estimate the decisions used (set by `handle`)
 
     def run(self, received: list[Received]) -> Flow[None]:
-        table = self.config.registry_table
+        # A forward's registry record was marked delivered by the hand-over into staging.
+        table = None if self.queues.forwards else self.config.registry_table
         if table:
             received = yield from self.follow_registry(received, table)
         outs, stuck = decide_batch(
@@ -346,6 +355,7 @@ class _Step:
             lim=self.config.limits,
             source_queue=self.queues.delay,
             failures=self.state.failures,
+            forwarding=self.queues.forwards,
         )
         self.offset_ms = self.state.offset.estimate() or 0  # a median: computed once per batch
         for r in stuck:

@@ -10,6 +10,16 @@ from sqsdelay.core.quotas import MAX_QUEUE_NAME_LENGTH
 DELAY_QUEUE_SUFFIX: Final = "-delay.fifo"
 # 80 characters minus the suffix: the longest destination name that can have a delay queue.
 MAX_DESTINATION_NAME_LENGTH: Final = MAX_QUEUE_NAME_LENGTH - len(DELAY_QUEUE_SUFFIX)
+# sqsdelay's own, for FIFO destinations (`<base>.fifo`), which NServiceBus does not delay
+# into: the delay queue `<base>-delay-fifo.fifo` (it cannot be `<base>-delay.fifo`, the delay
+# queue of the standard destination `<base>`), and the standard staging queue
+# `<base>-fifo-staging` that takes the last hop's DelaySeconds (docs/fifo-destinations.md).
+FIFO_SUFFIX: Final = ".fifo"
+FIFO_DELAY_QUEUE_SUFFIX: Final = "-delay-fifo.fifo"
+STAGING_QUEUE_SUFFIX: Final = "-fifo-staging"
+# The FIFO destination's message group, carried through the delay and staging queues (whose
+# own groups are one per message).
+GROUP_ID_ATTRIBUTE: Final = "sqsdelay.GroupId"
 
 DELAY_ATTRIBUTE: Final = "NServiceBus.AmazonSQS.DelaySeconds"
 # Set on every delay-queue message, equal to its group and deduplication id. NServiceBus's
@@ -31,4 +41,8 @@ OWN_ATTRIBUTES: Final = frozenset(
     {DELAY_ATTRIBUTE, DUE_AT_ATTRIBUTE, FAILURE_ATTRIBUTE, DELAY_MS_ATTRIBUTE}
 )
 # Attributes the sender sets itself; a caller may not give them.
-SENDER_ATTRIBUTES: Final = OWN_ATTRIBUTES | {MESSAGE_ID_ATTRIBUTE, MESSAGE_TYPE_ATTRIBUTE}
+SENDER_ATTRIBUTES: Final = OWN_ATTRIBUTES | {
+    MESSAGE_ID_ATTRIBUTE,
+    MESSAGE_TYPE_ATTRIBUTE,
+    GROUP_ID_ATTRIBUTE,
+}

@@ -12,6 +12,7 @@ from sqsdelay.core import defaults, quotas, wire, wirenames
 from sqsdelay.core.backoff import BackoffTimer, retry_backoff_seconds
 from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import (
+    Forward,
     HandOver,
     Limits,
     Park,
@@ -19,6 +20,8 @@ from sqsdelay.core.decision import (
     Received,
     Requeue,
     decide,
+    forward,
+    forward_dedup_id,
     requeue_dedup_id,
     utc_month,
 )
@@ -354,3 +357,43 @@ def test_a_loop_logs_one_requeue_at_info_per_calendar_month_it_enters() -> None:
     assert len(levels) == 8_638
     assert [m for level, m in levels if level == "info"] == [(2026, 2), (2026, 3)]
     assert {level for level, _ in levels} == {"info", "debug"}
+
+
+def staged(group: str | None, ident: str | None, message_id: str = "s1") -> Received:
+    """A message in a FIFO destination's staging queue, as the hand-over leaves it."""
+    extra = {"Color": wire.string_attribute("red")}
+    if group is not None:
+        extra[wirenames.GROUP_ID_ATTRIBUTE] = wire.string_attribute(group)
+    if ident is not None:
+        extra[wirenames.MESSAGE_ID_ATTRIBUTE] = wire.string_attribute(ident)
+    return msg(None, extra=extra, message_id=message_id)
+
+
+def test_a_forward_keeps_the_group_and_deduplicates_every_copy_by_the_message_id() -> None:
+    one, copy = (
+        forward(staged("order-7", "m-1"), lim=LIM),
+        forward(staged("order-7", "m-1", "s2"), lim=LIM),
+    )
+    assert isinstance(one, Forward) and one == copy
+    assert one.request() == {
+        "MessageGroupId": "order-7",
+        "MessageDeduplicationId": forward_dedup_id("m-1"),
+    }
+    assert set(one.attributes) == {"Color", wirenames.MESSAGE_ID_ATTRIBUTE}
+    other = forward(staged("order-7", "m-2"), lim=LIM)
+    assert isinstance(other, Forward) and other.dedup_id != one.dedup_id
+    foreign = forward(staged("g", None), lim=LIM)  # no id of ours: SQS's id of the message
+    assert isinstance(foreign, Forward) and foreign.dedup_id == forward_dedup_id("s1")
+
+
+@pytest.mark.parametrize("group", [None, "", "with space", "x" * 129])
+def test_a_message_without_a_valid_group_cannot_be_forwarded(group: str | None) -> None:
+    poison = forward(staged(group, "m-1"), lim=LIM, source_queue="orders-fifo-staging")
+    assert isinstance(poison, Poison) and wirenames.GROUP_ID_ATTRIBUTE in poison.reason
+    record = json.loads(poison.attributes[wirenames.FAILURE_ATTRIBUTE]["StringValue"])
+    assert record["queue"] == "orders-fifo-staging"
+
+
+def test_a_forward_that_keeps_failing_is_dead_lettered() -> None:
+    poison = forward(staged("g", "m-1"), lim=LIM, own_failures=5, last_error="MessageTooLong")
+    assert isinstance(poison, Poison) and "MessageTooLong" in poison.reason

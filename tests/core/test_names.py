@@ -11,13 +11,17 @@ from hypothesis import strategies as st
 
 from sqsdelay.core import quotas
 from sqsdelay.core.names import (
+    check_group_id,
     delay_queue_name,
     destination_name,
     destination_of_delay_queue,
+    destination_of_staging_queue,
     error_queue_name,
+    is_fifo,
     physical_name,
+    staging_queue_name,
 )
-from sqsdelay.errors import InvalidQueueName
+from sqsdelay.errors import InvalidMessage, InvalidQueueName
 
 VALID = st.text(alphabet="abcXYZ019_-", min_size=1, max_size=69)
 ANY = st.text(alphabet="abcXYZ019_-.!?@$%^&* ", min_size=1, max_size=80)
@@ -103,9 +107,87 @@ def test_names_sqs_refuses_are_refused_with_the_rule(bad: str) -> None:
         destination_name(bad)
 
 
-def test_a_destination_cannot_be_a_fifo_queue() -> None:
-    with pytest.raises(InvalidQueueName, match="standard queues"):
-        destination_name("x.fifo")
+# Names built from the pieces the naming rules look at, so that collisions are likely.
+PIECES = st.lists(
+    st.sampled_from(["a", "-delay", "-fifo", "-staging", "-fifo-staging"]), min_size=1, max_size=5
+)
+NAMES = st.builds(
+    lambda parts, fifo: "".join(parts) + (".fifo" if fifo else ""), PIECES, st.booleans()
+)
+
+
+def queues_of(destination: str) -> set[str]:
+    """Every queue a destination has: itself, its delay queue, a FIFO one's staging queue."""
+    own = {destination, delay_queue_name(destination)}
+    return own | ({staging_queue_name(destination)} if is_fifo(destination) else set())
+
+
+@given(NAMES, NAMES)
+def test_no_two_destinations_share_a_queue(one: str, other: str) -> None:
+    """The FIFO and standard naming rules never collide: a name that would is refused."""
+    try:
+        a, b = destination_name(one), destination_name(other)
+    except InvalidQueueName:
+        return
+    if a != b:
+        assert not queues_of(a) & queues_of(b), (a, b)
+
+
+@given(NAMES)
+def test_no_queue_of_a_destination_can_be_another_destination(name: str) -> None:
+    try:
+        destination = destination_name(name)
+    except InvalidQueueName:
+        return
+    for queue in queues_of(destination) - {destination}:
+        with pytest.raises(InvalidQueueName, match="choose another name"):
+            destination_name(queue)
+
+
+@given(NAMES)
+def test_every_queue_of_a_destination_leads_back_to_it(name: str) -> None:
+    try:
+        destination = destination_name(name)
+    except InvalidQueueName as exc:
+        assert "choose another name" in str(exc)
+        return
+    assert destination_of_delay_queue(delay_queue_name(destination)) == destination
+    if is_fifo(destination):
+        assert delay_queue_name(destination).endswith("-delay-fifo.fifo")
+        assert destination_of_staging_queue(staging_queue_name(destination)) == destination
+
+
+@pytest.mark.parametrize(
+    ("name", "whose"),
+    [
+        ("orders-delay.fifo", "delay queue of the standard destination 'orders'"),
+        ("orders-delay-fifo.fifo", "delay queue of the FIFO destination 'orders.fifo'"),
+        ("orders-fifo-staging", "staging queue of the FIFO destination 'orders.fifo'"),
+    ],
+)
+def test_a_name_of_the_other_rule_is_refused(name: str, whose: str) -> None:
+    with pytest.raises(InvalidQueueName, match=whose):
+        destination_name(name)
+
+
+def test_a_fifo_destination_has_its_own_delay_and_staging_queues() -> None:
+    assert delay_queue_name(destination_name("orders.fifo", "p-")) == "p-orders-delay-fifo.fifo"
+    assert staging_queue_name("p-orders.fifo") == "p-orders-fifo-staging"
+    assert delay_queue_name("p-orders") == "p-orders-delay.fifo"
+    with pytest.raises(InvalidQueueName, match="at most 69"):
+        delay_queue_name(destination_name("f" * 65 + ".fifo"))
+    assert len(delay_queue_name(destination_name("f" * 64 + ".fifo"))) == 80
+
+
+@pytest.mark.parametrize("good", ["g", "order-7", "a" * 128, "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"])
+def test_group_ids_sqs_takes(good: str) -> None:
+    assert check_group_id(good, "q.fifo") == good
+
+
+@pytest.mark.parametrize("bad", [None, "", "a" * 129, "with space", "ünï", 7])
+def test_group_ids_sqs_refuses_say_what_to_give(bad: object) -> None:
+    with pytest.raises(InvalidMessage, match="needs a message group id"):
+        check_group_id(bad, "q.fifo")
 
 
 def test_error_queue_may_use_all_80_characters() -> None:

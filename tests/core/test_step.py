@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,8 @@ from tests.support.stub import StubAws
 
 T = 1_700_000_000_000
 Q = Queues("orders", "orders-delay.fifo", "error")
+# A FIFO destination's staging queue, drained by the forward
+QF = Queues("orders.fifo", "orders-fifo-staging", "error", forwards=True)
 TARGET = ParkTarget(
     group="sqsdelay",
     role_arn="arn:aws:iam::123456789012:role/sqsdelay-scheduler",
@@ -68,12 +71,13 @@ def run(
     target: ParkTarget | None = TARGET,
     clock: Clock | None = None,
     budget: float = 48,
+    queues: Queues = Q,
 ) -> Outcome:
     clock = clock or Clock()
     stub.advance, stub.clock = clock.advance, clock
     flow = handle(
         received,
-        queues=Q,
+        queues=queues,
         park_target=target,
         config=config,
         state=state or StepState(),
@@ -228,6 +232,7 @@ names = st.one_of(
             wirenames.DUE_AT_ATTRIBUTE,
             wirenames.MESSAGE_ID_ATTRIBUTE,
             wirenames.FAILURE_ATTRIBUTE,
+            wirenames.GROUP_ID_ATTRIBUTE,
         ]
     ),
     st.text(min_size=1, max_size=12),
@@ -267,9 +272,14 @@ APIS = [
     faults=["fail"] * 5,
     skew_s=0,
 )
+@pytest.mark.parametrize("queues", [Q, QF], ids=["delay-queue", "fifo-staging"])
 def test_any_batch_ends_every_record_in_exactly_one_place(
-    recs: list[tuple[dict[str, Any], str, str, str]], faults: list[str | None], skew_s: int
+    queues: Queues,
+    recs: list[tuple[dict[str, Any], str, str, str]],
+    faults: list[str | None],
+    skew_s: int,
 ) -> None:
+    """Whatever a producer wrote, from a delay queue or a FIFO destination's staging queue."""
     stub = StubAws()
     for api, fault in zip(APIS, faults, strict=True):
         if fault == "fail":
@@ -299,7 +309,7 @@ def test_any_batch_ends_every_record_in_exactly_one_place(
     clock = Clock()
     clock.advance(skew_s)
     state = StepState()
-    outcome = run(batch, stub, clock=clock, state=state)
+    outcome = run(batch, stub, clock=clock, state=state, queues=queues)
     assert set(outcome.ends) == {m.message_id for m in batch}
     # The metrics count each end once, and a lateness is never negative.
     tally = state.stats.tally
@@ -307,13 +317,18 @@ def test_any_batch_ends_every_record_in_exactly_one_place(
     assert sum(
         n for (_, m), n in tally.counts.items() if not m.startswith(("Due", "Sched"))
     ) == len(outcome.ends)
-    assert len(tally.lateness.get(Q.destination, [])) == ends.count("handed-over")
-    assert all(v >= 0 for v in tally.lateness.get(Q.destination, []))
+    lateness = tally.lateness.get(queues.destination, [])
+    assert len(lateness) == (0 if queues.forwards else ends.count("handed-over"))
+    assert all(v >= 0 for v in lateness)
     held = [h.source.message_id for h in outcome.held]
     assert len(held) == len(set(held)) and set(held) == {
         i for i, end in outcome.ends.items() if end == "held"
     }
     moved = {m.receipt_handle for m in batch if outcome.ends[m.message_id] != "held"}
-    assert set(stub.deleted[Q.delay]) <= moved  # nothing held or unsent is ever deleted
+    assert set(stub.deleted[queues.delay]) <= moved  # nothing held or unsent is ever deleted
     for entry in stub.queues["orders"]:  # never early: the hand-over waits out what is left
         assert 0 <= entry.get("DelaySeconds", 0) <= 900
+    for entry in stub.queues["orders.fifo"]:  # in the sender's group, deduplicated by its id
+        assert "DelaySeconds" not in entry and entry["MessageGroupId"]
+        assert len(entry["MessageDeduplicationId"]) == 64
+        assert wirenames.GROUP_ID_ATTRIBUTE not in entry.get("MessageAttributes", {})

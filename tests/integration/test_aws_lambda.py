@@ -13,6 +13,7 @@ import pytest
 from sqsdelay.aws import lambda_driver as aws_lambda
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.lambda_driver import Handler
+from sqsdelay.aws.sender import Sender
 from sqsdelay.core import wirenames
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
@@ -233,3 +234,26 @@ def test_one_record_that_cannot_be_handled_fails_alone(cycle: Any, sqs: Any) -> 
     assert [g.body for g in got] == ["b"]
     errors = Collector(sqs, urls["error"]).until(1, timeout=10)  # the broken timestamp
     assert [e.body for e in errors] == ["b"]
+
+
+def test_a_fifo_destination_is_served_by_its_delay_and_staging_event_sources(
+    make_settings: Any, sqs: Any
+) -> None:
+    """Two event source mappings, one function: the FIFO delay queue hands over into the
+    staging queue, and the staging queue's records are forwarded in their group."""
+    s = make_settings(max_native_delay_seconds=1)
+    urls = {r.spec.role: str(r.url) for r in Installer(s, client=sqs).run(["orders.fifo"])}
+    Sender(s, client=sqs).send("orders.fifo", "hello", delay=2, group_id="order-7")
+    handler = Handler(s, client=sqs)
+    got = Collector(sqs, urls["destination"])
+
+    def one_round() -> bool:
+        invoke_as_lambda(sqs, urls["delay"], handler)
+        invoke_as_lambda(sqs, urls["staging"], handler)
+        got.poll()
+        return bool(got.got)
+
+    wait_for(one_round, timeout=20)
+    [delivered] = got.got
+    assert delivered.body == "hello" and delivered.system["MessageGroupId"] == "order-7"
+    assert handler.stats.events["delay.handed_over"] == handler.stats.events["delay.forwarded"] == 1

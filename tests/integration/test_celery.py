@@ -85,9 +85,10 @@ def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         "SQSDELAY_WAIT_TIME_SECONDS": "1",
         "PYTHONPATH": str(ROOT),
     }
-    # As the README says: the Celery queue's SQS name, its prefix included.
+    # As the README says: the Celery queue's SQS name, its prefix included (and a FIFO one).
+    fifo = f"{prefix}jobs.fifo"
     installed = subprocess.run(
-        [sys.executable, "-m", "sqsdelay", "install", queue], env=env, capture_output=True
+        [sys.executable, "-m", "sqsdelay", "install", queue, fifo], env=env, capture_output=True
     )
     assert installed.returncode == 0, installed.stderr
     urls = {queue: sqs.get_queue_url(QueueName=queue)["QueueUrl"]}
@@ -109,6 +110,8 @@ def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
             "--without-gossip",
             "--without-mingle",
             "--without-heartbeat",
+            "--queues",
+            "celery,jobs.fifo",
         ],
         env=env,
         cwd=ROOT,
@@ -116,7 +119,7 @@ def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         stderr=subprocess.DEVNULL,
     )
     worker = subprocess.Popen(
-        [sys.executable, "-m", "sqsdelay", "worker", queue],
+        [sys.executable, "-m", "sqsdelay", "worker", queue, fifo],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -220,10 +223,21 @@ def test_bad_input_is_refused_at_publish_time_and_sends_nothing(stack: Stack) ->
     assert "too-far" not in stack.ran()
 
 
-def test_a_delayed_task_for_a_fifo_celery_queue_is_refused(stack: Stack) -> None:
-    with pytest.raises(ConfigError, match="FIFO queue"):
-        stack.app.send_task("record", args=["fifo"], countdown=3 * CYCLE, queue="jobs.fifo")
-    assert "fifo" not in stack.ran()
+def test_countdowns_into_a_fifo_celery_queue_run_once_in_their_group_and_never_early(
+    stack: Stack,
+) -> None:
+    """kombu drops a countdown on a FIFO queue (SQS takes none there); through sqsdelay it
+    holds, short (the staging queue) or long (the FIFO delay queue), in kombu's group."""
+    sent = time.time()
+    countdowns = {"fifo-now": 0, "fifo-short": 1.5, "fifo-long": 3 * CYCLE + 0.5}
+    for tag, countdown in countdowns.items():
+        stack.app.send_task("record", args=[tag], countdown=countdown, queue="jobs.fifo")
+    wait_for(lambda: set(countdowns) <= set(stack.ran()), timeout=60)
+    time.sleep(2)  # a duplicate would have come by now
+    runs = stack.ran()
+    for tag, countdown in countdowns.items():
+        [ran] = runs[tag]
+        assert sent + countdown <= ran <= sent + countdown + LATE_BOUND + 1, (tag, ran - sent)
 
 
 def test_the_transport_set_by_hand_says_to_call_configure(stack: Stack) -> None:

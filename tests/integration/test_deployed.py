@@ -368,10 +368,16 @@ LAMBDA_POLLER = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttribu
 
 
 def calls_of_every_path(
-    s: Settings, queues: list[str], api: str, at_least: int
+    s: Settings,
+    queues: list[str],
+    api: str,
+    at_least: int,
+    held_on: tuple[str, ...] = (),
+    events: tuple[str, ...] = (),
 ) -> set[tuple[str, str]]:
     """The calls a worker on `queues` made by the time it has requeued, handed over,
-    dead-lettered, extended a visibility and called `api` `at_least` times (every_path)."""
+    dead-lettered, extended a visibility (on each of `held_on`, if given), logged `events`
+    and called `api` `at_least` times (every_path)."""
     from tests.support.workerkit import RunningWorker
 
     with RunningWorker(s, queues) as running:
@@ -380,9 +386,10 @@ def calls_of_every_path(
             lambda: (
                 all(
                     stats.events[e] >= 1
-                    for e in ("delay.requeued", "delay.handed_over", "delay.dead_lettered")
+                    for e in ("delay.requeued", "delay.handed_over", "delay.dead_lettered", *events)
                 )
                 and stats.requests["ChangeMessageVisibilityBatch"] >= 1
+                and all(stats.calls["ChangeMessageVisibilityBatch", q] for q in held_on)
                 and stats.requests[api] >= at_least
             ),
             timeout=30,
@@ -434,6 +441,30 @@ def every_path(s: Settings, sqs: Any) -> dict[str, str]:
     return urls
 
 
+def every_fifo_path(s: Settings, sqs: Any) -> dict[str, str]:
+    """A FIFO destination's queues plus one message for each path: a requeue, a hand-over
+    into the staging queue and its forward, a poison, a hand-over the staging queue refuses
+    and a forward the destination refuses (both held)."""
+    urls = {r.spec.role: str(r.url) for r in Installer(s, client=sqs).run(["orders.fifo"])}
+    small = {"staging": "1536", "destination": "1024"}
+    for role, size in small.items():
+        sqs.set_queue_attributes(QueueUrl=urls[role], Attributes={"MaximumMessageSize": size})
+    sender = Sender(s, client=sqs)
+    later, soon = Message("later", delay=3600, group_id="g"), Message("soon", delay=2, group_id="g")
+    sender.send_batch("orders.fifo", [later, soon])
+    sender.send("orders.fifo", "x" * 2000, delay=2, group_id="g")  # held: staging refuses it
+    group = {wirenames.GROUP_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "g"}}
+    sqs.send_message(QueueUrl=urls["staging"], MessageBody="y" * 1200, MessageAttributes=group)
+    sqs.send_message(
+        QueueUrl=urls["delay"],
+        MessageBody="poison",
+        MessageGroupId="p",
+        MessageDeduplicationId="p",
+        MessageAttributes={wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "x"}},
+    )
+    return urls
+
+
 def test_ecs_task_role_grants_exactly_what_the_worker_calls(
     make_settings: Callable[..., Settings], sqs: Any, prefix: str
 ) -> None:
@@ -474,8 +505,12 @@ def test_ecs_task_role_for_every_queue_under_the_prefix_allows_what_discovery_ca
         discovery_interval_seconds=1,
     )
     every_path(s, sqs)
+    fifo = {name.rsplit("/", 1)[1] for name in every_fifo_path(s, sqs).values()}
+    held_on = tuple(sorted(q for q in fifo if q.endswith(("-delay-fifo.fifo", "-fifo-staging"))))
     Installer(s, client=sqs).run(["billing"])  # an empty one: checked, not long-polled
-    calls = calls_of_every_path(s, ["*"], "ListQueues", 2)
+    calls = calls_of_every_path(
+        s, ["*"], "ListQueues", 2, held_on=held_on, events=("delay.forwarded",)
+    )
     listed = {(api, q) for api, q in calls if api == "ListQueues"}
     made = used(calls - listed) | {("sqs:ListQueues", "*")}
     params = {**ECS_PARAMS, "QueuePrefix": prefix, "Queues": "*"}

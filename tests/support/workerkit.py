@@ -37,6 +37,7 @@ class Delivery:
     at: float
     attributes: dict[str, Any]
     message_id: str
+    system: dict[str, str] = field(default_factory=dict)  # MessageGroupId, ...
 
 
 @dataclass
@@ -53,12 +54,12 @@ class Collector:
             MaxNumberOfMessages=10,
             WaitTimeSeconds=0,
             MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
         )
         now = time.time()
         for m in resp.get("Messages", []):
-            self.got.append(
-                Delivery(m["Body"], now, m.get("MessageAttributes", {}), m["MessageId"])
-            )
+            attrs = m.get("MessageAttributes", {})
+            self.got.append(Delivery(m["Body"], now, attrs, m["MessageId"], m["Attributes"]))
             self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=m["ReceiptHandle"])
 
     def until(self, count: int, timeout: float) -> list[Delivery]:
