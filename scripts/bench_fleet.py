@@ -16,7 +16,8 @@ cycle:
   `--fifo-cycle` in 20 message groups: lateness p50/p99 at the destinations (the staging hop
   included), then the same through a TCP proxy that loses `--fifo-cut-share` of the worker's
   answers after the call took effect (tests/support/faultproxy.py), so hand-overs, forwards
-  and deletes are retried: duplicates (the deduplication id should leave none), lost, early.
+  and deletes are retried: duplicates (the deduplication id should leave none), lost, early;
+  and, to compare, standard destinations under the same faults.
 
     cd scripts && ../.venv/bin/python bench_fleet.py [--destinations 1000] [--active 10]
         [--messages 400] [--cycle 90] [--before-seconds 60] [--fifo-messages 300]
@@ -217,12 +218,16 @@ def fleet_phase(
 
 
 FIFO_PREFIX = "fifo-"
-FIFO_DESTINATIONS = [f"f{i}.fifo" for i in range(5)]
 FIFO_GROUPS = 20
 
 
-def fifo_phase(url: str, cycle: int, messages: int, cut_share: float) -> dict[str, Any]:
-    """One run of the FIFO route, the worker's calls through the fault proxy."""
+def fifo_phase(
+    url: str, cycle: int, messages: int, cut_share: float, *, fifo: bool = True
+) -> dict[str, Any]:
+    """One run of the FIFO route (or, for comparison, the standard one), the worker's calls
+    through the fault proxy."""
+    run = f"{'fifo' if fifo else 'standard'}-{int(cut_share * 1000)}-"
+    destinations = [f"{run}{i}" + (".fifo" if fifo else "") for i in range(5)]
     proxy = FaultProxy(url)
     proxy.cut_responses(cut_share, seed=1)
     env = env_for(
@@ -233,9 +238,9 @@ def fifo_phase(url: str, cycle: int, messages: int, cut_share: float) -> dict[st
         call_timeout_seconds=2,
         metrics="off",
     )
-    urls = install(url, cycle, FIFO_DESTINATIONS, FIFO_PREFIX)
+    urls = install(url, cycle, destinations, FIFO_PREFIX)
     sender = Sender(settings(url, cycle, FIFO_PREFIX), client=client(url))
-    worker = Worker(env, tuple(FIFO_DESTINATIONS))
+    worker = Worker(env, tuple(destinations))
     worker.wait_for("worker.started", 60)
     due: dict[str, float] = {}
     arrived: dict[str, list[float]] = {}
@@ -255,7 +260,7 @@ def fifo_phase(url: str, cycle: int, messages: int, cut_share: float) -> dict[st
                 now = time.time()
                 for m in got.get("Messages", []):
                     arrived.setdefault(m["Body"], []).append(now)
-                    groups[m["Body"]] = m["Attributes"]["MessageGroupId"]
+                    groups[m["Body"]] = m.get("Attributes", {}).get("MessageGroupId", "")
                     sqs.delete_message(QueueUrl=q, ReceiptHandle=m["ReceiptHandle"])
             time.sleep(0.02)
 
@@ -268,8 +273,8 @@ def fifo_phase(url: str, cycle: int, messages: int, cut_share: float) -> dict[st
         time.sleep(max(0.0, started + i * cycle / messages - time.monotonic()))
         body = f"m{i}"
         due[body] = time.time() + d
-        dest = FIFO_DESTINATIONS[i % len(FIFO_DESTINATIONS)]
-        sender.send(dest, body, delay=d, group_id=f"g{i % FIFO_GROUPS}")
+        group = f"g{i % FIFO_GROUPS}" if fifo else None
+        sender.send(destinations[i % len(destinations)], body, delay=d, group_id=group)
     deadline = time.monotonic() + 3 * cycle + 60
     while len(arrived) < len(due) and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -283,12 +288,14 @@ def fifo_phase(url: str, cycle: int, messages: int, cut_share: float) -> dict[st
         "answers_cut": proxy.responses_cut,
         "worker_requests": proxy.requests,
         "messages": messages,
-        "short_through_staging": sum(1 for d in spread if d <= cycle),
+        "short_delays": sum(1 for d in spread if d <= cycle),
         "delivered": sum(1 for b in due if b in arrived),
         "lost": sum(1 for b in due if b not in arrived),
         "duplicates": sum(len(v) - 1 for v in arrived.values()),
         "early": sum(1 for x in late if x < 0),
-        "wrong_group": sum(1 for b, g in groups.items() if g != f"g{int(b[1:]) % FIFO_GROUPS}"),
+        "wrong_group": sum(1 for b, g in groups.items() if g != f"g{int(b[1:]) % FIFO_GROUPS}")
+        if fifo
+        else None,
         "lateness_p50_s": round(percentile(late, 0.5), 3),
         "lateness_p99_s": round(percentile(late, 0.99), 3),
         "lateness_max_s": round(max(late, default=float("nan")), 3),
@@ -311,9 +318,14 @@ def main() -> None:
     logs.configure("json", "WARNING")
     emulator = EmulatorProcess("fauxqs")
     try:
+        cut = args.fifo_cut_share
         fifo = {
-            run: fifo_phase(emulator.url, args.fifo_cycle, args.fifo_messages, share)
-            for run, share in (("clean", 0.0), ("faults", args.fifo_cut_share))
+            "clean": fifo_phase(emulator.url, args.fifo_cycle, args.fifo_messages, 0.0),
+            "faults": fifo_phase(emulator.url, args.fifo_cycle, args.fifo_messages, cut),
+            # the same faults on standard destinations: what the deduplication id saves
+            "standard_faults": fifo_phase(
+                emulator.url, args.fifo_cycle, args.fifo_messages, cut, fifo=False
+            ),
         }
         if args.fifo_only:
             print(json.dumps({"emulator": emulator.name, "fifo": fifo}, indent=2))

@@ -202,16 +202,20 @@ def plan(
             nservicebus.check_message_type(message.message_type)
         )
     request: dict[str, Any] = {"MessageBody": body}
-    if group is not None and where == "direct" and not millis:
+    staged = False  # through a FIFO destination's staging queue
+    if where == "direct" and group is not None and not millis:
         target = destination  # a FIFO destination, now
         request["MessageGroupId"] = group
         request["MessageDeduplicationId"] = decision.forward_dedup_id(ident)
-    elif group is not None and where == "direct":
+    elif where == "direct" and group is not None:
+        staged = True
         # SQS takes no per-message delay on a FIFO queue: its staging queue does, and the
-        # worker forwards what becomes visible there, deduplicated by the message's id.
+        # worker forwards what becomes visible there, deduplicated by the message's id, after
+        # the fraction of a second beyond the whole seconds (DelaySeconds, below).
         target = names.staging_queue_name(destination)
-        request["DelaySeconds"] = seconds
         attributes[wirenames.GROUP_ID_ATTRIBUTE] = wire.string_attribute(group)
+        if millis % 1000:
+            attributes[wirenames.DELAY_MS_ATTRIBUTE] = wire.string_attribute(str(millis))
         nsb_id = ident
     elif where == "direct":
         target = destination
@@ -236,6 +240,9 @@ def plan(
         attributes[wirenames.MESSAGE_ID_ATTRIBUTE] = wire.string_attribute(nsb_id)
     if len(attributes) > quotas.MAX_MESSAGE_ATTRIBUTES:  # no room: whole seconds, rounded up
         attributes.pop(wirenames.DELAY_MS_ATTRIBUTE, None)
+    if staged:  # the whole seconds; the forward waits out the fraction it has room for
+        exact = wirenames.DELAY_MS_ATTRIBUTE in attributes
+        request["DelaySeconds"] = millis // 1000 if exact else seconds
     wire.check_fits(body, attributes, settings.max_message_bytes)
     if attributes:
         request["MessageAttributes"] = attributes

@@ -157,9 +157,11 @@ class Park:
 
 @dataclass(frozen=True)
 class Forward:
-    """From a FIFO destination's staging queue to the destination, now: in the sender's
-    message group, deduplicated by the message's id (a retried hand-over within SQS's five
-    minutes is delivered once)."""
+    """From a FIFO destination's staging queue to the destination, `wait_ms` after the
+    decision: in the sender's message group, deduplicated by the message's id (a retried
+    hand-over within SQS's five minutes is delivered once). A message is visible there when
+    its whole seconds are up; the wait is the fraction of a second the sender asked for
+    beyond them (a FIFO queue takes no DelaySeconds to round it up into)."""
 
     target: ClassVar[Target] = "destination"
     event: ClassVar[str] = "delay.forwarded"
@@ -168,12 +170,13 @@ class Forward:
     attributes: Attributes
     group_id: str
     dedup_id: str
+    wait_ms: int = 0  # 0..999
 
     def request(self) -> dict[str, Any]:
         return {"MessageGroupId": self.group_id, "MessageDeduplicationId": self.dedup_id}
 
     def log_fields(self) -> dict[str, Any]:
-        return {}
+        return {"wait_ms": self.wait_ms}
 
 
 Decision = Requeue | HandOver | Poison | Park | Forward
@@ -370,11 +373,15 @@ def forward(
     received: Received,
     *,
     lim: Limits,
+    local_now_ms: int = 0,
+    offset_ms: int | None = None,
     source_queue: str = "",
     own_failures: int = 0,
     last_error: str | None = None,
 ) -> Forward | Poison:
-    """A message from a FIFO destination's staging queue: it is visible, so it is due."""
+    """A message from a FIFO destination's staging queue: visible, so its whole seconds are
+    up; what is left is the fraction of a second in `sqsdelay.DelayMilliseconds`, if the
+    sender gave one (a hand-over from the worker waited out its own)."""
     if own_failures >= lim.max_attempts:
         return _gave_up(received, own_failures, last_error, source_queue, lim)
     group = _string(received.attributes, wirenames.GROUP_ID_ATTRIBUTE)
@@ -394,7 +401,25 @@ def forward(
         wire.check_fits(received.body, attrs, lim.max_message_bytes)
     except InvalidMessage as exc:
         return _poison(received, f"cannot forward: {exc}", source_queue, lim)
-    return Forward(attrs, group, forward_dedup_id(ident))
+    wait = _fraction_left(received, local_now_ms, offset_ms)
+    return Forward(attrs, group, forward_dedup_id(ident), wait)
+
+
+def _fraction_left(received: Received, local_now_ms: int, offset_ms: int | None) -> int:
+    """Milliseconds until the sender's due time (SentTimestamp + its milliseconds), at most
+    999: the staging queue's DelaySeconds were the whole seconds, so no more can be left
+    (a larger figure is not the sender's, and is not waited for). 0 when anything is
+    missing."""
+    delay_ms = parse_natural(_string(received.attributes, wirenames.DELAY_MS_ATTRIBUTE))
+    sent = parse_natural(received.system.get("SentTimestamp"))
+    first = parse_natural(received.system.get("ApproximateFirstReceiveTimestamp"))
+    if delay_ms is None or sent is None or first is None:
+        return 0
+    now = max(first, sent)
+    if received.receive_count > 1:
+        now = max(now, local_now_ms + (offset_ms or 0))
+    left = sent + delay_ms - now
+    return left if 0 < left < 1000 else 0
 
 
 def _parked(requeue: Requeue, left_at_first: int, lim: Limits) -> Park | None:

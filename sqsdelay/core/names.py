@@ -87,16 +87,21 @@ def destination_name(queue: str, prefix: str = "") -> str:
     return name
 
 
+def delay_queue_of(destination: str) -> str:
+    """The delay queue's name by the rule alone, unchecked (the cost report names what was
+    billed)."""
+    if is_fifo(destination):
+        return destination.removesuffix(wirenames.FIFO_SUFFIX) + wirenames.FIFO_DELAY_QUEUE_SUFFIX
+    return destination + wirenames.DELAY_QUEUE_SUFFIX
+
+
 def delay_queue_name(destination: str) -> str:
     """The destination's delay queue: `<destination>-delay.fifo` (NServiceBus convention), or
     `<base>-delay-fifo.fifo` for a FIFO destination `<base>.fifo` (sqsdelay's own).
 
     Only a destination short enough has one (69 characters, both kinds); longer names (up to
     80) can still receive sends of 900 s or less, which do not go through it."""
-    if is_fifo(destination):
-        name = destination.removesuffix(wirenames.FIFO_SUFFIX) + wirenames.FIFO_DELAY_QUEUE_SUFFIX
-    else:
-        name = destination + wirenames.DELAY_QUEUE_SUFFIX
+    name = delay_queue_of(destination)
     if len(name) > quotas.MAX_QUEUE_NAME_LENGTH:
         raise InvalidQueueName(
             f"queue name {destination!r} has {len(destination)} characters; a destination "
@@ -112,6 +117,13 @@ def staging_queue_name(destination: str) -> str:
     a per-message DelaySeconds): the last hop waits there, and the worker forwards it."""
     if not is_fifo(destination):
         raise InvalidQueueName(f"{destination!r} is not a FIFO queue: it has no staging queue")
+    if len(destination) > wirenames.MAX_DESTINATION_NAME_LENGTH:  # as for its delay queue
+        raise InvalidQueueName(
+            f"queue name {destination!r} has {len(destination)} characters; a FIFO destination "
+            f"that takes delays may have at most {wirenames.MAX_DESTINATION_NAME_LENGTH}, so "
+            f"that its delay and staging queues fit SQS's {quotas.MAX_QUEUE_NAME_LENGTH}-"
+            "character limit (a send without delay needs neither)"
+        )
     return destination.removesuffix(wirenames.FIFO_SUFFIX) + wirenames.STAGING_QUEUE_SUFFIX
 
 

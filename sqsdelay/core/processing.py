@@ -105,6 +105,8 @@ def decide_one(
             decision = forward(
                 r,
                 lim=lim,
+                local_now_ms=local_ms,
+                offset_ms=offset_ms,
                 source_queue=source_queue,
                 own_failures=record.own_failures,
                 last_error=record.last_error,

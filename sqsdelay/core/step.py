@@ -20,7 +20,7 @@ from sqsdelay.core import batching, parking, registry, schedules, wirenames
 from sqsdelay.core.backoff import BackoffTimer, retry_backoff_seconds, visibility_seconds
 from sqsdelay.core.calls import Call, Fault, Flow, gather, pause
 from sqsdelay.core.clock import ClockOffset
-from sqsdelay.core.decision import HandOver, Limits, Park, Received, Requeue
+from sqsdelay.core.decision import Forward, HandOver, Limits, Park, Received, Requeue
 from sqsdelay.core.failures import FailureLog, is_message_fault
 from sqsdelay.core.metrics import CANCELLED, FALLBACKS, HELD, Tally, lateness_ms
 from sqsdelay.core.processing import Outgoing, decide_batch, outgoing
@@ -225,17 +225,14 @@ class _Batch:
         return [{"Id": str(i), **o.entry} for i, o in enumerate(self.outs)]
 
 
-def _hand_over(out: Outgoing) -> HandOver:
-    assert isinstance(out.decision, HandOver)
-    return out.decision
+def _wait_ms(out: Outgoing) -> int:
+    """What a hand-over or a forward waits before it is sent."""
+    d = out.decision
+    return d.wait_ms if isinstance(d, HandOver | Forward) else 0
 
 
 def _waits(out: Outgoing) -> bool:
-    return isinstance(out.decision, HandOver) and out.decision.wait_ms > 0
-
-
-def _wait_ms(out: Outgoing) -> int:
-    return _hand_over(out).wait_ms
+    return _wait_ms(out) > 0
 
 
 def _registry_id(received: Received) -> str | None:
@@ -662,11 +659,12 @@ class _Step:
         hand-over goes at once with the fraction rounded up, as late as before, never early."""
         last_wait_ms = (self.budget.end(SEND_SHARE) - MIN_SEND_SECONDS - self.budget.start) * 1000
         now = [o for o in outs if not _waits(o)]
-        now += [
-            outgoing(o.source, _hand_over(o).at_once())
-            for o in outs
-            if _waits(o) and _wait_ms(o) > last_wait_ms
-        ]
+        for o in outs:
+            if _waits(o) and _wait_ms(o) > last_wait_ms:
+                if isinstance(o.decision, HandOver):
+                    now.append(outgoing(o.source, o.decision.at_once()))
+                else:  # a forward has no DelaySeconds to round up into: back in a second
+                    self.hold(o.source, 1, "no time left to wait")
         yield from self._send(now)
         waiting = sorted(
             (o for o in outs if _waits(o) and _wait_ms(o) <= last_wait_ms), key=_wait_ms

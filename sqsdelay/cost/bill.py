@@ -184,12 +184,19 @@ def read_bill(spark: Any, paths: Sequence[str], resources: Resources, fmt: str =
     lines = lines.join(F.broadcast(known), queue == F.col("_known"), "left")
     table = F.substring_index(resource, "table/", -1)
     suffix = wirenames.DELAY_QUEUE_SUFFIX
+    # a FIFO destination's delay and staging queues: <base>-delay-fifo.fifo, <base>-fifo-staging
+    fifo_delay, staging = wirenames.FIFO_DELAY_QUEUE_SUFFIX, wirenames.STAGING_QUEUE_SUFFIX
+
+    def fifo_destination(ending: str) -> Any:
+        return F.concat(F.regexp_replace(queue, re.escape(ending) + "$", ""), F.lit(".fifo"))
+
     sqs = F.col("product") == SQS
     # sqsdelay's own tags, where they are active cost allocation tags, come first
     tagged = F.col("tags").getItem("sqsdelay_component")
     named = F.col("tags").getItem("sqsdelay_destination")
     component = F.when(tagged.isin(*TAGGED), tagged)
-    component = component.when(sqs & queue.endswith(suffix), DELAY_QUEUE)
+    delay_queue = queue.endswith(suffix) | queue.endswith(fifo_delay) | queue.endswith(staging)
+    component = component.when(sqs & delay_queue, DELAY_QUEUE)
     component = component.when(sqs & F.col("_known").isNotNull(), DESTINATION_QUEUE)
     component = component.when(sqs & (resource == ""), UNATTRIBUTED)
     destination = (
@@ -197,6 +204,8 @@ def read_bill(spark: Any, paths: Sequence[str], resources: Resources, fmt: str =
         .when(tagged == SCHEDULE_GROUP, F.lit("(schedule group)"))
         .when(tagged.isin(*TAGGED) & named.isNotNull(), named)
         .when(sqs & queue.endswith(suffix), F.regexp_replace(queue, re.escape(suffix) + "$", ""))
+        .when(sqs & queue.endswith(fifo_delay), fifo_destination(fifo_delay))
+        .when(sqs & queue.endswith(staging), fifo_destination(staging))
         .when(sqs & (resource != ""), queue)
     )
     if resources.registry_table:

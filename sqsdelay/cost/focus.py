@@ -14,7 +14,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from sqsdelay.core import tags, wirenames
+from sqsdelay.core import names, tags
 from sqsdelay.cost.pricing import Pricing
 
 COLUMNS = [
@@ -66,7 +66,7 @@ def focus_rows(
 
     tier = pricing.sqs_tiers[0]
     for (destination, month), r in requests.iterrows():
-        queue = destination + wirenames.DELAY_QUEUE_SUFFIX
+        queue = names.delay_queue_of(destination)
         add(month, SQS, queue, float(r["fifo"]), "Requests", tier.fifo_per_million,
             tags.tags("delay-queue", destination))  # fmt: skip
         add(month, SQS, destination, float(r["standard"]), "Requests",

@@ -10,6 +10,7 @@ of each month.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
@@ -242,7 +243,15 @@ def focus_rows(per_month: Any, units: Any, pricing: Pricing, registry_table: str
         )
 
     # One row per destination and month becomes one per resource: an explode, not a union.
-    delay_queue = F.concat(destination, F.lit(wirenames.DELAY_QUEUE_SUFFIX))
+    # names.delay_queue_of, in Spark: a FIFO destination's is <base>-delay-fifo.fifo
+    fifo = wirenames.FIFO_SUFFIX
+    delay_queue = F.when(
+        destination.endswith(fifo),
+        F.concat(
+            F.regexp_replace(destination, re.escape(fifo) + "$", ""),
+            F.lit(wirenames.FIFO_DELAY_QUEUE_SUFFIX),
+        ),
+    ).otherwise(F.concat(destination, F.lit(wirenames.DELAY_QUEUE_SUFFIX)))
     per_resource = [
         line(SQS, delay_queue, F.col("fifo") + F.col("idle_poll_requests"), "Requests",
              tier.fifo_per_million, "delay-queue", destination),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.core.calls import drive
@@ -86,3 +87,40 @@ def test_a_fraction_of_a_second_travels_as_milliseconds_when_there_is_room() -> 
     full = plan("orders", Message("x", delay=1000.25, attributes=eight), s, now=0)
     assert len(full.request["MessageAttributes"]) == 10
     assert wirenames.DELAY_MS_ATTRIBUTE not in full.request["MessageAttributes"]
+
+
+def test_a_fifo_destination_is_sent_to_now_through_staging_or_through_its_delay_queue() -> None:
+    from sqsdelay.aws.sender import plan
+    from sqsdelay.core import wirenames
+    from sqsdelay.core.decision import forward_dedup_id
+
+    s = Settings(region="us-east-1", queue_prefix="p-")
+
+    def planned(delay: float, **options: Any) -> Any:
+        return plan(
+            "orders.fifo", Message("x", delay=delay, group_id="g", id="m1", **options), s, now=0
+        )
+
+    def attrs(p: Any) -> dict[str, str]:
+        return {k: v["StringValue"] for k, v in p.request.get("MessageAttributes", {}).items()}
+
+    now = planned(0)
+    assert (now.queue, now.request["MessageGroupId"]) == ("p-orders.fifo", "g")
+    assert now.request["MessageDeduplicationId"] == forward_dedup_id("m1")
+    short = planned(1.25)
+    assert short.queue == "p-orders-fifo-staging" and short.request["DelaySeconds"] == 1
+    assert attrs(short) == {
+        wirenames.GROUP_ID_ATTRIBUTE: "g",
+        wirenames.DELAY_MS_ATTRIBUTE: "1250",  # the forward waits out the 0.25 s
+        wirenames.MESSAGE_ID_ATTRIBUTE: "m1",
+    }
+    assert "MessageGroupId" not in short.request  # a standard queue
+    whole = planned(2)
+    assert whole.request["DelaySeconds"] == 2 and wirenames.DELAY_MS_ATTRIBUTE not in attrs(whole)
+    # eight of the caller's, the group and the id: no room for the milliseconds, rounded up
+    eight = {f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(8)}
+    full = planned(1.25, attributes=eight)
+    assert full.request["DelaySeconds"] == 2 and wirenames.DELAY_MS_ATTRIBUTE not in attrs(full)
+    long = planned(1000.25)
+    assert long.queue == "p-orders-delay-fifo.fifo" and long.request["MessageGroupId"] == "m1"
+    assert attrs(long)[wirenames.GROUP_ID_ATTRIBUTE] == "g"

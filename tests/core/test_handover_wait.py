@@ -19,7 +19,7 @@ from sqsdelay.core.step import (
     StepState,
     handle,
 )
-from tests.core.test_step import CONFIG, TARGET, Clock, Q, T, message, run
+from tests.core.test_step import CONFIG, QF, TARGET, Clock, Q, T, message, run
 from tests.support.stub import StubAws
 
 
@@ -133,3 +133,52 @@ def test_a_jump_of_the_local_clock_never_makes_a_redelivery_early() -> None:
         visible = entry["SentAt"] + entry.get("DelaySeconds", 0)
         late = visible - (T / 1000 + 35.3)
         assert 0 <= late < 0.2, (jump_s, late)
+
+
+def staged(i: int, delay_ms: int, first_ms: int, **system: str) -> Any:
+    """A short send to a FIFO destination's staging queue: visible after its whole seconds
+    (first received at T + `first_ms`), due at T + `delay_ms`."""
+    attrs = {
+        wirenames.GROUP_ID_ATTRIBUTE: {"DataType": "String", "StringValue": f"g{i % 2}"},
+        wirenames.DELAY_MS_ATTRIBUTE: {"DataType": "String", "StringValue": str(delay_ms)},
+    }
+    return message(
+        i, None, attrs=attrs, ApproximateFirstReceiveTimestamp=str(T + first_ms), **system
+    )
+
+
+@given(
+    delays=st.lists(st.integers(1, 900_000), min_size=1, max_size=10),
+    polled_ms=st.integers(0, 1500),
+    budget=st.floats(0.2, 60),
+)
+def test_a_forward_waits_out_the_senders_fraction_and_is_never_early(
+    delays: list[int], polled_ms: int, budget: float
+) -> None:
+    """The staging queue shows a message after its whole seconds; it is received up to
+    `polled_ms` later. The forward is sent at its due time or after, never before, and a wait
+    the budget cannot afford holds the message instead of sending it early."""
+    stub = StubAws()
+    clock = Clock()
+    batch, dues = [], {}
+    for i, ms in enumerate(delays):
+        first = ms // 1000 * 1000 + polled_ms
+        batch.append(staged(i, ms, first))
+        dues[f"body {i}"] = (T + ms) / 1000
+    clock.t = max(T + ms // 1000 * 1000 + polled_ms for ms in delays) / 1000
+    # the batch arrives when its latest first receive was stamped: the others waited in it
+    outcome = run(batch, stub, clock=clock, budget=budget, queues=QF)
+    assert set(outcome.ends.values()) <= {"handed-over", "held"}
+    for entry in stub.queues[QF.destination]:
+        assert entry["SentAt"] >= dues[entry["MessageBody"]] - 1e-6, entry  # float at 1.7e9 s
+        assert wirenames.DELAY_MS_ATTRIBUTE not in entry.get("MessageAttributes", {})
+
+
+def test_a_forward_due_in_a_fraction_is_sent_then_and_not_before() -> None:
+    stub = StubAws()
+    clock = Clock()
+    clock.t = (T + 2000) / 1000  # received as its two whole seconds ended
+    outcome = run([staged(1, 2_400, 2_000)], stub, clock=clock, queues=QF)
+    assert outcome.ends == {"id1": "handed-over"}
+    [entry] = stub.queues[QF.destination]
+    assert entry["SentAt"] == pytest.approx((T + 2_400) / 1000, abs=0.02)

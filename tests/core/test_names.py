@@ -5,6 +5,8 @@ Particular/NServiceBus.AmazonSQS src/NServiceBus.Transport.SQS.Tests/QueueCacheT
 (commit 090d31e8) and QueueNameGeneratorTests.cs (commit 5437e17c).
 """
 
+import contextlib
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -117,9 +119,14 @@ NAMES = st.builds(
 
 
 def queues_of(destination: str) -> set[str]:
-    """Every queue a destination has: itself, its delay queue, a FIFO one's staging queue."""
-    own = {destination, delay_queue_name(destination)}
-    return own | ({staging_queue_name(destination)} if is_fifo(destination) else set())
+    """Every queue a destination has: itself, its delay queue, a FIFO one's staging queue
+    (those its length leaves room for)."""
+    own = {destination}
+    for name_of in (delay_queue_name, staging_queue_name):
+        if name_of is delay_queue_name or is_fifo(destination):
+            with contextlib.suppress(InvalidQueueName):
+                own.add(name_of(destination))
+    return own
 
 
 @given(NAMES, NAMES)
@@ -151,6 +158,9 @@ def test_every_queue_of_a_destination_leads_back_to_it(name: str) -> None:
     except InvalidQueueName as exc:
         assert "choose another name" in str(exc)
         return
+    if len(destination) > 69:
+        assert queues_of(destination) == {destination}  # delays of 0 s only
+        return
     assert destination_of_delay_queue(delay_queue_name(destination)) == destination
     if is_fifo(destination):
         assert delay_queue_name(destination).endswith("-delay-fifo.fifo")
@@ -177,6 +187,8 @@ def test_a_fifo_destination_has_its_own_delay_and_staging_queues() -> None:
     with pytest.raises(InvalidQueueName, match="at most 69"):
         delay_queue_name(destination_name("f" * 65 + ".fifo"))
     assert len(delay_queue_name(destination_name("f" * 64 + ".fifo"))) == 80
+    with pytest.raises(InvalidQueueName, match="at most 69"):
+        staging_queue_name(destination_name("f" * 68 + ".fifo"))
 
 
 @pytest.mark.parametrize("good", ["g", "order-7", "a" * 128, "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"])

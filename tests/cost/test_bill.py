@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from sqsdelay.cost.bill import Resources, read_bill
 from sqsdelay.cost.pricing import load_pricing
 from sqsdelay.cost.run import run_report
 from sqsdelay.errors import InvalidInput
@@ -341,3 +342,20 @@ def test_the_demos_bill_of_counted_calls_reconciles_request_for_request(
         2_000,
     )
     assert row["list_usd"] == 0.001
+
+
+def test_a_fifo_destinations_delay_and_staging_queues_are_booked_to_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Untagged lines of `shop-delay-fifo.fifo` and `shop-fifo-staging` are the delays of
+    the FIFO destination `shop.fifo`; `shop.fifo` itself is its destination queue."""
+    lines = cur2().iloc[[0, 0, 3]].reset_index(drop=True)
+    lines["line_item_resource_id"] = [
+        f"{ACCOUNT}:shop-delay-fifo.fifo", f"{ACCOUNT}:shop-fifo-staging", f"{ACCOUNT}:shop.fifo"
+    ]  # fmt: skip
+    path = tmp_path / "cur.csv"
+    lines.to_csv(path, index=False)
+    known = spark.createDataFrame([("shop.fifo",)], ["destination"])
+    booked = read_bill(spark, [str(path)], Resources(known)).collect()
+    got = sorted((r["component"], r["destination"], round(r["list"], 2)) for r in booked)
+    assert got == [("delay-queue", "shop.fifo", 0.6), ("destination-queue", "shop.fifo", 1.0)]

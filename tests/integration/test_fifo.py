@@ -17,7 +17,10 @@ from sqsdelay.aws.sender import Sender
 from sqsdelay.core import wirenames
 from sqsdelay.errors import InvalidMessage, InvalidQueueName
 from sqsdelay.settings import Settings
+from tests.conftest import wait_for
 from tests.integration.test_cli import run
+from tests.integration.test_discovery import named
+from tests.integration.test_worker import capture_logs
 from tests.support.workerkit import Collector, RunningWorker
 
 CYCLE = 2
@@ -182,7 +185,35 @@ def test_the_command_line_and_discovery_serve_a_fifo_destination(
     sent = run(env, "send", "orders.fifo", "--delay", "5", "--body", "hello", "--group-id", "g1")
     assert sent.returncode == 0, sent.stderr
     assert json.loads(sent.stdout)["queue"] == f"{p}orders-delay-fifo.fifo"
+    inspect = run(env, "inspect", "--all")
+    assert inspect.returncode == 0, inspect.stderr
+    assert f"{p}orders-fifo-staging" in inspect.stdout
     url = sqs.get_queue_url(QueueName=f"{p}orders.fifo")["QueueUrl"]
     with RunningWorker(fifo.model_copy(update={"discovery_interval_seconds": 1}), ["*"]):
         [got] = Collector(sqs, url).until(1, timeout=30)
     assert got.body == "hello" and got.system["MessageGroupId"] == "g1"
+
+
+def test_discovery_skips_a_fifo_destination_whose_staging_queue_is_missing(
+    fifo: Settings, sqs: Any
+) -> None:
+    """The others go on; it is said at each refresh, and drained once it is installed again."""
+    p = fifo.queue_prefix
+    urls = install(fifo, sqs, "orders.fifo", "plain")
+    sqs.delete_queue(QueueUrl=urls[f"{p}orders-fifo-staging"])
+    out = capture_logs()
+    sender = Sender(fifo, client=sqs)
+    fleet = fifo.model_copy(update={"discovery_interval_seconds": 1})
+    with RunningWorker(fleet, ["*"]):
+        wait_for(lambda: named(out, "queue.skipped"), timeout=30)
+        sender.send("plain", "plain", delay=CYCLE + 1)
+        Collector(sqs, urls[f"{p}plain"]).until(1, timeout=30)
+        install(fifo, sqs, "orders.fifo")
+        sender.send("orders.fifo", "back", delay=CYCLE + 1, group_id="g")
+        [got] = Collector(sqs, urls[f"{p}orders.fifo"]).until(1, timeout=30)
+    assert got.body == "back"
+    skipped = named(out, "queue.skipped")
+    assert {e["queue"] for e in skipped} == {f"{p}orders-delay-fifo.fifo"}
+    assert "could not be read" in " ".join(skipped[0]["problems"])
+    added = {e["queue"] for e in named(out, "queue.added")}
+    assert {f"{p}orders-delay-fifo.fifo", f"{p}orders-fifo-staging"} <= added
