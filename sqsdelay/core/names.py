@@ -56,7 +56,6 @@ def is_fifo(name: str) -> bool:
 
 def _owner_of(name: str) -> str | None:
     """Which queue of another destination `name` is, if it is one."""
-    base = name.removesuffix(wirenames.FIFO_SUFFIX)
     if is_fifo(name):
         for suffix, kind, back in (
             (wirenames.DELAY_QUEUE_SUFFIX, "standard", ""),
@@ -66,7 +65,7 @@ def _owner_of(name: str) -> str | None:
                 owner = name.removesuffix(suffix) + back
                 return f"delay queue of the {kind} destination {owner!r}"
     elif name.endswith(wirenames.STAGING_QUEUE_SUFFIX):
-        owner = base.removesuffix(wirenames.STAGING_QUEUE_SUFFIX) + wirenames.FIFO_SUFFIX
+        owner = name.removesuffix(wirenames.STAGING_QUEUE_SUFFIX) + wirenames.FIFO_SUFFIX
         return f"staging queue of the FIFO destination {owner!r}"
     return None
 
@@ -143,9 +142,11 @@ def destination_of_delay_queue(delay_queue: str) -> str:
             f"{wirenames.DELAY_QUEUE_SUFFIX!r} (or {wirenames.FIFO_DELAY_QUEUE_SUFFIX!r})"
         )
     destination = delay_queue.removesuffix(suffix) + back
-    if not destination.removesuffix(back) or destination_name(destination) != destination:
-        raise InvalidQueueName(f"{delay_queue!r} is not a valid delay queue name")
-    if delay_queue_name(destination) != delay_queue:
+    if (
+        not destination.removesuffix(back)
+        or destination_name(destination) != destination
+        or delay_queue_name(destination) != delay_queue
+    ):
         raise InvalidQueueName(f"{delay_queue!r} is not a valid delay queue name")
     return destination
 

@@ -233,6 +233,7 @@ names = st.one_of(
             wirenames.MESSAGE_ID_ATTRIBUTE,
             wirenames.FAILURE_ATTRIBUTE,
             wirenames.GROUP_ID_ATTRIBUTE,
+            wirenames.DELAY_MS_ATTRIBUTE,
         ]
     ),
     st.text(min_size=1, max_size=12),

@@ -422,6 +422,17 @@ def used(calls: Any) -> set[tuple[str, str]]:
     return {(IAM_ACTION[api], cfn.sqs_arn(queue)) for api, queue in calls}
 
 
+def send_poison(sqs: Any, delay_queue_url: str) -> None:
+    """A message whose delay is not a number: dead-lettered."""
+    sqs.send_message(
+        QueueUrl=delay_queue_url,
+        MessageBody="poison",
+        MessageGroupId="p",
+        MessageDeduplicationId="p",
+        MessageAttributes={wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "x"}},
+    )
+
+
 def every_path(s: Settings, sqs: Any) -> dict[str, str]:
     """Queues plus one message for each path: requeue, hand-over, poison and a held send."""
     urls = {r.spec.role: str(r.url) for r in Installer(s, client=sqs).run(["orders"])}
@@ -431,13 +442,7 @@ def every_path(s: Settings, sqs: Any) -> dict[str, str]:
     sender = Sender(s, client=sqs)
     sender.send_batch("orders", [Message("later", delay=3600), Message("soon", delay=2)])
     sender.send("orders", "x" * 2000, delay=2)  # refused by the destination: held
-    sqs.send_message(
-        QueueUrl=urls["delay"],
-        MessageBody="poison",
-        MessageGroupId="p",
-        MessageDeduplicationId="p",
-        MessageAttributes={wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "x"}},
-    )
+    send_poison(sqs, urls["delay"])
     return urls
 
 
@@ -455,13 +460,7 @@ def every_fifo_path(s: Settings, sqs: Any) -> dict[str, str]:
     sender.send("orders.fifo", "x" * 2000, delay=2, group_id="g")  # held: staging refuses it
     group = {wirenames.GROUP_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "g"}}
     sqs.send_message(QueueUrl=urls["staging"], MessageBody="y" * 1200, MessageAttributes=group)
-    sqs.send_message(
-        QueueUrl=urls["delay"],
-        MessageBody="poison",
-        MessageGroupId="p",
-        MessageDeduplicationId="p",
-        MessageAttributes={wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "x"}},
-    )
+    send_poison(sqs, urls["delay"])
     return urls
 
 

@@ -209,6 +209,30 @@ def test_the_worker_parks_a_long_delay_that_the_sender_did_not(
     assert stats.events["delay.handed_over"] == 1
 
 
+def test_a_fifo_destinations_delays_are_parked_and_keep_their_group(
+    parked: Settings, make_settings: Callable[..., Settings], sqs: Any, scheduler: Any
+) -> None:
+    """Parked at send, and by the worker for a sender without parking: Scheduler sends each
+    back to the FIFO delay queue with its group attribute, and both reach orders.fifo in their
+    groups, never early."""
+    urls = install(parked, sqs, scheduler, "orders.fifo")
+    plain = make_settings(max_native_delay_seconds=CYCLE)
+    started = time.time()
+    at_send = Sender(parked, client=sqs, scheduler=scheduler)
+    assert at_send.send("orders.fifo", "at-send", delay=10, group_id="a").route == "parked"
+    Sender(plain, client=sqs).send("orders.fifo", "in-loop", delay=12, group_id="b")
+    with RunningWorker(parked, ["orders.fifo"]) as running:
+        got = Collector(sqs, urls["orders.fifo"]).until(2, timeout=40)
+        assert running.worker.stats.events["delay.parked"] == 1
+    assert {(d.body, d.system["MessageGroupId"]) for d in got} == {
+        ("at-send", "a"),
+        ("in-loop", "b"),
+    }
+    for d in got:
+        assert d.at >= started + (10 if d.body == "at-send" else 12)
+    assert schedules(scheduler, parked) == []
+
+
 def test_cancel_while_parked_and_too_late_after(parked: Settings, sqs: Any, scheduler: Any) -> None:
     urls = install(parked, sqs, scheduler)
     sender = Sender(parked, client=sqs, scheduler=scheduler)

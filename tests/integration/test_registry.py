@@ -148,6 +148,29 @@ def test_cancel_while_looping_drops_it_and_the_rest_arrive_on_time(
     assert sender.cancel("orders", "never-sent") == "unknown"
 
 
+def test_a_fifo_destinations_messages_are_cancelled_and_rescheduled_by_id(
+    looping: Settings, sqs: Any, dynamodb: Any
+) -> None:
+    urls = install(looping, sqs, dynamodb, "orders.fifo")
+    sender = Sender(looping, client=sqs, dynamodb=dynamodb)
+    started = time.time()
+    for ident in ("kept", "gone", "sooner"):
+        sender.send("orders.fifo", ident, delay=8, id=ident, group_id="g")
+    assert sender.cancel("orders.fifo", "gone") == "cancelled"
+    assert sender.reschedule("orders.fifo", "sooner", delay=3)[0] == "rescheduled"
+    collector = Collector(sqs, urls["orders.fifo"])
+    with RunningWorker(looping, ["orders.fifo"]) as running:
+        collector.until(2, timeout=30)
+        wait_for(lambda: running.worker.stats.events["delay.cancelled"] == 1, timeout=20)
+        collector.quiet_for(1)
+    assert [d.body for d in collector.got] == ["sooner", "kept"]
+    assert collector.got[0].at >= started + 3 and collector.got[1].at >= started + 8
+    assert states(sender, "orders.fifo") == {
+        "kept": "handed-over", "gone": "cancelled", "sooner": "handed-over"
+    }  # fmt: skip
+    assert sender.cancel("orders.fifo", "kept") == "too-late"
+
+
 def test_send_with_an_id_is_deduplicated_for_the_whole_delay(
     looping: Settings, sqs: Any, dynamodb: Any
 ) -> None:
