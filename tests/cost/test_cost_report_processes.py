@@ -48,15 +48,7 @@ def test_cost_estimate_prints_the_reference_numbers() -> None:
         assert text in result.stdout
 
 
-@pytest.mark.slow
-def test_cost_report_cli(event_log: Path, tmp_path: Path) -> None:
-    out = tmp_path / "r"
-    # the cycle is the worker's setting, not a flag of its own
-    cycle = ("--max-native-delay-seconds", "300")
-    result = cli(*cycle, "cost-report", "--input", str(event_log), "--output", str(out))
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "Batched (this worker)" in result.stdout and "report.html" in result.stdout
-    assert json.loads((out / "summary.json").read_text())["cycle_seconds"] == 300
+def test_cost_report_cli_refuses_an_input_without_records(tmp_path: Path) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("{}\n")
     bad = cli("cost-report", "--input", str(empty), "--output", str(tmp_path / "r2"))
@@ -129,8 +121,8 @@ def test_class_data_archive_options_and_a_failed_dump(tmp_path: Path) -> None:
 def test_cost_report_cli_starts_the_second_time_from_the_class_archive(
     spark: Any, event_log: Path, tmp_path: Path
 ) -> None:
-    """The default (auto): the first run writes an archive into the user cache directory, the
-    second starts from it."""
+    """The command as a user runs it, with the default class-data archive (auto): the first
+    run writes an archive into the user cache directory, the second starts from it."""
     import os
 
     from sqsdelay.cost.classarchive import runtime_of
@@ -139,10 +131,10 @@ def test_cost_report_cli_starts_the_second_time_from_the_class_archive(
     env = {k: v for k, v in os.environ.items() if k != "SQSDELAY_SPARK_CLASS_ARCHIVE"}
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
 
-    def report(name: str) -> None:
+    def report(name: str, *settings: str) -> str:
         args = ["cost-report", "--input", str(event_log), "--output", str(tmp_path / name)]
         done = subprocess.run(
-            [sys.executable, "-m", "sqsdelay", *args],
+            [sys.executable, "-m", "sqsdelay", *settings, *args],
             env=env,
             capture_output=True,
             text=True,
@@ -150,8 +142,12 @@ def test_cost_report_cli_starts_the_second_time_from_the_class_archive(
         )
         assert done.returncode == 0, done.stderr[-2000:]
         assert "[cds]" not in done.stdout + done.stderr  # the dump stays quiet
+        return done.stdout
 
-    report("first")
+    # the cycle is the worker's setting, not a flag of its own
+    printed = report("first", "--max-native-delay-seconds", "300")
+    assert "Batched (this worker)" in printed and "report.html" in printed
+    assert json.loads((tmp_path / "first" / "summary.json").read_text())["cycle_seconds"] == 300
     # Written from the first run's class list once its JVM had exited; nothing else left.
     (archive,) = cache.iterdir()
     assert archive.suffix == ".jsa" and archive.stat().st_size > 10_000_000
