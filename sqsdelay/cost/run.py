@@ -38,6 +38,12 @@ from sqsdelay.cost.whatif import WhatIf, load_what_if
 from sqsdelay.errors import InvalidInput
 
 
+def _missing_local(path: str) -> bool:
+    """A local path (no URI scheme, no glob) that does not exist; anything else is Spark's to
+    find."""
+    return "://" not in path and not any(c in path for c in "*?[") and not Path(path).exists()
+
+
 def run_report(
     *,
     inputs: Sequence[str],
@@ -77,6 +83,9 @@ def run_report(
     since, until = (None if t is None else utc(t) for t in (since, until))
     if since and until and since >= until:
         raise InvalidInput("--since must be before --until")
+    missing = [p for p in [*inputs, *bills] if _missing_local(p)]
+    if missing and what_if is None:  # said before Spark starts (and prints a Java trace)
+        raise InvalidInput(f"input not found: {', '.join(missing)}")
     step("starting Spark")
     # A session this call starts is stopped here, with its JVM; a caller's is left running.
     owned = spark is None and not spark_running()

@@ -283,10 +283,18 @@ def test_empty_input_is_a_clear_message(spark: Any, tmp_path: Path) -> None:
     assert "other events: 1, malformed lines: 1" in str(info.value)
 
 
-def test_missing_input_path(spark: Any, tmp_path: Path) -> None:
+def test_missing_input_path(spark: Any, event_log: Path, tmp_path: Path) -> None:
+    """A missing local file is named before Spark starts; a glob (or a URI) that matches
+    nothing, by Spark."""
+    missing = str(tmp_path / "nope.jsonl")
+    for inputs, bills in (([missing], []), ([str(event_log)], [missing])):
+        with pytest.raises(InvalidInput, match=f"^input not found: {missing}$"):
+            run_report(
+                inputs=inputs, bills=bills, output=str(tmp_path / "o"), pricing=PRICING, spark=spark
+            )
     with pytest.raises(InvalidInput, match="input not found"):
         run_report(
-            inputs=[str(tmp_path / "nope.jsonl")],
+            inputs=[str(tmp_path / "nothing-*.jsonl")],
             output=str(tmp_path / "o"),
             pricing=PRICING,
             spark=spark,
