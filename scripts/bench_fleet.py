@@ -61,6 +61,60 @@ def install(url: str, cycle: int, names: list[str], prefix: str = PREFIX) -> dic
     return {r.spec.requested: str(r.url) for r in reports if r.spec.role == "destination"}
 
 
+class Consumer:
+    """Short-polls the destination queues (`urls`, which may grow) every 20 ms in a thread:
+    each body's arrival times, and its message group where it has one."""
+
+    def __init__(self, url: str, urls: dict[str, str]) -> None:
+        self.urls = urls
+        self.arrived: dict[str, list[float]] = {}
+        self.groups: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(client(url),), daemon=True)
+        self._thread.start()
+
+    def _run(self, sqs: Any) -> None:
+        while not self._stop.is_set():
+            for q in list(self.urls.values()):
+                got = sqs.receive_message(
+                    QueueUrl=q,
+                    MaxNumberOfMessages=10,
+                    WaitTimeSeconds=0,
+                    MessageSystemAttributeNames=["MessageGroupId"],
+                )
+                now = time.time()
+                for m in got.get("Messages", []):
+                    self.arrived.setdefault(m["Body"], []).append(now)
+                    if "MessageGroupId" in m.get("Attributes", {}):
+                        self.groups[m["Body"]] = m["Attributes"]["MessageGroupId"]
+                    sqs.delete_message(QueueUrl=q, ReceiptHandle=m["ReceiptHandle"])
+            time.sleep(0.02)
+
+    def wait_for(self, due: dict[str, float], timeout: float, linger: float = 0) -> None:
+        """Until every body of `due` arrived (or `timeout`), then `linger` more; stops."""
+        deadline = time.monotonic() + timeout
+        while len(self.arrived) < len(due) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(linger)
+        self._stop.set()
+        self._thread.join()
+
+    def figures(self, due: dict[str, float], besides: str = "") -> dict[str, Any]:
+        """Delivered, lost, duplicates, early and lateness of `due`'s bodies (`besides` is
+        left out of the delivered and the lateness, not of the lost)."""
+        timed = [b for b in due if b in self.arrived and b != besides]
+        late = [self.arrived[b][0] - due[b] for b in timed]
+        return {
+            "delivered": len(timed),
+            "lost": sum(1 for b in due if b not in self.arrived),
+            "duplicates": sum(len(v) - 1 for v in self.arrived.values()),
+            "early": sum(1 for x in late if x < 0),
+            "lateness_p50_s": round(percentile(late, 0.5), 3),
+            "lateness_p99_s": round(percentile(late, 0.99), 3),
+            "lateness_max_s": round(max(late, default=float("nan")), 3),
+        }
+
+
 class Worker:
     """`sqsdelay worker --all` (or on `queues`) in its own process, its JSON events in a
     temporary file."""
@@ -152,22 +206,7 @@ def fleet_phase(
     worker = Worker(env)
     worker.wait_for("worker.started", 60)
     due: dict[str, float] = {}
-    arrived: dict[str, list[float]] = {}
-    stop = threading.Event()
-
-    def consume(targets: dict[str, str]) -> None:
-        sqs = client(url)
-        while not stop.is_set():
-            for q in list(targets.values()):
-                got = sqs.receive_message(QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=0)
-                now = time.time()
-                for m in got.get("Messages", []):
-                    arrived.setdefault(m["Body"], []).append(now)
-                    sqs.delete_message(QueueUrl=q, ReceiptHandle=m["ReceiptHandle"])
-            time.sleep(0.02)
-
-    consumer = threading.Thread(target=consume, args=(urls,), daemon=True)
-    consumer.start()
+    consumer = Consumer(url, urls)
     # the delays: spread over two cycles after the first, sent over the first cycle
     spread = [cycle + 1 + (i * 7919 % (2 * cycle * 1000)) / 1000 for i in range(messages)]
     started = time.monotonic()
@@ -184,26 +223,15 @@ def fleet_phase(
             due["newcomer"] = time.time() + cycle + 1
             sender.send("newcomer", "newcomer", delay=cycle + 1)
     added = worker.wait_for("queue.added", 60, queue=f"{PREFIX}newcomer-delay.fifo")
-    deadline = time.monotonic() + 3 * cycle + 60
-    while len(arrived) < len(due) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    stop.set()
-    consumer.join()
+    consumer.wait_for(due, 3 * cycle + 60)
     stopped, rss = worker.stop()
-    late = [arrived[b][0] - due[b] for b in due if b in arrived and b != "newcomer"]
-    first = arrived.get("newcomer", [float("nan")])[0]
+    first = consumer.arrived.get("newcomer", [float("nan")])[0]
     return {
         "seconds": round(stopped["seconds"], 1),
         "active_queues": active,
         "messages": messages,
         "delay_range_seconds": [round(min(spread), 1), round(max(spread), 1)],
-        "delivered": sum(1 for b in due if b in arrived and b != "newcomer"),
-        "lost": sum(1 for b in due if b not in arrived),
-        "duplicates": sum(len(v) - 1 for v in arrived.values()),
-        "early": sum(1 for x in late if x < 0),
-        "lateness_p50_s": round(percentile(late, 0.5), 3),
-        "lateness_p99_s": round(percentile(late, 0.99), 3),
-        "lateness_max_s": round(max(late, default=float("nan")), 3),
+        **consumer.figures(due, besides="newcomer"),
         "requests_per_idle_queue_hour": idle_rate(stopped, len(names), active),
         "requests": stopped["requests"],
         "worker_peak_rss_mib": round(rss, 1),
@@ -243,29 +271,7 @@ def fifo_phase(
     worker = Worker(env, tuple(destinations))
     worker.wait_for("worker.started", 60)
     due: dict[str, float] = {}
-    arrived: dict[str, list[float]] = {}
-    groups: dict[str, str] = {}
-    stop = threading.Event()
-
-    def consume() -> None:
-        sqs = client(url)
-        while not stop.is_set():
-            for q in urls.values():
-                got = sqs.receive_message(
-                    QueueUrl=q,
-                    MaxNumberOfMessages=10,
-                    WaitTimeSeconds=0,
-                    MessageSystemAttributeNames=["MessageGroupId"],
-                )
-                now = time.time()
-                for m in got.get("Messages", []):
-                    arrived.setdefault(m["Body"], []).append(now)
-                    groups[m["Body"]] = m.get("Attributes", {}).get("MessageGroupId", "")
-                    sqs.delete_message(QueueUrl=q, ReceiptHandle=m["ReceiptHandle"])
-            time.sleep(0.02)
-
-    consumer = threading.Thread(target=consume, daemon=True)
-    consumer.start()
+    consumer = Consumer(url, urls)
     # a third short (through the staging queue), the rest through the FIFO delay queue
     spread = [0.1 + (i * 7919 % (3 * cycle * 1000)) / 1000 for i in range(messages)]
     started = time.monotonic()
@@ -275,30 +281,19 @@ def fifo_phase(
         due[body] = time.time() + d
         group = f"g{i % FIFO_GROUPS}" if fifo else None
         sender.send(destinations[i % len(destinations)], body, delay=d, group_id=group)
-    deadline = time.monotonic() + 3 * cycle + 60
-    while len(arrived) < len(due) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    time.sleep(5)  # late copies, if any
-    stop.set()
-    consumer.join()
+    consumer.wait_for(due, 3 * cycle + 60, linger=5)  # late copies, if any
     stopped, _ = worker.stop()
-    late = [arrived[b][0] - due[b] for b in due if b in arrived]
+    groups = consumer.groups
     return {
         "cut_share": cut_share,
         "answers_cut": proxy.responses_cut,
         "worker_requests": proxy.requests,
         "messages": messages,
         "short_delays": sum(1 for d in spread if d <= cycle),
-        "delivered": sum(1 for b in due if b in arrived),
-        "lost": sum(1 for b in due if b not in arrived),
-        "duplicates": sum(len(v) - 1 for v in arrived.values()),
-        "early": sum(1 for x in late if x < 0),
+        **consumer.figures(due),
         "wrong_group": sum(1 for b, g in groups.items() if g != f"g{int(b[1:]) % FIFO_GROUPS}")
         if fifo
         else None,
-        "lateness_p50_s": round(percentile(late, 0.5), 3),
-        "lateness_p99_s": round(percentile(late, 0.99), 3),
-        "lateness_max_s": round(max(late, default=float("nan")), 3),
         "worker_messages": stopped["messages"],
     }
 

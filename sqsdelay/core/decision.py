@@ -323,8 +323,7 @@ def decide(
     if due is None:
         due = sent + (_delay_ms(received.attributes, delay) or delay * 1000)
     first_now = max(first, sent)
-    # Broker time never runs backwards past the first receive, whatever the local clock says.
-    broker_now = first_now if count == 1 else max(first_now, local_now_ms + (offset_ms or 0))
+    broker_now = _broker_now(first_now, count, local_now_ms, offset_ms)
     remaining = _ceil_seconds(due - broker_now)
     left_ms = max(0, due - broker_now)
     # A redelivery takes the route the first attempt took (a pure function of broker
@@ -353,6 +352,13 @@ def decide(
         requeue = Requeue(remaining, due, candidate, group, dedup, first_in_month=crossed)
         return _parked(requeue, _ceil_seconds(due - first_now), lim) or requeue
     return _poison(received, f"cannot requeue: {problem}", source_queue, lim)
+
+
+def _broker_now(first_now: int, count: int, local_now_ms: int, offset_ms: int | None) -> int:
+    """Now on the broker's clock: its first receive's timestamp on a first receive; on a
+    redelivery the local clock corrected by the offset. Broker time never runs backwards past
+    the first receive, whatever the local clock says."""
+    return first_now if count == 1 else max(first_now, local_now_ms + (offset_ms or 0))
 
 
 def _gave_up(
@@ -415,9 +421,7 @@ def _fraction_left(received: Received, local_now_ms: int, offset_ms: int | None)
     first = parse_natural(received.system.get("ApproximateFirstReceiveTimestamp"))
     if delay_ms is None or sent is None or first is None:
         return 0
-    now = max(first, sent)
-    if received.receive_count > 1:
-        now = max(now, local_now_ms + (offset_ms or 0))
+    now = _broker_now(max(first, sent), received.receive_count, local_now_ms, offset_ms)
     left = sent + delay_ms - now
     return left if 0 < left < 1000 else 0
 

@@ -4,7 +4,7 @@ worker and the Lambda handler)."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,27 +100,17 @@ def decide_one(
     (the step then holds it, and it is never lost)."""
     record = failures.get(r.message_id)
     try:
-        decision: Decision
-        if forwarding:  # from a FIFO destination's staging queue
-            decision = forward(
-                r,
-                lim=lim,
-                local_now_ms=local_ms,
-                offset_ms=offset_ms,
-                source_queue=source_queue,
-                own_failures=record.own_failures,
-                last_error=record.last_error,
-            )
-        else:
-            decision = decide(
-                r,
-                local_now_ms=local_ms,
-                offset_ms=offset_ms,
-                lim=lim,
-                source_queue=source_queue,
-                own_failures=record.own_failures,
-                last_error=record.last_error,
-            )
+        # a message from a FIFO destination's staging queue is forwarded
+        decision_of: Callable[..., Decision] = forward if forwarding else decide
+        decision = decision_of(
+            r,
+            local_now_ms=local_ms,
+            offset_ms=offset_ms,
+            lim=lim,
+            source_queue=source_queue,
+            own_failures=record.own_failures,
+            last_error=record.last_error,
+        )
         return outgoing(r, decision)
     except Exception as exc:  # a fault of ours must not stop the batch or the worker
         reason = f"cannot be handled ({type(exc).__name__}: {str(exc)[:200]})"

@@ -656,7 +656,8 @@ class _Step:
         of a second DelaySeconds cannot say, in groups of close send instants, each group
         after a pause measured from the batch's arrival (where the decisions' broker time
         stands). A wait that would leave the send too little of the budget is not made: that
-        hand-over goes at once with the fraction rounded up, as late as before, never early."""
+        hand-over goes at once with the fraction rounded up, as late as before, never early;
+        such a forward (a FIFO queue takes no DelaySeconds) is held for a second instead."""
         last_wait_ms = (self.budget.end(SEND_SHARE) - MIN_SEND_SECONDS - self.budget.start) * 1000
         now = [o for o in outs if not _waits(o)]
         for o in outs:
