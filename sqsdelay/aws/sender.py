@@ -203,17 +203,22 @@ def plan(
         )
     request: dict[str, Any] = {"MessageBody": body}
     staged = False  # through a FIFO destination's staging queue
+    # One key per send: a repeated call of this send (boto3's retry of a lost answer) is
+    # dropped by FIFO deduplication, a new send of the same id (a Celery retry) is not.
+    send_key = int(now * 1000) + millis  # the send's due time, epoch ms
     if where == "direct" and group is not None and not millis:
         target = destination  # a FIFO destination, now
         request["MessageGroupId"] = group
-        request["MessageDeduplicationId"] = decision.forward_dedup_id(ident)
+        request["MessageDeduplicationId"] = decision.forward_dedup_id(ident, str(send_key))
     elif where == "direct" and group is not None:
         staged = True
         # SQS takes no per-message delay on a FIFO queue: its staging queue does, and the
-        # worker forwards what becomes visible there, deduplicated by the message's id, after
-        # the fraction of a second beyond the whole seconds (DelaySeconds, below).
+        # worker forwards what becomes visible there, deduplicated by the message's id and
+        # this send's due time, after the fraction of a second beyond the whole seconds
+        # (DelaySeconds, below).
         target = names.staging_queue_name(destination)
         attributes[wirenames.GROUP_ID_ATTRIBUTE] = wire.string_attribute(group)
+        attributes[wirenames.DUE_AT_ATTRIBUTE] = wire.number_attribute(send_key)
         if millis % 1000:
             attributes[wirenames.DELAY_MS_ATTRIBUTE] = wire.string_attribute(str(millis))
         nsb_id = ident
@@ -228,18 +233,17 @@ def plan(
         attributes[wirenames.DELAY_ATTRIBUTE] = wire.string_attribute(str(seconds))
         if millis % 1000:  # the worker's last hop is exact to the millisecond
             attributes[wirenames.DELAY_MS_ATTRIBUTE] = wire.string_attribute(str(millis))
-        # One group per message, so no message ever blocks another.
-        request["MessageGroupId"] = request["MessageDeduplicationId"] = nsb_id = ident
-        if settings.registry == "dynamodb":
-            # The registry deduplicates by id for the whole delay; FIFO's five minutes would
-            # also swallow a new send of an id whose first message was just handed over.
-            request["MessageDeduplicationId"] = hashlib.sha256(
-                f"{ident}|{now}".encode()
-            ).hexdigest()
+        # One group per message, so no message ever blocks another; its deduplication id is
+        # this send's, so that SQS's five minutes never swallow a new send of the same id.
+        request["MessageGroupId"] = nsb_id = ident
+        request["MessageDeduplicationId"] = hashlib.sha256(f"{ident}|{now}".encode()).hexdigest()
     if nsb_id is not None:
         attributes[wirenames.MESSAGE_ID_ATTRIBUTE] = wire.string_attribute(nsb_id)
-    if len(attributes) > quotas.MAX_MESSAGE_ATTRIBUTES:  # no room: whole seconds, rounded up
-        attributes.pop(wirenames.DELAY_MS_ATTRIBUTE, None)
+    # No room: the fraction of a second goes first (whole seconds, rounded up), then the
+    # staging send's due time (the forward then deduplicates by the staging message alone).
+    for optional in (wirenames.DELAY_MS_ATTRIBUTE, wirenames.DUE_AT_ATTRIBUTE):
+        if len(attributes) > quotas.MAX_MESSAGE_ATTRIBUTES:
+            attributes.pop(optional, None)
     if staged:  # the whole seconds; the forward waits out the fraction it has room for
         exact = wirenames.DELAY_MS_ATTRIBUTE in attributes
         request["DelaySeconds"] = millis // 1000 if exact else seconds

@@ -24,6 +24,7 @@ import aioboto3
 
 from sqsdelay.aws.batches import BatchRunner
 from sqsdelay.aws.callers import AsyncCaller
+from sqsdelay.aws.capacity import Capacity
 from sqsdelay.aws.clients import (
     LONG_POLL_READ_TIMEOUT,
     MISSING_QUEUE_CODES,
@@ -109,7 +110,7 @@ class Worker:
         self.receive_breaker = BackoffTimer()
         self._stop = asyncio.Event()
         # Batches finishing on their own after a pause (`_finish`), at most this many at once.
-        self._pausing = asyncio.Semaphore(PAUSING_BATCHES * self.concurrency * len(self.queues))
+        self._pausing = Capacity(self._pausing_room(len(self.queues)))
         # An empty delay queue is checked at this period instead of long-polled (core.idle).
         self._idle_period = idle.check_period(
             settings.max_native_delay_seconds, settings.idle_counts_lag_seconds
@@ -179,6 +180,14 @@ class Worker:
                 concurrency=self.concurrency,
                 max_native_delay_seconds=self.settings.max_native_delay_seconds,
             )
+            if self.discovering and not self.settings.queue_prefix:
+                log.warning(
+                    "discovery.whole_account",
+                    detail="no SQSDELAY_QUEUE_PREFIX: this worker drains every delay queue of "
+                    "the account in the Region, NServiceBus endpoints' included; set a prefix "
+                    "to drain only yours",
+                    region=self.settings.region,
+                )
             self._last_receive_ok = self._clock()
             stats_task = asyncio.create_task(self._report_stats())
             async with asyncio.TaskGroup() as tg:
@@ -323,11 +332,18 @@ class Worker:
             new += [QueueLoops(t) for t in trios]
         # all of them before any loop starts: a busy queue's extra loops leave them room
         self.queues += new
+        self._pausing.resize(self._pausing_room(len(new)))  # room for their pausing batches
         for q in new:
-            for _ in range(PAUSING_BATCHES * self.concurrency):
-                self._pausing.release()  # room for this queue's pausing batches too
             log.info("queue.added", queue=q.trio.delay)
             self._spawn(tg, q)
+
+    def _pausing_room(self, queues: int) -> int:
+        return PAUSING_BATCHES * self.concurrency * queues
+
+    @property
+    def pausing_room(self) -> int:
+        """How many batches may finish on their own at once (PAUSING_BATCHES per loop)."""
+        return self._pausing.size
 
     async def _problems(self, t: QueueTrio) -> list[str]:
         """What `sqsdelay install --check` says of a found delay queue, or of its FIFO
@@ -365,6 +381,7 @@ class Worker:
         for other in [o for o in self.queues if o.trio.destination == q.trio.destination]:
             other.gone = True
             self.queues.remove(other)
+            self._pausing.resize(-self._pausing_room(1))  # its batches in hand finish as usual
             self.resolver.forget(other.trio.delay)
             self.backlog.forget(other.trio.delay)
             log.info("queue.removed", queue=other.trio.delay, reason=reason)

@@ -97,9 +97,12 @@ class HandOver:
     due_ms: int
     attributes: Attributes
     wait_ms: int = 0  # 0..999
+    # The sender's message group on a standard destination (an SQS fair queue's tenant).
+    group_id: str | None = None
 
     def request(self) -> dict[str, Any]:
-        return {"DelaySeconds": self.remaining_seconds} if self.remaining_seconds else {}
+        out: dict[str, Any] = {"MessageGroupId": self.group_id} if self.group_id else {}
+        return out | ({"DelaySeconds": self.remaining_seconds} if self.remaining_seconds else {})
 
     def log_fields(self) -> dict[str, Any]:
         return {
@@ -111,7 +114,7 @@ class HandOver:
     def at_once(self) -> HandOver:
         """Without the wait: the fraction rounded up into DelaySeconds (never early)."""
         seconds = self.remaining_seconds + (1 if self.wait_ms else 0)
-        return HandOver(seconds, self.due_ms, self.attributes)
+        return HandOver(seconds, self.due_ms, self.attributes, group_id=self.group_id)
 
 
 @dataclass(frozen=True)
@@ -295,8 +298,10 @@ def decide(
     source_queue: str = "",
     own_failures: int = 0,
     last_error: str | None = None,
+    staging: bool = False,
 ) -> DelayDecision:
-    """Requeue, hand over or poison.
+    """Requeue, hand over or poison. `staging`: the destination is FIFO, and its hand-overs
+    go to its staging queue.
 
     Broker "now" is `ApproximateFirstReceiveTimestamp` on a first receive; on a redelivery it
     is the local clock corrected by the estimated broker-minus-local offset.
@@ -318,7 +323,7 @@ def decide(
     except InvalidMessage as exc:
         if lim.invalid_delay != "deliver":
             return _poison(received, str(exc), source_queue, lim)
-        return _hand_over(received, 0, max(first, sent), source_queue, lim)
+        return _hand_over(received, 0, max(first, sent), source_queue, lim, staging=staging)
     due = _due_at(received.attributes, sent, lim.max_delay_seconds)
     if due is None:
         due = sent + (_delay_ms(received.attributes, delay) or delay * 1000)
@@ -331,7 +336,7 @@ def decide(
     # repeated requeue has the same dedup id and FIFO drops it. Handing over instead would
     # deliver the message twice.
     if _ceil_seconds(due - first_now) <= lim.max_native_delay_seconds:
-        return _hand_over(received, left_ms, due, source_queue, lim)
+        return _hand_over(received, left_ms, due, source_queue, lim, staging=staging)
     with_id = _with_message_id(received)
     attrs = {**with_id, wirenames.DELAY_ATTRIBUTE: wire.string_attribute(str(remaining))}
     candidates = [{**attrs, wirenames.DUE_AT_ATTRIBUTE: wire.number_attribute(due)}, attrs]
@@ -369,10 +374,12 @@ def _gave_up(
     return _poison(received, reason, source_queue, lim)
 
 
-def forward_dedup_id(message_id: str) -> str:
-    """The FIFO destination's deduplication id of a message: derived from its own id, so that
-    every copy of it (a retried hand-over, a redelivered forward) has the same one."""
-    return hashlib.sha256(f"sqsdelay|{message_id}".encode()).hexdigest()
+def forward_dedup_id(message_id: str, send_key: str) -> str:
+    """The FIFO destination's deduplication id of one send of a message: its own id and the
+    send's key (its due time in epoch ms), so that every copy of that send (a retried
+    hand-over, a redelivered forward, a lost answer) has the same one, while a new send of the
+    same id (a Celery retry keeps its task id) is not dropped by SQS's five-minute window."""
+    return hashlib.sha256(f"sqsdelay|{message_id}|{send_key}".encode()).hexdigest()
 
 
 def forward(
@@ -408,7 +415,11 @@ def forward(
     except InvalidMessage as exc:
         return _poison(received, f"cannot forward: {exc}", source_queue, lim)
     wait = _fraction_left(received, local_now_ms, offset_ms)
-    return Forward(attrs, group, forward_dedup_id(ident), wait)
+    # The send's due time, which its hand-over into staging carries; without it (no room),
+    # this staging message alone: its redelivery is still dropped.
+    due = parse_natural(_string(received.attributes, wirenames.DUE_AT_ATTRIBUTE))
+    key = str(due) if due is not None else f"sqs:{received.message_id}"
+    return Forward(attrs, group, forward_dedup_id(ident, key), wait)
 
 
 def _fraction_left(received: Received, local_now_ms: int, offset_ms: int | None) -> int:
@@ -457,18 +468,39 @@ def _with_message_id(received: Received) -> Attributes:
 
 
 def _hand_over(
-    received: Received, left_ms: int, due: int, source_queue: str, lim: Limits
+    received: Received,
+    left_ms: int,
+    due: int,
+    source_queue: str,
+    lim: Limits,
+    *,
+    staging: bool = False,
 ) -> HandOver | Poison:
+    """To a FIFO destination's staging queue, the group rides in its attribute, with the due
+    time as the forward's deduplication key (`forward_dedup_id`); to a standard destination,
+    a group becomes the message's MessageGroupId (SQS fair queues)."""
     problem = ""
-    for candidate in (_with_message_id(received), _without_own(received.attributes)):
+    group = _string(received.attributes, wirenames.GROUP_ID_ATTRIBUTE)
+    candidates = [_with_message_id(received), _without_own(received.attributes)]
+    if staging:
+        due_at = {wirenames.DUE_AT_ATTRIBUTE: wire.number_attribute(due)}
+        candidates.insert(0, {**candidates[0], **due_at})
+    elif group is not None:
+        candidates = [_without(c, wirenames.GROUP_ID_ATTRIBUTE) for c in candidates]
+    fair = group if not staging and group is not None and names.is_group_id(group) else None
+    for candidate in candidates:
         try:
             wire.check_fits(received.body, candidate, lim.max_message_bytes)
         except InvalidMessage as exc:
             problem = str(exc)
             continue
         seconds, wait_ms = divmod(left_ms, 1000)
-        return HandOver(seconds, due, candidate, wait_ms)
+        return HandOver(seconds, due, candidate, wait_ms, group_id=fair)
     return _poison(received, f"cannot hand over: {problem}", source_queue, lim)
+
+
+def _without(attributes: Attributes, name: str) -> Attributes:
+    return {k: v for k, v in attributes.items() if k != name}
 
 
 def _ceil_seconds(ms: int) -> int:

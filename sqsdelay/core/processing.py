@@ -4,6 +4,7 @@ worker and the Lambda handler)."""
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -94,6 +95,7 @@ def decide_one(
     source_queue: str,
     failures: FailureLog,
     forwarding: bool = False,
+    staging: bool = False,
 ) -> Outgoing | None:
     """The outgoing entry of one record. Whatever a producer wrote, a record that cannot be
     decided goes to the error queue with the reason; None when even that cannot be built
@@ -101,7 +103,9 @@ def decide_one(
     record = failures.get(r.message_id)
     try:
         # a message from a FIFO destination's staging queue is forwarded
-        decision_of: Callable[..., Decision] = forward if forwarding else decide
+        decision_of: Callable[..., Decision] = (
+            forward if forwarding else functools.partial(decide, staging=staging)
+        )
         decision = decision_of(
             r,
             local_now_ms=local_ms,
@@ -129,6 +133,7 @@ def decide_batch(
     source_queue: str,
     failures: FailureLog | None = None,
     forwarding: bool = False,
+    staging: bool = False,
 ) -> tuple[list[Outgoing], list[Received]]:
     """Decide a received batch: the outgoing entries, and the records that could not even be
     dead-lettered. First receives also feed the clock-offset estimate, which the redeliveries
@@ -150,6 +155,7 @@ def decide_batch(
             source_queue=source_queue,
             failures=log,
             forwarding=forwarding,
+            staging=staging,
         )
         if out is None:
             stuck.append(r)

@@ -353,6 +353,7 @@ class _Step:
             source_queue=self.queues.delay,
             failures=self.state.failures,
             forwarding=self.queues.forwards,
+            staging=self.queues.staging is not None,
         )
         self.offset_ms = self.state.offset.estimate() or 0  # a median: computed once per batch
         for r in stuck:

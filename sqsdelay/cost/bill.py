@@ -10,12 +10,15 @@ The two are told apart by their columns, not by file names.
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqsdelay.core import wirenames
+from sqsdelay.cost import localpaths
 from sqsdelay.errors import InvalidInput
 
 CUR2 = "CUR 2.0"
@@ -137,23 +140,61 @@ def kind_of(columns: Sequence[str], path: str) -> str:
     return kind
 
 
+_BILL_SUFFIXES = {".parquet": "parquet", ".csv": "csv"}
+# Only the data files of an export folder (its metadata/ holds JSON manifests), at any depth.
+_BILL_FILES = {"parquet": "*.parquet", "csv": "*.{csv,csv.gz}"}
+
+
+def _format_of(path: str) -> str | None:
+    name = path.rstrip("/").lower().removesuffix(".gz")
+    return next((f for s, f in _BILL_SUFFIXES.items() if name.endswith(s)), None)
+
+
+def bill_format(paths: Sequence[str]) -> str:
+    """The bill's format: by a file's name; inside a local folder (as AWS Data Exports
+    writes it, `BILLING_PERIOD=…/…snappy.parquet`), by the files in it at any depth; Parquet,
+    CUR 2.0's default, for a folder Spark reads (S3, HDFS)."""
+    found = set()
+    for path in paths:
+        fmt = _format_of(path)
+        if fmt is None and localpaths.certainly_local(path) and os.path.isdir(path):
+            inside = {_format_of(f) for _, _, files in os.walk(path) for f in files}
+            kinds = sorted(k for k in inside if k is not None)
+            if len(kinds) != 1:
+                what = "both Parquet and CSV files" if kinds else "no .parquet or .csv(.gz) files"
+                raise InvalidInput(
+                    f"the bill folder {path} holds {what}: give the export's data folder, "
+                    "or --bill-format parquet|csv"
+                )
+            fmt = kinds[0]
+        found.add(fmt or "parquet")
+    if len(found) != 1:
+        raise InvalidInput(
+            "the bills mix Parquet and CSV: give one format per run (--bill-format parquet|csv)"
+        )
+    return found.pop()
+
+
 def _read(spark: Any, paths: Sequence[str], fmt: str) -> Any:
-    if fmt == "auto":
-        names = [p.rstrip("/").lower().removesuffix(".gz") for p in paths]
-        if all(n.endswith(".parquet") for n in names):
-            fmt = "parquet"
-        elif all(n.endswith(".csv") for n in names):
-            fmt = "csv"
-        else:
-            raise InvalidInput(
-                "cannot tell the bill's format from its file names: give --bill-format "
-                "parquet|csv (CUR 2.0 and FOCUS exports are Parquet or gzip CSV)"
-            )
+    fmt = bill_format(paths) if fmt == "auto" else fmt
+    if fmt not in _BILL_FILES:
+        raise InvalidInput(f"unknown bill format {fmt!r}: use parquet or csv")
+    # Folders at any depth, their data files only; a file named outright is read as it is.
+    reader = spark.read.options(recursiveFileLookup="true", pathGlobFilter=_BILL_FILES[fmt])
+    files = [p for p in paths if _format_of(p) is not None]
+    folders = [p for p in paths if _format_of(p) is None]
+    frames = []
+    if folders:
+        frames.append(_load(reader, folders, fmt))
+    if files:
+        frames.append(_load(spark.read, files, fmt))
+    return functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+
+
+def _load(reader: Any, paths: Sequence[str], fmt: str) -> Any:
     if fmt == "parquet":
-        return spark.read.parquet(*paths)
-    if fmt == "csv":  # gzip is read as it is
-        return spark.read.csv(list(paths), header=True, mode="PERMISSIVE")
-    raise InvalidInput(f"unknown bill format {fmt!r}: use parquet or csv")
+        return reader.parquet(*paths)
+    return reader.csv(list(paths), header=True, mode="PERMISSIVE")  # gzip is read as it is
 
 
 def read_bill(spark: Any, paths: Sequence[str], resources: Resources, fmt: str = "auto") -> Any:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqsdelay.cost import classarchive
+from sqsdelay.cost import classarchive, localpaths
 from sqsdelay.cost import focus as focus_rows
 from sqsdelay.cost import report as cost_report
 from sqsdelay.cost.bill import Resources, read_bill
@@ -36,12 +36,6 @@ from sqsdelay.cost.pricing import Pricing, load_pricing
 from sqsdelay.cost.running import Running, load_running
 from sqsdelay.cost.whatif import WhatIf, load_what_if
 from sqsdelay.errors import InvalidInput
-
-
-def _missing_local(path: str) -> bool:
-    """A local path (no URI scheme, no glob) that does not exist; anything else is Spark's to
-    find."""
-    return "://" not in path and not any(c in path for c in "*?[") and not Path(path).exists()
 
 
 def run_report(
@@ -83,7 +77,11 @@ def run_report(
     since, until = (None if t is None else utc(t) for t in (since, until))
     if since and until and since >= until:
         raise InvalidInput("--since must be before --until")
-    missing = [p for p in [*inputs, *bills] if _missing_local(p)]
+    if spark is not None:
+        local = localpaths.session_fs_is_local(spark)
+    else:
+        local = master is None or master.startswith("local")
+    missing = localpaths.missing([*inputs, *bills]) if local else []
     if missing and what_if is None:  # said before Spark starts (and prints a Java trace)
         raise InvalidInput(f"input not found: {', '.join(missing)}")
     step("starting Spark")

@@ -9,6 +9,9 @@ moto's DynamoDB reads, checks and writes an item without a lock, so two conditio
 on one item at the same moment can both succeed (4 of 300 items with 8 writers at once,
 `docs/registry.md`); DynamoDB serialises them. The emulator does too (`_serialise_moto_writes`):
 the registry's cancel-versus-claim race is then the one DynamoDB has.
+moto's SQS forgets a FIFO deduplication id once its message is deleted, and its long poll
+misses messages of a group that was in flight when the poll started; the emulator keeps
+SQS's five-minute window and answers long polls as SQS does (`sqs_fidelity`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from types import TracebackType
 from typing import Any
 
 from sqsdelay.core import parking
+from sqsdelay.dev import sqs_fidelity
 from sqsdelay.extras import require
 
 
@@ -36,6 +40,7 @@ class Emulator:
 
         _teach_moto_percentiles()
         _serialise_moto_writes()
+        sqs_fidelity.mend()
         self._server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
         self.url = ""
         self._schedules = schedules

@@ -106,21 +106,37 @@ def test_a_fifo_destination_is_sent_to_now_through_staging_or_through_its_delay_
 
     now = planned(0)
     assert (now.queue, now.request["MessageGroupId"]) == ("p-orders.fifo", "g")
-    assert now.request["MessageDeduplicationId"] == forward_dedup_id("m1")
+    assert now.request["MessageDeduplicationId"] == forward_dedup_id("m1", "0")
     short = planned(1.25)
     assert short.queue == "p-orders-fifo-staging" and short.request["DelaySeconds"] == 1
     assert attrs(short) == {
         wirenames.GROUP_ID_ATTRIBUTE: "g",
+        wirenames.DUE_AT_ATTRIBUTE: "1250",  # the send's key: the forward deduplicates by it
         wirenames.DELAY_MS_ATTRIBUTE: "1250",  # the forward waits out the 0.25 s
         wirenames.MESSAGE_ID_ATTRIBUTE: "m1",
     }
     assert "MessageGroupId" not in short.request  # a standard queue
     whole = planned(2)
     assert whole.request["DelaySeconds"] == 2 and wirenames.DELAY_MS_ATTRIBUTE not in attrs(whole)
-    # eight of the caller's, the group and the id: no room for the milliseconds, rounded up
-    eight = {f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(8)}
-    full = planned(1.25, attributes=eight)
+    # seven of the caller's, the group, the id and the due time: no room for the
+    # milliseconds, rounded up; eight: no room for the due time either
+    seven = {f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(7)}
+    full = planned(1.25, attributes=seven)
     assert full.request["DelaySeconds"] == 2 and wirenames.DELAY_MS_ATTRIBUTE not in attrs(full)
+    assert wirenames.DUE_AT_ATTRIBUTE in attrs(full)
+    eight = {**seven, "a7": {"DataType": "String", "StringValue": "v"}}
+    fuller = planned(1.25, attributes=eight)
+    assert fuller.request["DelaySeconds"] == 2 and len(attrs(fuller)) == 10
+    assert wirenames.DUE_AT_ATTRIBUTE not in attrs(fuller)
+    # A new send of the same id is a new deduplication id, on every route.
+    assert (
+        plan("orders.fifo", Message("x", delay=0, group_id="g", id="m1"), s, now=1).request[
+            "MessageDeduplicationId"
+        ]
+        != now.request["MessageDeduplicationId"]
+    )
+    long_again = plan("orders.fifo", Message("x", delay=1000, group_id="g", id="m1"), s, now=1)
     long = planned(1000.25)
     assert long.queue == "p-orders-delay-fifo.fifo" and long.request["MessageGroupId"] == "m1"
+    assert long_again.request["MessageDeduplicationId"] != long.request["MessageDeduplicationId"]
     assert attrs(long)[wirenames.GROUP_ID_ATTRIBUTE] == "g"

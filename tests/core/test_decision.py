@@ -359,31 +359,58 @@ def test_a_loop_logs_one_requeue_at_info_per_calendar_month_it_enters() -> None:
     assert {level for level, _ in levels} == {"info", "debug"}
 
 
-def staged(group: str | None, ident: str | None, message_id: str = "s1") -> Received:
-    """A message in a FIFO destination's staging queue, as the hand-over leaves it."""
+def staged(
+    group: str | None, ident: str | None, message_id: str = "s1", due: int | None = T + 5000
+) -> Received:
+    """A message in a FIFO destination's staging queue, as the hand-over leaves it: its
+    send's due time in sqsdelay.DueAt."""
     extra = {"Color": wire.string_attribute("red")}
     if group is not None:
         extra[wirenames.GROUP_ID_ATTRIBUTE] = wire.string_attribute(group)
     if ident is not None:
         extra[wirenames.MESSAGE_ID_ATTRIBUTE] = wire.string_attribute(ident)
+    if due is not None:
+        extra[wirenames.DUE_AT_ATTRIBUTE] = wire.number_attribute(due)
     return msg(None, extra=extra, message_id=message_id)
 
 
-def test_a_forward_keeps_the_group_and_deduplicates_every_copy_by_the_message_id() -> None:
+def test_a_forward_deduplicates_every_copy_of_one_send_but_never_a_new_send() -> None:
     one, copy = (
         forward(staged("order-7", "m-1"), lim=LIM),
-        forward(staged("order-7", "m-1", "s2"), lim=LIM),
+        forward(staged("order-7", "m-1", "s2"), lim=LIM),  # a retried hand-over
     )
     assert isinstance(one, Forward) and one == copy
     assert one.request() == {
         "MessageGroupId": "order-7",
-        "MessageDeduplicationId": forward_dedup_id("m-1"),
+        "MessageDeduplicationId": forward_dedup_id("m-1", str(T + 5000)),
     }
-    assert set(one.attributes) == {"Color", wirenames.MESSAGE_ID_ATTRIBUTE}
+    assert set(one.attributes) == {"Color", wirenames.MESSAGE_ID_ATTRIBUTE}  # no DueAt
     other = forward(staged("order-7", "m-2"), lim=LIM)
     assert isinstance(other, Forward) and other.dedup_id != one.dedup_id
-    foreign = forward(staged("g", None), lim=LIM)  # no id of ours: SQS's id of the message
-    assert isinstance(foreign, Forward) and foreign.dedup_id == forward_dedup_id("s1")
+    # A Celery retry keeps its task id: a new send, a new due time, never dropped by SQS.
+    retry = forward(staged("order-7", "m-1", "s3", due=T + 185_000), lim=LIM)
+    assert isinstance(retry, Forward) and retry.dedup_id != one.dedup_id
+    # No due time (no room, or a message staged by hand): this staging message alone.
+    bare = forward(staged("g", "m-1", due=None), lim=LIM)
+    again = forward(staged("g", "m-1", due=None), lim=LIM)
+    assert isinstance(bare, Forward) and isinstance(again, Forward)
+    assert bare.dedup_id == again.dedup_id == forward_dedup_id("m-1", "sqs:s1")
+    foreign = forward(staged("g", None, due=None), lim=LIM)  # no id of ours: SQS's id
+    assert isinstance(foreign, Forward) and foreign.dedup_id == forward_dedup_id("s1", "sqs:s1")
+
+
+def test_a_hand_over_into_staging_carries_its_due_time_and_to_a_fair_queue_its_group() -> None:
+    group = {wirenames.GROUP_ID_ATTRIBUTE: wire.string_attribute("tenant-1")}
+    m = msg("5", extra=group, first=T + 5000)
+    staging = decide(m, local_now_ms=0, offset_ms=None, lim=LIM, staging=True)
+    assert isinstance(staging, HandOver) and staging.group_id is None
+    assert staging.attributes[wirenames.DUE_AT_ATTRIBUTE]["StringValue"] == str(T + 5000)
+    assert staging.attributes[wirenames.GROUP_ID_ATTRIBUTE]["StringValue"] == "tenant-1"
+    fair = decide(m, local_now_ms=0, offset_ms=None, lim=LIM)
+    assert isinstance(fair, HandOver) and fair.request() == {"MessageGroupId": "tenant-1"}
+    assert wirenames.GROUP_ID_ATTRIBUTE not in fair.attributes
+    assert wirenames.DUE_AT_ATTRIBUTE not in fair.attributes
+    assert fair.at_once().group_id == "tenant-1"
 
 
 @pytest.mark.parametrize("group", [None, "", "with space", "x" * 129])

@@ -177,6 +177,48 @@ def test_cur2_parquet_and_gzip_csv_reconcile_to_the_cent(
     assert registry["ListCost"].sum() == pytest.approx(0.038125)  # as in EXPECTED
 
 
+def test_an_export_folder_as_aws_writes_it_and_inputs_that_only_spark_can_find(
+    spark: Any, events: Path, tmp_path: Path
+) -> None:
+    """CUR 2.0 writes `<export>/data/BILLING_PERIOD=YYYY-MM/<export>-00001.snappy.parquet`
+    beside JSON manifests under `metadata/`: the folder is read as Parquet, manifests aside.
+    A `file:` URI and a brace glob are Spark's to read, not refused as missing files."""
+    export = tmp_path / "exports" / "sqs-cur2"
+    bill = cur2()
+    for period, lines in bill.groupby(bill["bill_billing_period_start_date"].str[:7]):
+        part = export / "data" / f"BILLING_PERIOD={period}"
+        part.mkdir(parents=True)
+        lines.to_parquet(part / "sqs-cur2-00001.snappy.parquet", compression="snappy")
+        manifest = export / "metadata" / f"BILLING_PERIOD={period}"
+        manifest.mkdir(parents=True)
+        (manifest / "sqs-cur2-Manifest.json").write_text('{"dataFiles": []}')
+    glob = str(events.parent / "{events,absent}.parquet")
+    for inputs in ([f"file:{events}"], [glob]):
+        done = run_report(
+            inputs=inputs,
+            output=str(tmp_path / "report"),
+            pricing=PRICING,
+            spark=spark,
+            bills=[str(tmp_path / "exports")],
+            registry_table="sqsdelay-scheduled",
+            schedule_group="sqsdelay",
+        )
+        assert rows(done) == expected(), inputs
+
+
+def test_a_bill_folder_with_no_data_files_says_so(tmp_path: Path) -> None:
+    from sqsdelay.cost.bill import bill_format
+
+    (tmp_path / "empty" / "metadata").mkdir(parents=True)
+    with pytest.raises(InvalidInput, match=r"no \.parquet or \.csv"):
+        bill_format([str(tmp_path / "empty")])
+    csvs = tmp_path / "csv" / "BILLING_PERIOD=2026-01"
+    csvs.mkdir(parents=True)
+    (csvs / "cur-00001.csv.gz").write_bytes(b"")
+    assert bill_format([str(tmp_path / "csv")]) == "csv"
+    assert bill_format(["s3://bucket/exports/sqs-cur2/"]) == "parquet"  # CUR 2.0's default
+
+
 def test_focus_gives_the_same_reconciliation(spark: Any, events: Path, tmp_path: Path) -> None:
     bill = tmp_path / "focus.parquet"
     focus().to_parquet(bill)

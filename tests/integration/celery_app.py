@@ -36,6 +36,14 @@ def make_app(broker: str, prefix: str, *, delays: bool = True, **settings: Any) 
         with open(os.environ["CELERY_TEST_OUT"], "a") as out:
             out.write(f"{tag} {time.time():.3f}\n")
 
+    @app.task(name="flaky", bind=True, max_retries=None)
+    def flaky(self: Any, tag: str, countdowns: list[float]) -> None:
+        """Record the run, then retry with the next countdown (same task id) until none is
+        left: len(countdowns) + 1 runs."""
+        record(tag)
+        if self.request.retries < len(countdowns):
+            raise self.retry(countdown=countdowns[self.request.retries])
+
     return app
 
 

@@ -240,6 +240,28 @@ def test_countdowns_into_a_fifo_celery_queue_run_once_in_their_group_and_never_e
         assert sent + countdown <= ran <= sent + countdown + LATE_BOUND + 1, (tag, ran - sent)
 
 
+def test_retries_on_a_fifo_queue_keep_their_task_id_and_are_never_deduplicated_away(
+    stack: Stack,
+) -> None:
+    """Celery keeps the task id on every retry and sqsdelay sends it as the message id. The
+    emulator keeps SQS's five-minute deduplication window, so a forward deduplicated by the
+    id alone would drop every retry here (as SQS does): each send has its own key."""
+    tag = f"flaky-{uuid.uuid4().hex[:6]}"
+    countdowns = [2, 2, 2, 3 * CYCLE]  # three through staging, one through the delay queue
+    started = stack.app.send_task("flaky", args=[tag, countdowns], queue="jobs.fifo")
+    wait_for(lambda: len(stack.ran().get(tag, [])) >= 5, timeout=90)
+    runs = stack.ran()[tag]
+    for before, after, countdown in zip(runs, runs[1:], countdowns, strict=False):
+        assert after - before >= countdown, (runs, countdowns)  # never before its countdown
+    # A new send of the id, after its hand-over (inside SQS's window), arrives too.
+    again = time.time()
+    stack.app.send_task("record", args=[tag], task_id=started.id, countdown=1.5, queue="jobs.fifo")
+    wait_for(lambda: len(stack.ran()[tag]) >= 6, timeout=30)
+    time.sleep(2)  # a duplicate would have come by now
+    runs = stack.ran()[tag]
+    assert len(runs) == 6 and runs[-1] >= again + 1.5, runs
+
+
 def test_the_transport_set_by_hand_says_to_call_configure(stack: Stack) -> None:
     by_hand = make_app(stack.app.conf.broker_url, stack.queue.removesuffix("celery"), delays=False)
     by_hand.conf.broker_transport = "sqsdelay.aws.celery_transport:Transport"

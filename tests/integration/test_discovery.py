@@ -115,6 +115,23 @@ def test_a_prefix_with_nothing_yet_is_said_once_and_watched(fleet: Settings, sqs
     assert Counter(e["event"] for e in events(out))["discovery.empty"] == 1
 
 
+def test_an_empty_prefix_is_said_at_start_to_mean_the_whole_account_in_the_region(
+    fleet: Settings,
+) -> None:
+    # A Region of its own: with no prefix the worker would drain the other tests' queues.
+    alone = fleet.model_copy(update={"queue_prefix": "", "region": "eu-west-3"})
+    out = capture_logs()
+    with RunningWorker(alone, ["*"]) as running:
+        wait_for(lambda: running.worker.stats.requests["ListQueues"] >= 1, timeout=30)
+    [said] = named(out, "discovery.whole_account")
+    assert said["level"] == "warning" and said["region"] == "eu-west-3"
+    assert "every delay queue of the account in the Region" in said["detail"]
+    prefixed = capture_logs()
+    with RunningWorker(fleet, ["*"]) as running:
+        wait_for(lambda: running.worker.stats.requests["ListQueues"] >= 1, timeout=30)
+    assert not named(prefixed, "discovery.whole_account")
+
+
 def test_worker_all_and_inspect_all_on_the_command_line(
     fleet: Settings, sqs: Any, env: dict[str, str]
 ) -> None:

@@ -80,6 +80,18 @@ class Renderer:
         for key, expr in template.get("Conditions", {}).items():
             self.conditions[key] = bool(self.value(expr))
 
+    def broken_rules(self) -> list[str]:
+        """The AssertDescription of every rule assertion that fails with these parameters, as
+        CloudFormation checks them before it creates anything."""
+        broken = []
+        for rule in self.template.get("Rules", {}).values():
+            if "RuleCondition" in rule and not self.value(rule["RuleCondition"]):
+                continue
+            broken += [
+                a["AssertDescription"] for a in rule["Assertions"] if not self.value(a["Assert"])
+            ]
+        return broken
+
     def ref(self, name: str) -> Any:
         if name in self.pseudo:
             return self.pseudo[name]
@@ -125,6 +137,10 @@ class Renderer:
                 return not self.value(arg[0])
             if key == "Fn::And":
                 return all(self.value(a) for a in arg)
+            if key == "Fn::Or":
+                return any(self.value(a) for a in arg)
+            if key == "Fn::Contains":  # rules only: a list holds a string
+                return str(self.value(arg[1])) in [str(x) for x in self.value(arg[0])]
             if key == "Condition":
                 return self.conditions[arg]
             if key == "Fn::GetAtt":

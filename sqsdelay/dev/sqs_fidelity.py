@@ -1,0 +1,116 @@
+"""Where moto 5.2's SQS differs from Amazon SQS in ways that would hide sqsdelay's bugs or
+make its messages late, the embedded emulator behaves as SQS does (`mend`).
+
+- Deduplication window: SQS drops a FIFO message whose `MessageDeduplicationId` was sent in
+  the last five minutes, even after the first copy was received and deleted. moto compares it
+  only with the messages still in the queue, so a lost retry (the same id sent again after a
+  hand-over) passes on moto and is dropped on SQS. The emulator keeps the window: per queue,
+  or per message group with `DeduplicationScope=messageGroup`.
+- Long polls: moto copies the set of FIFO message groups in flight when a long poll starts
+  and never returns a message of such a group during that poll, even after the message in
+  flight is deleted (a requeue in its original's group waited out the whole 20 s). It also
+  looks for newly visible messages only once a second. The emulator's long poll is a series
+  of moto's own short receives, each with fresh groups, woken by every send and delete and
+  at the moment the next delayed or invisible message becomes visible.
+
+The smallest reproduction of the second, on moto without the mend: a FIFO queue; receive m1
+of group G; start a 20 s long poll; send m2 to G; delete m1. SQS (and LocalStack) return m2
+when m1 is deleted; moto returns nothing after 20 s.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+WINDOW_MS = 300_000  # SQS's five minutes
+_LOCK = threading.Lock()  # the windows of every queue: sends are few in the emulator
+_MAX_WAIT_S = 1.0  # a change moto makes without a send or delete (a purge) is seen this soon
+
+
+def mend() -> None:
+    """Teach moto's SQS the deduplication window and prompt long polls (idempotent)."""
+    from moto.sqs.models import Queue, SQSBackend
+
+    if getattr(SQSBackend.receive_message, "sqsdelay", False):
+        return
+    add, delete, receive = Queue.add_message, Queue.delete_message, SQSBackend.receive_message
+
+    def add_message(self: Any, message: Any) -> None:
+        if self.fifo_queue and message.deduplication_id and _seen_lately(self, message):
+            return  # as SQS: the send succeeds and nothing is added
+        add(self, message)
+        _changed(self)
+
+    def delete_message(self: Any, receipt_handle: str) -> None:
+        delete(self, receipt_handle)
+        _changed(self)
+
+    def receive_message(
+        self: Any,
+        queue_name: str,
+        count: int,
+        wait_seconds_timeout: int,
+        visibility_timeout: int,
+        message_attribute_names: list[str] | None = None,
+    ) -> list[Any]:
+        from moto.core.utils import unix_time_millis
+
+        queue = self.get_queue(queue_name)
+        end = unix_time_millis() + (wait_seconds_timeout or 0) * 1000
+        while True:
+            seen = _version(queue)
+            got: list[Any] = receive(
+                self, queue_name, count, 0, visibility_timeout, message_attribute_names
+            )
+            now = unix_time_millis()
+            if got or now >= end:
+                return got
+            wake = min(end, _next_visible_ms(queue, now) or end, now + _MAX_WAIT_S * 1000)
+            _wait_for_change(queue, seen, max(0.0, (wake - now) / 1000))
+
+    for fn in (add_message, delete_message, receive_message):
+        setattr(fn, "sqsdelay", True)  # noqa: B010 - a mark on a function
+    Queue.add_message = add_message  # type: ignore[method-assign]
+    Queue.delete_message = delete_message  # type: ignore[method-assign]
+    SQSBackend.receive_message = receive_message  # type: ignore[method-assign]
+
+
+def _version(queue: Any) -> int:
+    return int(getattr(queue, "_sqsdelay_version", 0))
+
+
+def _wait_for_change(queue: Any, seen: int, timeout: float) -> None:
+    with queue._messages_lock:
+        queue._messages_lock.wait_for(lambda: _version(queue) != seen, timeout=timeout)
+
+
+def _changed(queue: Any) -> None:
+    with queue._messages_lock:
+        queue._sqsdelay_version = _version(queue) + 1
+        queue._messages_lock.notify_all()
+
+
+def _next_visible_ms(queue: Any, now: float) -> float | None:
+    """When the next message that is delayed or in flight becomes visible, if any."""
+    times = [max(m.visible_at, m.delayed_until) for m in list(queue._messages)]
+    later = [t for t in times if t > now]
+    return min(later) + 1 if later else None
+
+
+def _seen_lately(queue: Any, message: Any) -> bool:
+    """True when the message's deduplication id was sent to the queue in the last five
+    minutes (SQS's window, counted from the first send); records it otherwise."""
+    per_group = getattr(queue, "deduplication_scope", "queue") == "messageGroup"
+    key = (message.group_id if per_group else None, message.deduplication_id)
+    sent = int(message.sent_timestamp)
+    with _LOCK:
+        window: dict[Any, int] = queue.__dict__.setdefault("_sqsdelay_dedup", {})
+        first = window.get(key)
+        if first is not None and sent - first < WINDOW_MS:
+            return True
+        if len(window) > 10_000:  # forget what the window no longer covers
+            for k in [k for k, t in window.items() if sent - t >= WINDOW_MS]:
+                del window[k]
+        window[key] = sent
+        return False

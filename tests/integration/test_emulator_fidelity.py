@@ -1,0 +1,82 @@
+"""The embedded emulator behaves as SQS does where moto 5.2 does not (sqsdelay.dev.sqs_fidelity):
+the FIFO deduplication window outlives a delete, and a long poll returns a message of a group
+as soon as the group's message in flight is deleted. Over HTTP, on the suite's emulator."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+from sqsdelay.aws.installer import Installer
+from sqsdelay.aws.sender import Sender
+from sqsdelay.settings import Settings
+from tests.support.workerkit import Collector, RunningWorker
+
+
+def _fifo(sqs: Any) -> str:
+    name = f"f{uuid.uuid4().hex[:8]}.fifo"
+    return str(sqs.create_queue(QueueName=name, Attributes={"FifoQueue": "true"})["QueueUrl"])
+
+
+def test_a_long_poll_returns_a_message_of_a_group_once_its_message_in_flight_is_deleted(
+    sqs: Any,
+) -> None:
+    url = _fifo(sqs)
+    sqs.send_message(QueueUrl=url, MessageBody="m1", MessageGroupId="G", MessageDeduplicationId="1")
+    [m1] = sqs.receive_message(QueueUrl=url)["Messages"]
+    got: dict[str, Any] = {}
+
+    def poll() -> None:
+        got["reply"] = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=20)
+        got["at"] = time.monotonic()
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    sqs.send_message(QueueUrl=url, MessageBody="m2", MessageGroupId="G", MessageDeduplicationId="2")
+    time.sleep(0.3)  # the poll is waiting, m2 behind m1 in its group
+    assert "reply" not in got
+    deleted = time.monotonic()
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=m1["ReceiptHandle"])
+    poller.join(25)
+    assert [m["Body"] for m in got["reply"]["Messages"]] == ["m2"]
+    assert got["at"] - deleted < 1.0  # moto alone: nothing, after the whole 20 s
+
+
+def test_a_deduplication_id_is_remembered_for_five_minutes_after_its_message_is_deleted(
+    sqs: Any,
+) -> None:
+    url = _fifo(sqs)
+    send = {"QueueUrl": url, "MessageGroupId": "G", "MessageDeduplicationId": "same"}
+    sqs.send_message(MessageBody="first", **send)
+    [first] = sqs.receive_message(QueueUrl=url)["Messages"]
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])
+    sqs.send_message(MessageBody="again", **send)  # accepted, and dropped, as SQS does
+    sqs.send_message(MessageBody="new", **{**send, "MessageDeduplicationId": "other"})
+    bodies = [m["Body"] for m in sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)["Messages"]]
+    assert bodies == ["new"]
+
+
+def test_requeued_twice_with_one_receive_loop_twenty_messages_are_handed_over_within_a_second(
+    make_settings: Any, sqs: Any, record_property: Any
+) -> None:
+    """A requeue goes into its original's group, and the original is deleted only when its
+    batch ends (after the hand-overs' fractions of a second). With moto's own long poll the
+    loop's next poll missed such a requeue for its whole 20 s wait."""
+    settings: Settings = make_settings(max_native_delay_seconds=1, concurrency=1)
+    Installer(settings, client=sqs).run(["orders"])
+    url = sqs.get_queue_url(QueueName=f"{settings.queue_prefix}orders")["QueueUrl"]
+    collector = Collector(sqs, url)
+    sender = Sender(settings, client=sqs)
+    due: dict[str, float] = {}
+    with RunningWorker(settings, ["orders"]):
+        for i in range(20):  # 3.5 s on a 1 s cycle: requeued twice, then a 0.5 s wait
+            due[f"m{i}"] = time.time() + 3.5
+            sender.send("orders", f"m{i}", delay=3.5)
+            collector.poll()
+            time.sleep(0.3)  # batches in hand overlap the next ones' requeues
+        collector.until(20, timeout=60)
+    late = sorted(d.at - due[d.body] for d in collector.got)
+    record_property("lateness_max_s", round(late[-1], 3))
+    assert len(collector.got) == 20 and late[0] >= 0 and late[-1] <= 1.0, late
