@@ -241,7 +241,10 @@ def send(
     ] = None,
     group_id: Annotated[
         str | None,
-        typer.Option(help="the message group; required for a FIFO destination (NAME.fifo)"),
+        typer.Option(
+            help="the message group: required for a FIFO destination (NAME.fifo); for a "
+            "standard one, a fair queue's tenant"
+        ),
     ] = None,
 ) -> int:
     """Send one delayed message; prints one JSON line with message_id, route and queue_url."""

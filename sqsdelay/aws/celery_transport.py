@@ -11,7 +11,8 @@ What this relies on in kombu 5.x (`kombu/transport/SQS/__init__.py`, `Channel`):
   is the boto3 client kombu itself publishes with.
 - A FIFO queue (`.fifo`) takes `properties["MessageGroupId"]` as the group, `"default"` when
   there is none, and drops `delay_seconds` with a warning: sqsdelay delays every countdown
-  into it, in that group (docs/fifo-destinations.md).
+  into it, in that group (docs/fifo-destinations.md). A standard queue takes the property too
+  (SQS fair queues): sqsdelay sets it on the hand-over of a long countdown.
 Only publishing changes: a Celery worker that uses this transport receives as before.
 """
 
@@ -76,7 +77,8 @@ class Channel(SQS.Channel):
             deliver_at=datetime.fromtimestamp(publish.due, UTC),
             id=(message.get("headers") or {}).get("id"),  # the task id: cancel takes it
             attributes=attributes,
-            group_id=properties.get("MessageGroupId", "default") if fifo else None,
+            # a FIFO queue's group, or a standard (fair) queue's tenant as kombu passes it
+            group_id=properties.get("MessageGroupId", "default" if fifo else None),
         )
 
     def _sender(self, name: str, settings: Settings) -> Sender:

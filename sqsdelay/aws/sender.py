@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +34,7 @@ from sqsdelay.core import (
     quotas,
     registry,
     schedules,
+    tracing,
     wire,
     wirenames,
 )
@@ -70,9 +72,13 @@ class Message:
     attributes: Mapping[str, Any] = field(default_factory=dict)
     message_type: str | None = None
     id: str | None = None  # the message's id (default: a new UUID); the registry's key
-    # The message group in a FIFO destination (required there, refused elsewhere): the
-    # message joins its group when it is due (docs/fifo-destinations.md).
+    # The message group: required in a FIFO destination, where the message joins its group
+    # when it is due (docs/fifo-destinations.md); optional in a standard one, an SQS fair
+    # queue's tenant, set on the hand-over.
     group_id: str | None = None
+    # The X-Ray trace header (AWSTraceHeader) carried through every hop; default: the
+    # ambient one (_X_AMZN_TRACE_ID), if any.
+    trace_header: str | None = None
 
 
 class MessageOptions(TypedDict, total=False):
@@ -84,6 +90,7 @@ class MessageOptions(TypedDict, total=False):
     message_type: str | None
     id: str | None
     group_id: str | None
+    trace_header: str | None
 
 
 @dataclass(frozen=True)
@@ -98,6 +105,7 @@ class PlannedSend:
     message_id: str  # the message's own id (`id=`, or a new UUID)
     nservicebus_message_id: str | None = None
     delay_ms: int = 0  # the delay asked for, to the millisecond (rounded up)
+    trace_header: str | None = None  # AWSTraceHeader, on every hop
 
 
 @dataclass(frozen=True)
@@ -161,10 +169,16 @@ def plan(
     *,
     now: float,
     new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+    ambient_trace: str | None = None,
 ) -> PlannedSend:
-    """Validate a message and decide where and how it is sent. No I/O."""
+    """Validate a message and decide where and how it is sent. No I/O. `ambient_trace` is
+    the current trace (_X_AMZN_TRACE_ID), used when the message names none."""
     destination = names.destination_name(queue, settings.queue_prefix)
     group = _group_of(message, destination)
+    if message.trace_header is not None:
+        trace: str | None = tracing.check(message.trace_header)
+    else:  # the environment's is not the caller's doing: a bad one is left out, not refused
+        trace = ambient_trace if tracing.is_header(ambient_trace) else None
     millis = delay_milliseconds(message.delay, deliver_at=message.deliver_at, now=now)
     seconds = -(-millis // 1000)
     if seconds > settings.max_delay_seconds:
@@ -202,15 +216,17 @@ def plan(
             nservicebus.check_message_type(message.message_type)
         )
     request: dict[str, Any] = {"MessageBody": body}
+    request |= tracing.system_attributes(trace)
+    fifo = names.is_fifo(destination)
     staged = False  # through a FIFO destination's staging queue
     # One key per send: a repeated call of this send (boto3's retry of a lost answer) is
     # dropped by FIFO deduplication, a new send of the same id (a Celery retry) is not.
     send_key = int(now * 1000) + millis  # the send's due time, epoch ms
-    if where == "direct" and group is not None and not millis:
+    if where == "direct" and group is not None and fifo and not millis:
         target = destination  # a FIFO destination, now
         request["MessageGroupId"] = group
         request["MessageDeduplicationId"] = decision.forward_dedup_id(ident, str(send_key))
-    elif where == "direct" and group is not None:
+    elif where == "direct" and group is not None and fifo:
         staged = True
         # SQS takes no per-message delay on a FIFO queue: its staging queue does, and the
         # worker forwards what becomes visible there, deduplicated by the message's id and
@@ -226,6 +242,8 @@ def plan(
         target = destination
         if seconds:
             request["DelaySeconds"] = seconds
+        if group is not None:  # a fair queue's tenant
+            request["MessageGroupId"] = group
     else:
         target = names.delay_queue_name(destination)
         if group is not None:
@@ -261,18 +279,19 @@ def plan(
         message_id=ident,
         nservicebus_message_id=nsb_id,
         delay_ms=millis,
+        trace_header=trace,
     )
 
 
+def _ambient_trace() -> str | None:
+    return os.environ.get(tracing.AMBIENT)
+
+
 def _group_of(message: Message, destination: str) -> str | None:
-    """The FIFO destination's message group; a standard destination takes none."""
-    if names.is_fifo(destination):
+    """The message group: required by a FIFO destination; optional for a standard one, where
+    SQS fair queues take it as the tenant (since 2025)."""
+    if names.is_fifo(destination) or message.group_id is not None:
         return names.check_group_id(message.group_id, destination)
-    if message.group_id is not None:
-        raise InvalidMessage(
-            f"destination {destination!r} is a standard queue, which has no message groups: "
-            "leave group_id (--group-id) out, or send to a FIFO destination (.fifo)"
-        )
     return None
 
 
@@ -306,6 +325,7 @@ def park_request(
             attributes=attrs,
             group_id=ident,
             dedup=parking.dedup_id(ident, due),
+            trace_header=planned.trace_header,
         )
     except InvalidMessage:
         return None
@@ -496,7 +516,7 @@ class _SenderCore:
 
     def send_flow(self, queue: str, message: Message) -> Flow[SendResult]:
         now = self._clock()
-        planned = plan(queue, message, self.settings, now=now)
+        planned = plan(queue, message, self.settings, now=now, ambient_trace=_ambient_trace())
         duplicate = yield from self._register(planned, now, 0)
         if duplicate is not None:
             return duplicate
@@ -514,7 +534,8 @@ class _SenderCore:
         self, queue: str, messages: Sequence[Message], raise_on_failure: bool
     ) -> Flow[BatchResult]:
         now = self._clock()
-        planned = [plan(queue, m, self.settings, now=now) for m in messages]
+        ambient = _ambient_trace()
+        planned = [plan(queue, m, self.settings, now=now, ambient_trace=ambient) for m in messages]
         result = BatchResult()
         done = yield from self._register_batch(planned, now, result)
         # Parks go out `park_concurrency` at a time, and stop as soon as the breaker opens.

@@ -174,12 +174,18 @@ def is_group_id(group_id: str) -> bool:
 
 
 def check_group_id(group_id: object, destination: str) -> str:
-    """The group of a message for a FIFO destination, as SQS takes it."""
+    """The group of a message, as SQS takes it: a FIFO destination's order, or a standard
+    (fair) queue's tenant."""
     if not isinstance(group_id, str) or not is_group_id(group_id):
         shown = repr(group_id) if isinstance(group_id, str) and len(group_id) <= 200 else "it"
+        if is_fifo(destination):
+            raise InvalidMessage(
+                f"FIFO destination {destination!r} needs a message group id (group_id= or "
+                f"--group-id), and {shown} is not one: give 1-128 letters, digits or ASCII "
+                "punctuation, e.g. the order or customer whose messages must stay in order"
+            )
         raise InvalidMessage(
-            f"FIFO destination {destination!r} needs a message group id (group_id= or "
-            f"--group-id), and {shown} is not one: give 1-128 letters, digits or ASCII "
-            "punctuation, e.g. the order or customer whose messages must stay in order"
+            f"the message group id {shown} for {destination!r} is not one SQS takes: give "
+            "1-128 letters, digits or ASCII punctuation, e.g. the tenant of a fair queue"
         )
     return group_id

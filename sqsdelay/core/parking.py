@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from sqsdelay.core import wire, wirenames
+from sqsdelay.core import tracing, wire, wirenames
 from sqsdelay.core.types import Attributes
 from sqsdelay.errors import InvalidMessage
 
@@ -149,6 +149,7 @@ def create_schedule_request(
     attributes: Attributes,
     group_id: str,
     dedup: str,
+    trace_header: str | None = None,
 ) -> dict[str, Any]:
     """The CreateSchedule request. Raises InvalidMessage when it exceeds Scheduler's input
     limit (the caller then keeps the message in the loop)."""
@@ -158,6 +159,7 @@ def create_schedule_request(
         "MessageGroupId": group_id,
         "MessageDeduplicationId": dedup,
         "MessageAttributes": _json_attributes(attributes),
+        **tracing.system_attributes(trace_header),
     }
     text = json.dumps(send, separators=(",", ":"), ensure_ascii=False)
     if len(text.encode()) > MAX_INPUT_BYTES:

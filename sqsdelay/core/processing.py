@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqsdelay.core import wire
+from sqsdelay.core import tracing, wire
 from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import (
     Decision,
@@ -30,6 +30,7 @@ SYSTEM_ATTRIBUTES = (
     "ApproximateReceiveCount",
     "MessageDeduplicationId",
     "MessageGroupId",
+    tracing.ATTRIBUTE,
 )
 
 
@@ -80,6 +81,7 @@ def from_lambda(record: Mapping[str, Any]) -> Received:
 
 def outgoing(received: Received, decision: Decision) -> Outgoing:
     entry: dict[str, Any] = {"MessageBody": received.body, **decision.request()}
+    entry |= tracing.system_attributes(tracing.carried(received.system))
     if decision.attributes:
         entry["MessageAttributes"] = decision.attributes
     size = wire.message_size(received.body, decision.attributes)

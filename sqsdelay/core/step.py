@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from sqsdelay.core import batching, parking, registry, schedules, wirenames
+from sqsdelay.core import batching, parking, registry, schedules, tracing, wirenames
 from sqsdelay.core.backoff import BackoffTimer, retry_backoff_seconds, visibility_seconds
 from sqsdelay.core.calls import Call, Fault, Flow, gather, pause
 from sqsdelay.core.clock import ClockOffset
@@ -638,6 +638,7 @@ class _Step:
                 attributes=d.attributes,
                 group_id=d.fallback.group_id,
                 dedup=parking.dedup_id(d.message_id, d.due_ms),
+                trace_header=tracing.carried(out.source.system),
             )
         except InvalidMessage as exc:
             return str(exc)

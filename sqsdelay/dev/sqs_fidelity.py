@@ -12,6 +12,8 @@ make its messages late, the embedded emulator behaves as SQS does (`mend`).
   looks for newly visible messages only once a second. The emulator's long poll is a series
   of moto's own short receives, each with fresh groups, woken by every send and delete and
   at the moment the next delayed or invisible message becomes visible.
+- System attributes in batches: moto keeps `AWSTraceHeader` from SendMessage but drops it
+  from SendMessageBatch entries, where SQS keeps it; the emulator keeps it.
 
 The smallest reproduction of the second, on moto without the mend: a FIFO queue; receive m1
 of group G; start a 20 s long poll; send m2 to G; delete m1. SQS (and LocalStack) return m2
@@ -35,6 +37,7 @@ def mend() -> None:
     if getattr(SQSBackend.receive_message, "sqsdelay", False):
         return
     add, delete, receive = Queue.add_message, Queue.delete_message, SQSBackend.receive_message
+    send_batch = SQSBackend.send_message_batch
 
     def add_message(self: Any, message: Any) -> None:
         if self.fifo_queue and message.deduplication_id and _seen_lately(self, message):
@@ -69,11 +72,21 @@ def mend() -> None:
             wake = min(end, _next_visible_ms(queue, now) or end, now + _MAX_WAIT_S * 1000)
             _wait_for_change(queue, seen, max(0.0, (wake - now) / 1000))
 
-    for fn in (add_message, delete_message, receive_message):
+    def send_message_batch(self: Any, queue_name: str, entries: dict[str, Any]) -> Any:
+        messages, failed = send_batch(self, queue_name, entries)
+        by_id = {entry["Id"]: entry for entry in entries.values()}
+        for message in messages:
+            system = by_id[getattr(message, "user_id", None)].get("MessageSystemAttributes")
+            if system:
+                message.system_attributes = system
+        return messages, failed
+
+    for fn in (add_message, delete_message, receive_message, send_message_batch):
         setattr(fn, "sqsdelay", True)  # noqa: B010 - a mark on a function
     Queue.add_message = add_message  # type: ignore[method-assign]
     Queue.delete_message = delete_message  # type: ignore[method-assign]
     SQSBackend.receive_message = receive_message  # type: ignore[method-assign]
+    SQSBackend.send_message_batch = send_message_batch  # type: ignore[method-assign]
 
 
 def _version(queue: Any) -> int:

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from sqsdelay.core import wirenames
+from sqsdelay.core import tracing, wirenames
 from sqsdelay.core.calls import drive
 from sqsdelay.core.decision import Limits, Received
+from sqsdelay.core.names import is_group_id
 from sqsdelay.core.parking import ParkTarget, min_park_after_seconds
 from sqsdelay.core.step import Outcome, Queues, StepConfig, StepState, handle
 from tests.support.stub import StubAws
@@ -245,6 +246,7 @@ records = st.lists(
         stamps,
         stamps,
         st.one_of(st.integers(1, 6).map(str), texts),
+        st.one_of(st.none(), st.just("Root=1-5759e988-bd862e3fe1be46a994272793"), texts),
     ),
     max_size=10,
 )
@@ -268,6 +270,7 @@ APIS = [
             "253402292820000",
             "0",
             "1",
+            None,
         )
     ],
     faults=["fail"] * 5,
@@ -276,7 +279,7 @@ APIS = [
 @pytest.mark.parametrize("queues", [Q, QF], ids=["delay-queue", "fifo-staging"])
 def test_any_batch_ends_every_record_in_exactly_one_place(
     queues: Queues,
-    recs: list[tuple[dict[str, Any], str, str, str]],
+    recs: list[tuple[dict[str, Any], str, str, str, str | None]],
     faults: list[str | None],
     skew_s: int,
 ) -> None:
@@ -303,9 +306,10 @@ def test_any_batch_ends_every_record_in_exactly_one_place(
                 "SentTimestamp": sent,
                 "ApproximateFirstReceiveTimestamp": first,
                 "ApproximateReceiveCount": count,
+                **({tracing.ATTRIBUTE: trace} if trace is not None else {}),
             },
         )
-        for i, (attrs, sent, first, count) in enumerate(recs)
+        for i, (attrs, sent, first, count, trace) in enumerate(recs)
     ]
     clock = Clock()
     clock.advance(skew_s)
@@ -329,6 +333,10 @@ def test_any_batch_ends_every_record_in_exactly_one_place(
     assert set(stub.deleted[queues.delay]) <= moved  # nothing held or unsent is ever deleted
     for entry in stub.queues["orders"]:  # never early: the hand-over waits out what is left
         assert 0 <= entry.get("DelaySeconds", 0) <= 900
+        assert is_group_id(entry.get("MessageGroupId", "g"))  # a fair queue's tenant
+    for entry in [e for sent in stub.queues.values() for e in sent]:  # a trace SQS takes
+        header = entry.get("MessageSystemAttributes", {}).get(tracing.ATTRIBUTE)
+        assert header is None or tracing.is_header(header["StringValue"])
     for entry in stub.queues["orders.fifo"]:  # in the sender's group, deduplicated by its id
         assert "DelaySeconds" not in entry and entry["MessageGroupId"]
         assert len(entry["MessageDeduplicationId"]) == 64

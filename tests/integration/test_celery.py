@@ -24,6 +24,7 @@ from sqsdelay.errors import ConfigError, InvalidDelay, MessageTooLarge
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.integration.celery_app import make_app
+from tests.support.workerkit import Collector, RunningWorker
 
 pytestmark = pytest.mark.slow
 CYCLE = 2
@@ -260,6 +261,22 @@ def test_retries_on_a_fifo_queue_keep_their_task_id_and_are_never_deduplicated_a
     time.sleep(2)  # a duplicate would have come by now
     runs = stack.ran()[tag]
     assert len(runs) == 6 and runs[-1] >= again + 1.5, runs
+
+
+def test_a_long_countdown_reaches_a_fair_queue_in_its_tasks_group(stack: Stack) -> None:
+    """kombu passes a task's MessageGroupId to a standard queue (SQS fair queues); sqsdelay
+    keeps it through the delay queue and sets it on the hand-over. Nothing consumes this
+    queue: the test reads what reaches it."""
+    fair = stack.queue.removesuffix("celery") + "tenants"
+    installed = stack.cli("install", fair)
+    assert installed.returncode == 0, installed.stderr
+    url = stack.sqs.get_queue_url(QueueName=fair)["QueueUrl"]
+    stack.app.send_task(
+        "record", args=["fair"], countdown=3 * CYCLE, queue="tenants", MessageGroupId="tenant-9"
+    )
+    with RunningWorker(stack.settings, [fair]):
+        [got] = Collector(stack.sqs, url).until(1, timeout=30)
+    assert got.system["MessageGroupId"] == "tenant-9"
 
 
 def test_the_transport_set_by_hand_says_to_call_configure(stack: Stack) -> None:

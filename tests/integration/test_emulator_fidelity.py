@@ -58,6 +58,17 @@ def test_a_deduplication_id_is_remembered_for_five_minutes_after_its_message_is_
     assert bodies == ["new"]
 
 
+def test_a_trace_header_sent_in_a_batch_is_kept(sqs: Any) -> None:
+    url = sqs.create_queue(QueueName=f"s{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    header = {"AWSTraceHeader": {"DataType": "String", "StringValue": "Root=1-a-b"}}
+    entries = [{"Id": "1", "MessageBody": "b", "MessageSystemAttributes": header}]
+    sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    [got] = sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["AWSTraceHeader"])[
+        "Messages"
+    ]
+    assert got["Attributes"]["AWSTraceHeader"] == "Root=1-a-b"  # moto alone: dropped
+
+
 def test_requeued_twice_with_one_receive_loop_twenty_messages_are_handed_over_within_a_second(
     make_settings: Any, sqs: Any, record_property: Any
 ) -> None:

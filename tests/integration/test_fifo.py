@@ -168,8 +168,8 @@ def test_a_fifo_destination_without_a_group_is_refused_before_sending(
             sender.send("orders.fifo", "x", delay=delay)
     with pytest.raises(InvalidMessage, match="is not one"):
         sender.send("orders.fifo", "x", delay=1, group_id="g" * 129)
-    with pytest.raises(InvalidMessage, match="has no message groups"):
-        sender.send("plain", "x", delay=1, group_id="g")
+    with pytest.raises(InvalidMessage, match="is not one SQS takes"):  # a fair queue's
+        sender.send("plain", "x", delay=1, group_id="g" * 129)
     with pytest.raises(InvalidQueueName, match="delay queue of the standard destination"):
         sender.send("plain-delay.fifo", "x", delay=1, group_id="g")
     counts = [
