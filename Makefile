@@ -10,7 +10,7 @@ DEPS := pyproject.toml constraints.txt
 $(STAMP): $(DEPS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip==25.3
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,spark,celery]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,spark,celery,dramatiq]'
 	touch $(STAMP)
 
 lint: $(STAMP)

@@ -12,6 +12,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "emulator": ("moto",),
     "spark": ("pyspark", "pandas", "matplotlib"),
     "celery": ("celery", "kombu", "pycurl"),
+    "dramatiq": ("dramatiq", "dramatiq_sqs"),
 }
 
 

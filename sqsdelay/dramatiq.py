@@ -1,0 +1,115 @@
+"""Dramatiq on SQS with delays and retry backoffs of any length: a drop-in replacement for
+dramatiq-sqs's broker.
+
+    from sqsdelay.dramatiq import SQSBroker  # instead of: from dramatiq_sqs import SQSBroker
+    broker = SQSBroker(namespace="myapp")
+
+dramatiq-sqs's `SQSBroker.enqueue` refuses a delay over 15 minutes (`MessageDelayTooLong`),
+and so does SQS: `send_with_options(delay=...)` for tomorrow fails, and so does every retry of
+the `Retries` middleware whose backoff passes 15 minutes (its `max_backoff` is 7 days). This
+subclass sends such a message through sqsdelay to the queue's delay queue
+(`<namespace>_<queue>-delay.fifo`, created by `sqsdelay install <namespace>_<queue>`), with
+the body dramatiq-sqs would have sent; `sqsdelay worker <namespace>_<queue>` hands it over when
+it is due and the Dramatiq worker runs it as an ordinary message. A delay within
+SQSDELAY_MAX_NATIVE_DELAY_SECONDS, and a message without a delay, are sent by dramatiq-sqs
+itself, exactly as before.
+
+What this relies on in dramatiq-sqs 0.4 (`dramatiq_sqs/broker.py`, `SQSBroker`):
+- `enqueue(message, *, delay)` sends `b64encode(message.encode())` with `DelaySeconds = delay //
+  1000` after `_ensure_queue(message.queue_name)`, refuses a body over `max_message_size`, and
+  emits `before_enqueue`/`after_enqueue` around the send; this class does the same on its route.
+- `self.sqs` is the boto3 SQS resource built from the broker's boto3 options (its client sends
+  sqsdelay's messages too); the SQS name of a queue is `<namespace>_<queue>`.
+
+The Dramatiq message id is sqsdelay's message id: with SQSDELAY_REGISTRY=dynamodb,
+`sqsdelay scheduled <namespace>_<queue>` lists a delayed message and `sqsdelay cancel
+<namespace>_<queue> <message_id>` cancels it. A retry keeps its message id and is a new send:
+never deduplicated away (docs/fifo-destinations.md, "Duplicates").
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from base64 import b64encode
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqsdelay import errors
+from sqsdelay.extras import require
+
+require("dramatiq", "sqsdelay.dramatiq")
+
+import dramatiq  # noqa: E402
+import dramatiq_sqs  # noqa: E402
+
+from sqsdelay.settings import Settings  # noqa: E402
+
+if TYPE_CHECKING:
+    from sqsdelay.aws.sender import Sender
+
+
+class MessageTooLarge(errors.MessageTooLarge, dramatiq_sqs.MessageTooLarge):
+    """Too large once sqsdelay's attributes are added: caught as either library's error."""
+
+
+class MessageDelayTooLong(errors.InvalidDelay, dramatiq_sqs.MessageDelayTooLong):
+    """A delay beyond SQSDELAY_MAX_DELAY_SECONDS: caught as either library's error."""
+
+
+class SQSBroker(dramatiq_sqs.SQSBroker):
+    """dramatiq-sqs's broker, with delays beyond SQS's 15 minutes sent through sqsdelay.
+
+    It takes dramatiq-sqs's arguments, plus `sqsdelay`: overrides of sqsdelay's settings
+    (otherwise read from SQSDELAY_* variables), as `Settings` fields or a `Settings`."""
+
+    def __init__(self, *, sqsdelay: Settings | dict[str, Any] | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        settings = sqsdelay if isinstance(sqsdelay, Settings) else Settings(**(sqsdelay or {}))
+        if settings.queue_prefix:
+            raise errors.ConfigError(
+                "with Dramatiq, queue names are dramatiq-sqs's SQS names (<namespace>_<queue>): "
+                f"leave SQSDELAY_QUEUE_PREFIX empty (it is {settings.queue_prefix!r})"
+            )
+        self.sqsdelay_settings = settings
+        self._sender: Sender | None = None
+        self._sending = threading.Lock()  # actors enqueue from many worker threads
+
+    def enqueue(
+        self, message: dramatiq.Message[Any], *, delay: int | None = None
+    ) -> dramatiq.Message[Any]:
+        native = self.sqsdelay_settings.max_native_delay_seconds
+        if delay is None or delay // 1000 <= native:  # as dramatiq-sqs sends it
+            result: dramatiq.Message[Any] = super().enqueue(message, delay=delay)
+            return result
+        queue_name = message.queue_name
+        self._ensure_queue(queue_name)
+        body = b64encode(message.encode()).decode()
+        if len(body) > self.max_message_size:
+            raise MessageTooLarge(
+                f"Messages in SQS can be at most {self.max_message_size} bytes large."
+            )
+        name = f"{self.namespace}_{queue_name}" if self.namespace else queue_name
+        # the sender loads with the first long delay: `import sqsdelay.dramatiq` stays light
+        from sqsdelay.aws.sender import Message, plan
+
+        delayed = Message(body, delay=timedelta(milliseconds=delay), id=message.message_id)
+        try:  # refused before the hooks run and before anything is sent
+            plan(name, delayed, self.sqsdelay_settings, now=time.time())
+        except errors.MessageTooLarge as exc:
+            raise MessageTooLarge(str(exc)) from None
+        except errors.InvalidDelay as exc:
+            raise MessageDelayTooLong(str(exc)) from None
+        self.logger.debug("Enqueueing message %r on queue %r.", message.message_id, queue_name)
+        self.emit_before("enqueue", message, delay)
+        with self._sending:
+            self._sender_of().send(name, body, delay=delayed.delay, id=delayed.id)
+        self.emit_after("enqueue", message, delay)
+        return message
+
+    def _sender_of(self) -> Sender:
+        from sqsdelay.aws.sender import Sender
+
+        if self._sender is None:
+            self._sender = Sender(self.sqsdelay_settings, client=self.sqs.meta.client)
+        return self._sender
