@@ -3,8 +3,10 @@
 Columns are FOCUS's own (https://focus.finops.org/focus-specification/v1-2/), with
 `x_Estimate` true on every row: these are sqsdelay's estimate, not charges. One row per
 destination, usage month and resource: the delay queue's FIFO requests (batched worker
-and idle polling), the hand-overs' standard requests on the destination queue, parked
-messages' Scheduler invocations, and, with
+and idle polling), the hand-overs' standard requests on the destination queue (a FIFO
+destination's: on its staging queue, with the forwards' receives, deletes and long polls,
+and the forwards' FIFO requests on the destination), parked messages' Scheduler
+invocations, and, with
 the registry on, its DynamoDB request units per month. List prices are the price list's first tier.
 """
 
@@ -14,7 +16,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from sqsdelay.core import names, tags
+from sqsdelay.core import names, tags, wirenames
 from sqsdelay.cost.pricing import Pricing
 
 COLUMNS = [
@@ -42,11 +44,20 @@ def _period(month: str) -> tuple[str, str]:
     return start.isoformat().replace("+00:00", "Z"), end.isoformat().replace("+00:00", "Z")
 
 
+def standard_queue_of(destination: str) -> str:
+    """Where a destination's standard requests go: itself, or a FIFO one's staging queue
+    (by the name alone: the report prices what the log says, it does not check names)."""
+    if not names.is_fifo(destination):
+        return destination
+    return destination.removesuffix(wirenames.FIFO_SUFFIX) + wirenames.STAGING_QUEUE_SUFFIX
+
+
 def focus_rows(
     requests: Any, registry_units: Any, pricing: Pricing, registry_table: str | None
 ) -> Any:
     """`requests`: indexed by (destination, month), columns `fifo` (the delay queue's),
-    `standard` (the hand-overs) and `invocations` (parked messages'); `registry_units`:
+    `destination_fifo` (a FIFO destination's own), `standard` (the hand-overs; a FIFO
+    destination's staging queue) and `invocations` (parked messages'); `registry_units`:
     indexed by month, columns `writes` and `reads`, priced only with a `registry_table`
     (SQSDELAY_REGISTRY=dynamodb)."""
     import pandas as pd
@@ -69,8 +80,10 @@ def focus_rows(
         queue = names.delay_queue_of(destination)
         add(month, SQS, queue, float(r["fifo"]), "Requests", tier.fifo_per_million,
             tags.tags("delay-queue", destination))  # fmt: skip
-        add(month, SQS, destination, float(r["standard"]), "Requests",
+        add(month, SQS, standard_queue_of(destination), float(r["standard"]), "Requests",
             tier.standard_per_million, tags.tags("destination-queue", destination))  # fmt: skip
+        add(month, SQS, destination, float(r.get("destination_fifo", 0.0)), "Requests",
+            tier.fifo_per_million, tags.tags("destination-queue", destination))  # fmt: skip
         add(month, SCHEDULER, destination, float(r["invocations"]), "Invocations",
             pricing.scheduler_per_million, tags.tags("schedule-group", destination))  # fmt: skip
     if registry_table is None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from sqsdelay.core import quotas, tags, wirenames
+from sqsdelay.core import names, quotas, tags, wirenames
 from sqsdelay.cost import bill as b
 from sqsdelay.cost.focus import DYNAMODB, SCHEDULER, SQS
 from sqsdelay.cost.pricing import Pricing, Quantities, Requests
@@ -36,7 +36,8 @@ def others(n: int) -> str:
 
 def estimated(cycle_seconds: int, batch_fill: int) -> dict[str, Any]:
     """Spark columns of one aggregate row's requests for the route its messages took:
-    `fifo` (the delay queue's), `standard` (the hand-overs) and `invocations` (parked
+    `fifo` (the delay queue's), `destination_fifo` (a FIFO destination's own), `standard`
+    (the hand-overs, and a FIFO destination's staging queue) and `invocations` (parked
     messages' Scheduler invocations), from its summed quantities (`Requests.of` is linear).
     Also the registry's request units, which do not depend on the route."""
     from pyspark.sql import functions as F
@@ -46,6 +47,7 @@ def estimated(cycle_seconds: int, batch_fill: int) -> dict[str, Any]:
     parked = F.col("parked_route")
     return {
         "fifo": F.when(parked, r.parked_fifo).otherwise(r.batched_fifo),
+        "destination_fifo": r.batched_destination_fifo,  # a FIFO destination's forwards
         "standard": F.when(parked, r.parked_standard).otherwise(r.batched_standard),
         "invocations": F.when(parked, r.parked_invocations).otherwise(F.lit(0.0)),
         "writes": r.registry_writes,
@@ -64,23 +66,32 @@ def seconds_by_month(start: datetime, end: datetime) -> dict[str, float]:
     return out
 
 
+POLLS = ["idle_poll_requests", "staging_poll_requests"]
+
+
 def local_idle_polls(first_seen: dict[str, datetime], end: datetime) -> Any:
-    """`idle_polls` in pandas, for a few destinations (a Series by destination and month)."""
+    """`idle_polls` in pandas, for a few destinations (a frame by destination and month)."""
     import pandas as pd
 
     rows = [
-        {"destination": d, "month": m, "idle_poll_requests": secs / quotas.LONG_POLL_SECONDS}
+        {
+            "destination": d,
+            "month": m,
+            "idle_poll_requests": secs / quotas.LONG_POLL_SECONDS,
+            "staging_poll_requests": secs / quotas.LONG_POLL_SECONDS if names.is_fifo(d) else 0.0,
+        }
         for d, t in first_seen.items()
         for m, secs in seconds_by_month(t, end).items()
     ]
-    frame = pd.DataFrame(rows, columns=["destination", "month", "idle_poll_requests"])
+    frame = pd.DataFrame(rows, columns=["destination", "month", *POLLS])
     # float even when empty (a zero-length window): an object column would spoil the join
-    return frame.set_index(["destination", "month"])["idle_poll_requests"].astype(float)
+    return frame.set_index(["destination", "month"])[POLLS].astype(float)
 
 
 def idle_polls(firsts: Any, start: datetime, end: datetime) -> Any:
     """Idle long polls per (destination, month), from `firsts` (destination, first_ts), in
-    Spark."""
+    Spark: the delay queue's, and a FIFO destination's staging queue's (long-polled at all
+    times, standard requests)."""
     from pyspark.sql import functions as F
 
     first = F.greatest(F.col("first_ts"), F.lit(start))
@@ -100,6 +111,12 @@ def idle_polls(firsts: Any, start: datetime, end: datetime) -> Any:
             (overlap / quotas.LONG_POLL_SECONDS).alias("idle_poll_requests"),
         )
         .where(F.col("idle_poll_requests") > 0)
+        .withColumn(
+            "staging_poll_requests",
+            F.when(
+                F.col("destination").endswith(wirenames.FIFO_SUFFIX), F.col("idle_poll_requests")
+            ).otherwise(F.lit(0.0)),
+        )
     )
 
 
@@ -135,12 +152,14 @@ def fold(
 
     cols = estimated(cycle_seconds, batch_fill)
     requests = per_destination.select(
-        "destination", "month", *(cols[k].alias(k) for k in ("fifo", "standard", "invocations"))
+        "destination",
+        "month",
+        *(cols[k].alias(k) for k in ("fifo", "destination_fifo", "standard", "invocations")),
     )
     firsts = per_destination.groupBy("destination").agg(F.min("first_ts").alias("first_ts"))
     idle = idle_polls(firsts, start, end)
     keys = ["destination", "month"]
-    parts = ("fifo", "standard", "invocations", "idle_poll_requests")
+    parts = ("fifo", "destination_fifo", "standard", "invocations", *POLLS)
 
     def padded(frame: Any) -> Any:  # a union and one shuffle is cheaper than a full join
         return frame.select(*keys, *(F.col(c) if c in frame.columns else F.lit(0.0).alias(c)
@@ -154,8 +173,9 @@ def fold(
         .persist()  # ranked here, and the FOCUS rows later
     )
     cost = (
-        (F.col("fifo") + F.col("idle_poll_requests")) * pricing.fifo_price
-        + F.col("standard") * pricing.standard_price
+        (F.col("fifo") + F.col("destination_fifo") + F.col("idle_poll_requests"))
+        * pricing.fifo_price
+        + (F.col("standard") + F.col("staging_poll_requests")) * pricing.standard_price
         + F.col("invocations") * pricing.scheduler_price
     )
     rank = per_month.groupBy("destination").agg(F.sum(cost).alias("usd"))
@@ -185,13 +205,14 @@ def fold(
         .agg(*(reduced(c) for c in sums))
         .toPandas()
     )
+    polls = ("idle_poll_requests", "staging_poll_requests")
     idle_small = (
         per_month.where(F.col("idle_poll_requests") > 0)
         .withColumn("destination", label)
         .groupBy(*keys)
-        .agg(F.sum("idle_poll_requests").alias("idle_poll_requests"))
+        .agg(*(F.sum(c).alias(c) for c in polls))
         .toPandas()
-        .set_index(keys)["idle_poll_requests"]
+        .set_index(keys)[list(polls)]
         .astype(float)  # float even when empty: an object column would spoil the join
     )
     bill_small = None
@@ -252,10 +273,21 @@ def focus_rows(per_month: Any, units: Any, pricing: Pricing, registry_table: str
             F.lit(wirenames.FIFO_DELAY_QUEUE_SUFFIX),
         ),
     ).otherwise(F.concat(destination, F.lit(wirenames.DELAY_QUEUE_SUFFIX)))
+    # focus.standard_queue_of, in Spark: a FIFO destination's standard requests are its
+    # staging queue's
+    standard_queue = F.when(
+        destination.endswith(fifo),
+        F.concat(
+            F.regexp_replace(destination, re.escape(fifo) + "$", ""),
+            F.lit(wirenames.STAGING_QUEUE_SUFFIX),
+        ),
+    ).otherwise(destination)
     per_resource = [
         line(SQS, delay_queue, F.col("fifo") + F.col("idle_poll_requests"), "Requests",
              tier.fifo_per_million, "delay-queue", destination),
-        line(SQS, destination, F.col("standard"), "Requests", tier.standard_per_million,
+        line(SQS, standard_queue, F.col("standard") + F.col("staging_poll_requests"),
+             "Requests", tier.standard_per_million, "destination-queue", destination),
+        line(SQS, destination, F.col("destination_fifo"), "Requests", tier.fifo_per_million,
              "destination-queue", destination),
         line(SCHEDULER, destination, F.col("invocations"), "Invocations",
              pricing.scheduler_per_million, "schedule-group", destination),

@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from sqsdelay.core import defaults, quotas
+from sqsdelay.core import defaults, quotas, wirenames
 from sqsdelay.cost.bands import BANDS, LONGER
 from sqsdelay.cost.fold import (
     BILL_ROW_BUDGET,
@@ -527,7 +527,7 @@ class Aggregate:
 
     shape: Any  # per (kind, month, band, bucket, parked_route): totals, bands, histogram
     destinations: Any  # per (kind, destination, month, parked_route), priced kinds, folded
-    idle: Any  # idle polls per (destination, month), folded
+    idle: Any  # idle polls per (destination, month), folded: the delay and staging queues
     bill: Any  # the bill's lines per (component, destination, month, currency), or None
     folded: int  # destinations in the "(other N destinations)" rows
     start: datetime  # the window, UTC
@@ -579,6 +579,7 @@ def aggregate(
         chunk_bytes=pricing.billing_chunk_bytes,
         # The threshold a worker with SQSDELAY_PARKING=scheduler uses by default.
         park_after=park_break_even_seconds(pricing, cycle_seconds=cycle_seconds),
+        fifo_destination=F.col("destination").endswith(wirenames.FIFO_SUFFIX).cast("int"),
     )
     # Integer keys: cheaper to hash than strings; named again on the small result.
     band = F.lit(0)

@@ -177,6 +177,14 @@ class Quantities:
     parked_batch_chunks: Any
     parked_cycles: Any
     parked_cycle_batch_chunks: Any
+    # A FIFO destination (docs/fifo-destinations.md): a delayed message is handed over to its
+    # standard staging queue and forwarded from there (a receive, a FIFO send and a delete,
+    # batched); one without a delay is sent to the FIFO destination itself.
+    fifo_destination: Any = 0  # 1 for a message to a FIFO destination
+    staged: Any = 0  # ... with a delay: through the staging queue
+    staged_chunks: Any = 0
+    staged_batch_chunks: Any = 0  # started 64 KiB of a forwarded batch of `batch_fill`
+    fifo_now_chunks: Any = 0  # ... without a delay: its send is a FIFO request
 
 
 def quantities(
@@ -188,9 +196,11 @@ def quantities(
     batch_fill: int = 10,
     chunk_bytes: int = 65_536,
     park_after: int = NEVER,
+    fifo_destination: Any = 0,
 ) -> Quantities:
     """The quantities of one message delayed `delay` seconds with `size_bytes` of payload;
-    it counts as parked when `delay` is above `park_after`."""
+    it counts as parked when `delay` is above `park_after`. `fifo_destination`: 1 when the
+    destination is a FIFO queue (a column of 0 and 1 in Spark)."""
     if not 1 <= batch_fill <= 10:
         raise ConfigError(f"batch fill must be 1..10, not {batch_fill}")
     # ceil(N/c) - 1 is 0 for 0 < N <= c and at least 1 above: the delay-queue route.
@@ -201,6 +211,8 @@ def quantities(
         delay > cycle_seconds, ops.maximum(ops.ceil(size_bytes * batch_fill / chunk_bytes), 1), 0
     )
     parked = ops.where(delay > max(park_after, cycle_seconds), 1, 0)
+    staged = fifo_destination * ops.where(delay > 0, 1, 0)
+    forward_batch = ops.maximum(ops.ceil(size_bytes * batch_fill / chunk_bytes), 1)
     return Quantities(
         messages=1,
         routed=routed,
@@ -216,6 +228,11 @@ def quantities(
         parked_batch_chunks=parked * batch,
         parked_cycles=parked * cycles,
         parked_cycle_batch_chunks=parked * cycles * batch,
+        fifo_destination=fifo_destination,
+        staged=staged,
+        staged_chunks=staged * chunks,
+        staged_batch_chunks=staged * forward_batch,
+        fifo_now_chunks=(fifo_destination - staged) * chunks,
     )
 
 
@@ -239,6 +256,11 @@ class Requests:
     registry_writes: Any
     registry_reads: Any
     parked_registry_reads: Any
+    # FIFO destinations: the FIFO requests on the destination itself (the forwards and the
+    # sends without a delay), apart from the delay queue's; the staging queue's are standard.
+    exact_destination_fifo: Any = 0
+    batched_destination_fifo: Any = 0  # the parked worker's too
+    scheduler_fifo: Any = 0  # the Scheduler alternative's sends into a FIFO destination
 
     @classmethod
     def of(cls, q: Quantities, *, cycle_seconds: int = 900, batch_fill: int = 10) -> Requests:
@@ -249,8 +271,15 @@ class Requests:
 
         Per routed message: exact FIFO = chunks + k*(chunks + 1) + (k - 1)*chunks
         = 2k*chunks + k; batched FIFO = chunks + k*(b + 1)/f + (k - 1)*b/f, b = batch chunks.
-        Both are linear in the quantities, so they hold for sums too."""
+        Both are linear in the quantities, so they hold for sums too.
+
+        A FIFO destination's delayed message is handed over to its standard staging queue
+        (the hand-over above) and forwarded: a receive (b'/f) and a delete (1/f) there,
+        standard, and a send (b'/f) into the destination, FIFO, b' = its batch chunks. Its
+        message without a delay is one FIFO send instead of a standard one."""
         f = batch_fill
+        forward_standard = (q.staged_batch_chunks + q.staged) / f - q.fifo_now_chunks
+        destination_fifo = q.staged_batch_chunks / f + q.fifo_now_chunks
         batched_fifo = q.routed_chunks + (2 * q.cycle_batch_chunks - q.batch_chunks + q.cycles) / f
         # Parked at send: instead of its batched loop (first send, k passes), Scheduler's send
         # of `chunks` to the FIFO queue, then one batched hop: receive b/f, delete 1/f, and
@@ -264,19 +293,23 @@ class Requests:
             reference_ops=2 * q.routed_delay / cycle_seconds,
             cycles=q.cycles,
             exact_fifo=2 * q.cycle_chunks + q.cycles,
-            exact_standard=q.chunks,
+            exact_standard=q.chunks + q.staged_chunks + q.staged - q.fifo_now_chunks,
             batched_fifo=batched_fifo,
-            batched_standard=q.batch_chunks / f + q.chunks - q.routed_chunks,
+            batched_standard=q.batch_chunks / f + q.chunks - q.routed_chunks + forward_standard,
             scheduler_invocations=q.routed,
-            scheduler_standard=q.chunks,
+            # a FIFO destination's chunks are staged_chunks + fifo_now_chunks (linear)
+            scheduler_standard=q.chunks - q.staged_chunks - q.fifo_now_chunks,
             parked_fifo=batched_fifo - loop_of_parked + parked_hop,
-            parked_standard=q.batch_chunks / f + q.chunks - q.routed_chunks,
+            parked_standard=q.batch_chunks / f + q.chunks - q.routed_chunks + forward_standard,
             parked_invocations=q.parked,
             registry_writes=REGISTRY_WRITE_UNITS * q.routed,
             registry_reads=REGISTRY_READ_UNITS_PER_HOP * q.cycles,
             # A parked message skips its loop and makes the last hop only.
             parked_registry_reads=REGISTRY_READ_UNITS_PER_HOP
             * (q.cycles - q.parked_cycles + q.parked),
+            exact_destination_fifo=q.staged_chunks + q.fifo_now_chunks,
+            batched_destination_fifo=destination_fifo,
+            scheduler_fifo=q.staged_chunks + q.fifo_now_chunks,
         )
 
 

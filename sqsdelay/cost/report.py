@@ -63,14 +63,16 @@ def priced(agg: Any, p: Pricing, *, cycle_seconds: int, batch_fill: int) -> Any:
     df["delayed_messages"] = df["routed"]
     df["reference_requests"] = df["reference_ops"]
     df["reference_cost"] = df["reference_ops"] * p.fifo_price
+    # FIFO requests on a FIFO destination itself (its forwards), beside the delay queue's
+    df["estimated_destination_fifo"] = df["batched_destination_fifo"]
     for model in ("exact", "batched"):
-        df[f"{model}_requests"] = df[f"{model}_fifo"] + df[f"{model}_standard"]
-        df[f"{model}_cost"] = (
-            df[f"{model}_fifo"] * p.fifo_price + df[f"{model}_standard"] * p.standard_price
-        )
-    df["parked_requests"] = df["parked_fifo"] + df["parked_standard"] + df["parked_invocations"]
+        fifo = df[f"{model}_fifo"] + df[f"{model}_destination_fifo"]
+        df[f"{model}_requests"] = fifo + df[f"{model}_standard"]
+        df[f"{model}_cost"] = fifo * p.fifo_price + df[f"{model}_standard"] * p.standard_price
+    parked_fifo = df["parked_fifo"] + df["batched_destination_fifo"]
+    df["parked_requests"] = parked_fifo + df["parked_standard"] + df["parked_invocations"]
     df["parked_cost"] = (
-        df["parked_fifo"] * p.fifo_price
+        parked_fifo * p.fifo_price
         + df["parked_standard"] * p.standard_price
         + df["parked_invocations"] * p.scheduler_price
     )
@@ -84,10 +86,13 @@ def priced(agg: Any, p: Pricing, *, cycle_seconds: int, batch_fill: int) -> Any:
     for part in ("fifo", "standard"):
         df[f"estimated_{part}"] = df[f"parked_{part}"].where(parked, df[f"batched_{part}"])
     df["estimated_invocations"] = df["parked_invocations"].where(parked, 0.0)
-    df["scheduler_requests"] = df["scheduler_invocations"] + df["scheduler_standard"]
+    df["scheduler_requests"] = (
+        df["scheduler_invocations"] + df["scheduler_standard"] + df["scheduler_fifo"]
+    )
     df["scheduler_cost"] = (
         df["scheduler_invocations"] * p.scheduler_price
         + df["scheduler_standard"] * p.standard_price
+        + df["scheduler_fifo"] * p.fifo_price
     )
     return df
 
@@ -103,6 +108,7 @@ SUMS = [
     "parked_invocations",
     "scheduler_invocations",
     "estimated_fifo",
+    "estimated_destination_fifo",
     "estimated_standard",
     "estimated_invocations",
 ] + [f"{m}_{x}" for m in MODELS for x in ("requests", "cost")]
@@ -157,7 +163,11 @@ def build(
     fifo_price = pricing.fifo_price
     by_dest_month = per_destination.groupby(["destination", "month"])[SUMS].sum()
     by_dest_month = by_dest_month.join(agg.idle, how="outer").fillna(0.0)
-    by_dest_month["idle_poll_cost"] = by_dest_month["idle_poll_requests"] * fifo_price
+    # the delay queue's idle long polls (FIFO) and a FIFO destination's staging queue's
+    by_dest_month["idle_poll_cost"] = (
+        by_dest_month["idle_poll_requests"] * fifo_price
+        + by_dest_month["staging_poll_requests"] * pricing.standard_price
+    )
     # The delay queue's own requests (FIFO), like for like with its lines in a bill.
     by_dest_month["delay_queue_requests"] = (
         by_dest_month["estimated_fifo"] + by_dest_month["idle_poll_requests"]
@@ -184,12 +194,14 @@ def build(
         }
         for m in MODELS
     ]
-    idle_requests = float(by_month["idle_poll_requests"].sum())
-    idle_cost = idle_requests * fifo_price
+    idle_requests = float(
+        by_month["idle_poll_requests"].sum() + by_month["staging_poll_requests"].sum()
+    )
+    idle_cost = float(by_month["idle_poll_cost"].sum())
     models.append(
         {
             "model": "idle_polling",
-            "title": "Idle long polling (one per delay queue)",
+            "title": "Idle long polling (one per delay queue and staging queue)",
             "requests": idle_requests,
             "cost": idle_cost,
         }
@@ -327,7 +339,9 @@ def build(
         requests = pd.DataFrame(
             {
                 "fifo": by_dest_month["delay_queue_requests"],
-                "standard": by_dest_month["estimated_standard"],
+                "destination_fifo": by_dest_month["estimated_destination_fifo"],
+                "standard": by_dest_month["estimated_standard"]
+                + by_dest_month["staging_poll_requests"],
                 "invocations": by_dest_month["estimated_invocations"],
             }
         ).fillna(0.0)
@@ -347,8 +361,12 @@ def _estimated(by_month: Any, pricing: Pricing, free_tier: frozenset[str]) -> An
     """Each usage month's estimate, for the route each message took: the FIFO and standard
     requests and the idle polls through the volume tiers, and parked messages' Scheduler
     invocations; the account's free tiers only when asked."""
-    fifo = by_month["estimated_fifo"] + by_month["idle_poll_requests"]
-    standard = by_month["estimated_standard"]
+    fifo = (
+        by_month["estimated_fifo"]
+        + by_month["estimated_destination_fifo"]
+        + by_month["idle_poll_requests"]
+    )
+    standard = by_month["estimated_standard"] + by_month["staging_poll_requests"]
     invocations = by_month["estimated_invocations"]
     scheduler = _free_scheduler(invocations, pricing, free_tier) * pricing.scheduler_price
     free = pricing.free_requests_per_month if "sqs" in free_tier else 0

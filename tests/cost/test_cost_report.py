@@ -468,3 +468,54 @@ def test_window_bounds_without_an_offset_are_utc_however_the_job_is_started(
         time.tzset()
     # the two records sent from 2026-02-01T00:00:00Z on; New York's midnight would drop one
     assert report.summary["input"]["scheduled"] == 2
+
+
+def test_a_fifo_destination_is_priced_with_its_forwards_and_its_staging_queue(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The same three messages (no delay, a minute, an hour) to a standard and to a FIFO
+    destination: the FIFO one's message without a delay is a FIFO send; each delayed one is
+    handed over to the staging queue and forwarded (a receive and a delete there, standard,
+    and a FIFO send into the destination, each a tenth of a batch); its staging queue is
+    long-polled like the delay queue; the FOCUS rows name the staging queue and price the
+    destination's own requests as FIFO."""
+    import pandas as pd
+
+    lines = [
+        {"event": "delay.scheduled", "timestamp": "2026-01-10T00:00:00Z", "destination": d,
+         "delay_seconds": delay, "size_bytes": 100}
+        for d in ("orders", "jobs.fifo") for delay in (0, 60, 3600)
+    ]  # fmt: skip
+    # the window (and so the idle polling) runs to the last send
+    lines.append({**lines[0], "timestamp": "2026-01-20T00:00:00Z", "destination": "tick"})
+    log = tmp_path / "events.jsonl"
+    log.write_text("\n".join(json.dumps(x) for x in lines))
+    done = run_report(inputs=[str(log)], output=str(tmp_path / "out"), pricing=PRICING, spark=spark)
+    d = done.tables["by_destination"]
+    std, fifo = d.loc["orders"], d.loc["jobs.fifo"]
+    assert fifo["estimated_fifo"] == pytest.approx(std["estimated_fifo"])  # the delay queue's
+    assert std["estimated_destination_fifo"] == 0
+    assert fifo["estimated_destination_fifo"] == pytest.approx(1 + 0.1 + 0.1)
+    assert fifo["estimated_standard"] - std["estimated_standard"] == pytest.approx(-1 + 0.2 + 0.2)
+    assert fifo["staging_poll_requests"] == pytest.approx(fifo["idle_poll_requests"])
+    assert fifo["staging_poll_requests"] > 0
+    assert std["staging_poll_requests"] == 0
+    extra = 1.2 * PRICING.fifo_price - 0.6 * PRICING.standard_price
+    extra += fifo["staging_poll_requests"] * PRICING.standard_price
+    assert fifo["batched_cost"] + fifo["idle_poll_cost"] == pytest.approx(
+        std["batched_cost"] + std["idle_poll_cost"] + extra
+    )
+    rows = pd.read_csv(tmp_path / "out" / "estimate-focus.csv")
+    by_resource = rows.groupby("ResourceId")["ListCost"].sum()
+    assert set(by_resource.index) == {
+        "orders", "orders-delay.fifo", "jobs.fifo", "jobs-delay-fifo.fifo", "jobs-fifo-staging",
+        "tick",
+    }  # fmt: skip
+    staging = rows[rows["ResourceId"] == "jobs-fifo-staging"]
+    assert set(staging["ListUnitPrice"]) == {PRICING.standard_price}
+    assert staging["PricingQuantity"].sum() == pytest.approx(
+        fifo["estimated_standard"] + fifo["staging_poll_requests"]
+    )
+    own = rows[rows["ResourceId"] == "jobs.fifo"]
+    assert set(own["ListUnitPrice"]) == {PRICING.fifo_price}
+    assert own["PricingQuantity"].sum() == pytest.approx(1.2)

@@ -164,11 +164,13 @@ def test_a_short_countdown_and_none_behave_as_before(stack: Stack) -> None:
 
 
 def test_a_cancelled_task_never_runs(stack: Stack) -> None:
-    result = stack.app.send_task("record", args=["cancelled"], countdown=3 * CYCLE)
+    # Handed over a cycle before it is due: far enough off that two CLI starts on a loaded
+    # machine come first (at 3 cycles one did not: "too-late", correctly).
+    result = stack.app.send_task("record", args=["cancelled"], countdown=6 * CYCLE)
     done = stack.cli("cancel", stack.queue, result.id)
     assert done.returncode == 0, done.stderr
     assert '"cancelled"' in done.stdout
-    later = stack.app.send_task("record", args=["after-cancel"], countdown=3 * CYCLE + 1)
+    later = stack.app.send_task("record", args=["after-cancel"], countdown=6 * CYCLE + 1)
     listed = stack.cli("scheduled", stack.queue, "--json")
     assert listed.returncode == 0, listed.stderr
     assert later.id in listed.stdout and result.id not in listed.stdout
