@@ -3,12 +3,13 @@
 
 - one-shot: `sqsdelay cost-report` on N Parquet rows in a fresh process (wall time, rows/s,
   peak memory of the process tree, JVM included), against DuckDB doing the same aggregation
-  in a fresh process on the same file (`spark_over_duckdb`). As a user runs it by default:
+  (each message's hops spread over its usage months, as the report does) in a fresh process
+  on the same file (`spark_over_duckdb`). As a user runs it by default:
   a run before it wrote the JVM class-data archive (SQSDELAY_SPARK_CLASS_ARCHIVE=auto), and
   that run and one with the archive off are reported next to it. Spark's start-up alone (a
   fresh process that starts and stops a session) is reported separately;
 - warm: the aggregation on M Parquet rows in one Spark session after a warm-up run, against
-  DuckDB's second run in one connection;
+  DuckDB's second run of the same aggregation in one connection;
 - json: `sqsdelay cost-report` on N lines of the JSON event log, as SQSDELAY_LOG_FILE writes
   them, in a fresh process, with its rate next to the Parquet rate;
 - bill: `sqsdelay cost-report --bill` on the N Parquet rows and a CUR 2.0 export of B lines
@@ -190,25 +191,39 @@ def _drop(run: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in run.items() if k != "stdout"}
 
 
-# The job's aggregation in DuckDB: the same keys (destination, UTC month, band, log2 bucket)
-# and the same nine sums of per-message quantities, on the same file.
-DUCKDB_SQL = """
-SET TimeZone = 'UTC';
-SET enable_progress_bar = false;
-SELECT destination, strftime(CAST("timestamp" AS TIMESTAMPTZ), '%Y-%m') AS month,
+# What the report computes, in DuckDB: each message spread over the calendar months of its
+# delay (its share of the delay in each; the count and the send in the send month), with the
+# report's keys (destination, usage month, band, log2 bucket) and sums of per-message
+# quantities, on the same file. Every phase compares Spark with this, so that a ratio is of
+# like work (until 2026-11-25 the one-shot and warm references did not spread over months).
+DUCKDB_AGG = r"""
+WITH e AS (
+  SELECT destination, CAST("timestamp" AS TIMESTAMPTZ) AS ts, ceil(delay_seconds) AS n,
+    size_bytes AS size FROM read_parquet('{events}/*.parquet')),
+q AS (
+  SELECT *, greatest(ceil(n / 900) - 1, 0) AS k, greatest(ceil(size / 65536), 1) AS c,
+    CASE WHEN n > 900 THEN greatest(ceil(size * 10 / 65536), 1) ELSE 0 END AS b,
+    ts + to_seconds(n::BIGINT) AS due FROM e),
+life AS (
+  SELECT q.*, m AS month_start, (m = date_trunc('month', ts))::INT AS at_send,
+    CASE WHEN n = 0 THEN (m = date_trunc('month', ts))::DOUBLE
+      ELSE epoch(least(due, m + INTERVAL 1 MONTH) - greatest(ts, m)) / n END AS share
+  FROM q, unnest(generate_series(date_trunc('month', ts), date_trunc('month', due),
+    INTERVAL 1 MONTH)) AS t(m))
+SELECT destination, strftime(month_start, '%Y-%m') AS month,
   (n > 900)::INT + (n > 3600)::INT + (n > 86400)::INT + (n > 2592000)::INT AS band,
   floor(log2(greatest(n, 1)))::INT AS bucket,
-  count(*) AS messages, sum(n) AS delay_seconds, sum(size) AS size_bytes,
-  sum((n > 900)::INT) AS routed, sum(CASE WHEN n > 900 THEN n ELSE 0 END) AS routed_delay,
-  sum(k) AS cycles, sum(c) AS chunks, sum(CASE WHEN n > 900 THEN c ELSE 0 END) AS routed_chunks,
-  sum(k * c) AS cycle_chunks, sum(b) AS batch_chunks, sum(k * b) AS cycle_batch_chunks
-FROM (
-  SELECT *, greatest(ceil(n / 900) - 1, 0) AS k, greatest(ceil(size / 65536), 1) AS c,
-    CASE WHEN n > 900 THEN greatest(ceil(size * 10 / 65536), 1) ELSE 0 END AS b
-  FROM (SELECT "timestamp", destination, ceil(delay_seconds) AS n, size_bytes AS size
-        FROM read_parquet('{path}/*.parquet')))
-GROUP BY ALL
+  sum(at_send) AS messages, sum(n * at_send) AS delay_seconds,
+  sum((n > 900)::INT * at_send) AS routed, sum(c * at_send) AS chunks,
+  sum(CASE WHEN n > 900 THEN c ELSE 0 END * at_send) AS routed_chunks,
+  sum(CASE WHEN n > 900 THEN n ELSE 0 END * share) AS routed_delay,
+  sum(k * share) AS cycles, sum(k * c * share) AS cycle_chunks, sum(b * share) AS batch_chunks,
+  sum(k * b * share) AS cycle_batch_chunks, min(ts) AS first_ts, max(ts) AS last_ts
+FROM life GROUP BY ALL
 """
+SETTINGS = "SET TimeZone = 'UTC';\nSET enable_progress_bar = false;\n"
+# The one-shot and warm phases: the aggregation alone.
+DUCKDB_SQL = SETTINGS + DUCKDB_AGG
 
 DUCKDB_ONE_SHOT = """
 import sys, time
@@ -262,36 +277,9 @@ def generate_bill(rows: int, events: Path, path: Path) -> float:
     return round(time.perf_counter() - started, 1)
 
 
-# The job with a bill, in DuckDB: each message spread over the calendar months of its delay
-# (its share of the delay in each; the send in the send month), the same keys and sums, and
-# the bill's lines booked to component, destination and usage month.
-DUCKDB_BILL_SQL = r"""
-SET TimeZone = 'UTC';
-SET enable_progress_bar = false;
-CREATE TEMP TABLE agg AS
-WITH e AS (
-  SELECT destination, CAST("timestamp" AS TIMESTAMPTZ) AS ts, ceil(delay_seconds) AS n,
-    size_bytes AS size FROM read_parquet('{events}/*.parquet')),
-q AS (
-  SELECT *, greatest(ceil(n / 900) - 1, 0) AS k, greatest(ceil(size / 65536), 1) AS c,
-    CASE WHEN n > 900 THEN greatest(ceil(size * 10 / 65536), 1) ELSE 0 END AS b,
-    ts + to_seconds(n::BIGINT) AS due FROM e),
-life AS (
-  SELECT q.*, m AS month_start, (m = date_trunc('month', ts))::INT AS at_send,
-    CASE WHEN n = 0 THEN (m = date_trunc('month', ts))::DOUBLE
-      ELSE epoch(least(due, m + INTERVAL 1 MONTH) - greatest(ts, m)) / n END AS share
-  FROM q, unnest(generate_series(date_trunc('month', ts), date_trunc('month', due),
-    INTERVAL 1 MONTH)) AS t(m))
-SELECT destination, strftime(month_start, '%Y-%m') AS month,
-  (n > 900)::INT + (n > 3600)::INT + (n > 86400)::INT + (n > 2592000)::INT AS band,
-  floor(log2(greatest(n, 1)))::INT AS bucket,
-  sum(at_send) AS messages, sum(n * at_send) AS delay_seconds,
-  sum((n > 900)::INT * at_send) AS routed, sum(c * at_send) AS chunks,
-  sum(CASE WHEN n > 900 THEN c ELSE 0 END * at_send) AS routed_chunks,
-  sum(CASE WHEN n > 900 THEN n ELSE 0 END * share) AS routed_delay,
-  sum(k * share) AS cycles, sum(k * c * share) AS cycle_chunks, sum(b * share) AS batch_chunks,
-  sum(k * b * share) AS cycle_batch_chunks, min(ts) AS first_ts, max(ts) AS last_ts
-FROM life GROUP BY ALL;
+# The job with a bill, in DuckDB: the same aggregation, and the bill's lines booked to
+# component, destination and usage month.
+BILL_PART = r"""
 CREATE TEMP TABLE bill AS
 SELECT CASE WHEN queue LIKE '%-delay.fifo' THEN 'delay-queue'
     WHEN queue IN (SELECT DISTINCT destination FROM agg) THEN 'destination-queue' END AS component,
@@ -306,10 +294,11 @@ FROM (SELECT *, split_part(line_item_resource_id, ':', -1) AS queue
 GROUP BY ALL HAVING component IS NOT NULL;
 SELECT (SELECT count(*) FROM agg) + (SELECT count(*) FROM bill);
 """
+DUCKDB_BILL_SQL = "".join((SETTINGS, "CREATE TEMP TABLE agg AS ", DUCKDB_AGG, ";", BILL_PART))
 
 
 def duckdb_fresh(path: Path) -> dict[str, Any]:
-    run = timed_process([sys.executable, "-c", DUCKDB_ONE_SHOT, DUCKDB_SQL.format(path=path)])
+    run = timed_process([sys.executable, "-c", DUCKDB_ONE_SHOT, DUCKDB_SQL.format(events=path)])
     inner, groups = run["stdout"].split()[-2:]
     return {**_drop(run), "query_seconds": float(inner), "groups": int(groups)}
 
@@ -325,9 +314,9 @@ def duckdb_warm(path: Path) -> dict[str, Any]:
     import duckdb
 
     con = duckdb.connect()
-    con.execute(DUCKDB_SQL.format(path=path)).fetchall()  # warm-up
+    con.execute(DUCKDB_SQL.format(events=path)).fetchall()  # warm-up
     started = time.perf_counter()
-    groups = len(con.execute(DUCKDB_SQL.format(path=path)).fetchall())
+    groups = len(con.execute(DUCKDB_SQL.format(events=path)).fetchall())
     return {"wall_seconds": round(time.perf_counter() - started, 2), "groups": groups}
 
 

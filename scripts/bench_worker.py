@@ -501,13 +501,15 @@ def parking_phase(url: str, count: int) -> dict[str, Any]:
             installer = Installer(Settings(**{**base.model_dump(), **parking}), client=client(url))
             installer.schedule_group(["p"])
         sender_settings = Settings(**{**base.model_dump(), **(parking if sender_parks else {})})
-        sender = Sender(sender_settings, client=client(url))
+        # the sender's clients, given so that their calls can be counted
+        sqs, scheduler = client(url), client(url, "scheduler")
+        sender = Sender(sender_settings, client=sqs, scheduler=scheduler)
         sent_calls: list[str] = []
 
         def record(model: Any, calls: list[str] = sent_calls, **_: Any) -> None:
             calls.append(model.name)
 
-        for c in (sender._client, sender.scheduler):
+        for c in (sqs, scheduler):
             c.meta.events.register("before-parameter-build", record)
         env = env_for(
             url,

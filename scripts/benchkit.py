@@ -79,9 +79,9 @@ def async_client(url: str, **kwargs: Any) -> Any:
     )
 
 
-def client(url: str) -> Any:
+def client(url: str, service: str = "sqs") -> Any:
     return boto3.client(
-        "sqs",
+        service,
         endpoint_url=url,
         region_name="us-east-1",
         aws_access_key_id="bench",
