@@ -24,6 +24,7 @@ from sqsdelay.errors import ConfigError, InvalidDelay, MessageTooLarge
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.integration.celery_app import make_app
+from tests.integration.test_cli import run
 from tests.support.workerkit import Collector, RunningWorker
 
 pytestmark = pytest.mark.slow
@@ -62,8 +63,7 @@ class Stack:
         return sum(int(v) for v in got["Attributes"].values())
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "sqsdelay", *args]
-        return subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=60)
+        return run(self.env, *args)
 
 
 @pytest.fixture(scope="module")

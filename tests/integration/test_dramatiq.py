@@ -25,6 +25,7 @@ import pytest
 from sqsdelay import errors
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
+from tests.integration.test_cli import run
 
 pytestmark = pytest.mark.slow
 CYCLE = 2
@@ -52,8 +53,7 @@ class Stack:
         return [v[0] for v in self.lines().get(tag, [])]
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "sqsdelay", *args]
-        return subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=60)
+        return run(self.env, *args)
 
 
 @pytest.fixture(scope="module")
@@ -146,9 +146,9 @@ def test_retries_with_backoffs_beyond_the_cycle_run_as_many_times_as_they_say(
     runs = stack.ran(tag)
     enqueued = stack.lines()[f"enqueued:{tag}"]  # [time, delay ms]: the first, then retries
     assert len(runs) == 3 and len(enqueued) == 3, (runs, enqueued)
-    for run, (at, delay_ms) in zip(runs[1:], enqueued[1:], strict=True):
+    for ran, (at, delay_ms) in zip(runs[1:], enqueued[1:], strict=True):
         assert delay_ms > CYCLE * 1000  # through sqsdelay
-        assert run >= at + delay_ms / 1000, (run, at, delay_ms)
+        assert ran >= at + delay_ms / 1000, (ran, at, delay_ms)
 
 
 def test_a_cancelled_message_never_runs_and_the_registry_lists_the_others(stack: Stack) -> None:
