@@ -256,3 +256,13 @@ def test_without_the_extra_the_import_names_the_pip_command(
     monkeypatch.setattr(extras, "find_spec", lambda m: None if m == "dramatiq_sqs" else found(m))
     with pytest.raises(extras.MissingExtra, match=r"pip install 'sqsdelay\[dramatiq\]'"):
         importlib.import_module("sqsdelay.dramatiq")
+
+
+def test_sqsdelay_settings_as_keywords_and_the_prefix_refused(moto_url: str) -> None:
+    from sqsdelay.dramatiq import SQSBroker
+
+    boto = {"endpoint_url": moto_url, "region_name": "us-east-1"}
+    broker = SQSBroker(namespace="myapp", sqsdelay={"registry": "dynamodb"}, **boto)
+    assert broker.sqsdelay_settings.registry == "dynamodb"
+    with pytest.raises(errors.ConfigError, match="SQSDELAY_QUEUE_PREFIX"):
+        SQSBroker(namespace="myapp", sqsdelay={"queue_prefix": "app-"}, **boto)
