@@ -7,7 +7,7 @@ dramatiq-sqs's broker.
 dramatiq-sqs's `SQSBroker.enqueue` refuses a delay over 15 minutes (`MessageDelayTooLong`),
 and so does SQS: `send_with_options(delay=...)` for tomorrow fails, and so does every retry of
 the `Retries` middleware whose backoff passes 15 minutes (its `max_backoff` is 7 days). This
-subclass sends such a message through sqsdelay to the queue's delay queue
+subclass sends such a message (any delay beyond the native delay, to the millisecond) through sqsdelay to the queue's delay queue
 (`<namespace>_<queue>-delay.fifo`, created by `sqsdelay install <namespace>_<queue>`), with
 the body dramatiq-sqs would have sent; `sqsdelay worker <namespace>_<queue>` hands it over when
 it is due and the Dramatiq worker runs it as an ordinary message. A delay within
@@ -79,7 +79,10 @@ class SQSBroker(dramatiq_sqs.SQSBroker):
         self, message: dramatiq.Message[Any], *, delay: int | None = None
     ) -> dramatiq.Message[Any]:
         native = self.sqsdelay_settings.max_native_delay_seconds
-        if delay is None or delay // 1000 <= native:  # as dramatiq-sqs sends it
+        # Within the native delay: as dramatiq-sqs sends it (a negative or odd value too).
+        # Beyond it, even by a fraction: dramatiq-sqs would round it down into DelaySeconds
+        # (2,563 ms on a 2 s cycle ran 0.56 s early); sqsdelay is never early.
+        if delay is None or not delay > native * 1000:
             result: dramatiq.Message[Any] = super().enqueue(message, delay=delay)
             return result
         queue_name = message.queue_name

@@ -191,6 +191,26 @@ def test_no_delay_and_a_short_delay_are_sent_as_dramatiq_sqs_sends_them(stack: S
     assert stack.ran("short")[0] >= start + 1.0
 
 
+def test_a_delay_a_fraction_beyond_the_native_delay_goes_through_sqsdelay(stack: Stack) -> None:
+    """dramatiq-sqs would send 2,563 ms as DelaySeconds 2 (2563 // 1000): 0.56 s early, which
+    Retries' backoffs hit (capped at max_backoff, they land anywhere in its upper half)."""
+    sent: list[dict[str, Any]] = []
+
+    def capture(params: dict[str, Any], **_: Any) -> None:
+        sent.append(dict(params))
+
+    client = stack.app.broker.sqs.meta.client
+    client.meta.events.register("provide-client-params.sqs.SendMessage", capture)
+    try:
+        start = time.time()
+        stack.app.record.send_with_options(args=("just-over",), delay=CYCLE * 1000 + 563)
+    finally:
+        client.meta.events.unregister("provide-client-params.sqs.SendMessage", capture)
+    assert [p["QueueUrl"].rsplit("/", 1)[-1] for p in sent] == [f"{stack.queue}-delay.fifo"]
+    wait_for(lambda: stack.ran("just-over"), timeout=30)
+    assert stack.ran("just-over")[0] >= start + CYCLE + 0.563
+
+
 def test_bad_input_is_refused_at_enqueue_and_sends_nothing(stack: Stack) -> None:
     app = stack.app
     far = Settings().max_delay_seconds * 1000 + 10_000
