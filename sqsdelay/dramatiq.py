@@ -7,8 +7,9 @@ dramatiq-sqs's broker.
 dramatiq-sqs's `SQSBroker.enqueue` refuses a delay over 15 minutes (`MessageDelayTooLong`),
 and so does SQS: `send_with_options(delay=...)` for tomorrow fails, and so does every retry of
 the `Retries` middleware whose backoff passes 15 minutes (its `max_backoff` is 7 days). This
-subclass sends such a message (any delay beyond the native delay, to the millisecond) through sqsdelay to the queue's delay queue
-(`<namespace>_<queue>-delay.fifo`, created by `sqsdelay install <namespace>_<queue>`), with
+subclass sends such a message (any delay beyond the native delay, to the millisecond) through
+sqsdelay to the queue's delay queue (`<namespace>_<queue>-delay.fifo`, created by
+`sqsdelay install <namespace>_<queue>`), with
 the body dramatiq-sqs would have sent; `sqsdelay worker <namespace>_<queue>` hands it over when
 it is due and the Dramatiq worker runs it as an ordinary message. A delay within
 SQSDELAY_MAX_NATIVE_DELAY_SECONDS, and a message without a delay, are sent by dramatiq-sqs
