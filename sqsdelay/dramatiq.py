@@ -97,8 +97,8 @@ class SQSBroker(dramatiq_sqs.SQSBroker):
         # the sender loads with the first long delay: `import sqsdelay.dramatiq` stays light
         from sqsdelay.aws.sender import Message, plan
 
-        delayed = Message(body, delay=timedelta(milliseconds=delay), id=message.message_id)
         try:  # refused before the hooks run and before anything is sent
+            delayed = Message(body, delay=_milliseconds(delay), id=message.message_id)
             plan(name, delayed, self.sqsdelay_settings, now=time.time())
         except errors.MessageTooLarge as exc:
             raise MessageTooLarge(str(exc)) from None
@@ -117,3 +117,12 @@ class SQSBroker(dramatiq_sqs.SQSBroker):
         if self._sender is None:
             self._sender = Sender(self.sqsdelay_settings, client=self.sqs.meta.client)
         return self._sender
+
+
+def _milliseconds(delay: float) -> timedelta:
+    try:
+        return timedelta(milliseconds=delay)
+    except (OverflowError, ValueError):  # beyond any date: beyond any maximum delay too
+        raise errors.InvalidDelay(
+            f"a delay of {delay} ms is longer than the maximum (SQSDELAY_MAX_DELAY_SECONDS)"
+        ) from None

@@ -218,6 +218,8 @@ def test_bad_input_is_refused_at_enqueue_and_sends_nothing(stack: Stack) -> None
         app.record.send_with_options(args=("too-far",), delay=far)
     with pytest.raises(dramatiq_sqs.MessageDelayTooLong):  # as a dramatiq-sqs user catches it
         app.record.send_with_options(args=("too-far",), delay=far)
+    with pytest.raises(errors.InvalidDelay, match="SQSDELAY_MAX_DELAY_SECONDS"):
+        app.record.send_with_options(args=("too-far",), delay=10**20)  # beyond any date
     # fits dramatiq-sqs's limit (its base64 body), not once sqsdelay's attributes are added
     size, limit = 786_000, app.broker.max_message_size
     while len(b64encode(app.record.message("x" * size).encode())) <= limit - 40:
