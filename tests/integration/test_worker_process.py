@@ -99,7 +99,10 @@ def test_sigkill_while_the_heartbeat_keeps_a_batch_hidden_delivers_once_after_it
     proxy = FaultProxy(moto_url)
     s = make_settings(max_native_delay_seconds=2)
     urls = queue_urls(s, sqs)
-    Sender(s, client=sqs).send("orders", "held", delay=3)
+    # 2.5 s on a 2 s cycle: the hand-over waits about 0.5 s before its send, well before the
+    # first heartbeat at 1 s (with 3 s the wait was about 1 s and raced the heartbeat once the
+    # emulator's long poll answered at once)
+    Sender(s, client=sqs).send("orders", "held", delay=2.5)
     proxy.hang("SendMessageBatch")
     extended = {
         "SQSDELAY_RECEIVE_VISIBILITY_SECONDS": "2",
@@ -107,7 +110,10 @@ def test_sigkill_while_the_heartbeat_keeps_a_batch_hidden_delivers_once_after_it
     }
     proc = start(worker_env(env, SQSDELAY_ENDPOINT_URL=proxy.url, **extended))
     try:
-        wait_for(lambda: proxy.seen["ChangeMessageVisibilityBatch"] >= 1, timeout=30)
+        wait_for(
+            lambda: proxy.seen["SendMessageBatch"] and proxy.seen["ChangeMessageVisibilityBatch"],
+            timeout=30,
+        )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         killed = time.monotonic()
