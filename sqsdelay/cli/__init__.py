@@ -1,0 +1,14 @@
+"""The `sqsdelay` command line: `app` and the settings flags (`app.py`,
+`settings_flags.py`), and one module per command group, each registering its commands."""
+
+# The help lists commands in the order they register: messages, operations, cost, dev.
+# ruff: noqa: I001
+from sqsdelay.cli import messages, operations, costs, dev
+from sqsdelay.cli.app import app
+from sqsdelay.cli.settings_flags import PANELS
+
+__all__ = ["PANELS", "app", "costs", "dev", "main", "messages", "operations"]
+
+
+def main() -> None:
+    app()

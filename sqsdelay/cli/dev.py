@@ -1,0 +1,45 @@
+"""Development commands: the embedded emulator and the demo."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sqsdelay.cli.app import command
+from sqsdelay.extras import require
+
+
+@command
+def emulator(
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 4566,
+) -> int:
+    """Run the embedded SQS emulator on 127.0.0.1 until Ctrl-C.
+
+    A moto server, with a runner that fires its Scheduler schedules."""
+    import threading
+
+    from sqsdelay.dev.emulator import Emulator
+
+    with Emulator(port=port) as emu:
+        print(f"SQS emulator listening on {emu.url}; export SQSDELAY_ENDPOINT_URL={emu.url}")
+        sys.stdout.flush()
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
+    return 0
+
+
+@command
+def demo(
+    output: Annotated[Path, typer.Option(help="where events and the cost report go")] = Path(
+        "demo-output"
+    ),
+) -> int:
+    """The whole system end to end on the embedded emulator with a compressed cycle."""
+    require("emulator", "the demo")
+    from sqsdelay.dev.demo import run
+
+    return run(output)
