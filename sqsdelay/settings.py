@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sqsdelay.core import defaults, quotas
 from sqsdelay.core.decision import Limits
+from sqsdelay.core.send import SendLimits
 from sqsdelay.core.types import InvalidDelayAction, Parking, WireFormat
 from sqsdelay.errors import ConfigError
 
@@ -221,6 +222,17 @@ class Settings(BaseSettings):
             invalid_delay=self.invalid_delay,
             park_after_seconds=self.park_after(),
             max_delay_seconds=self.max_delay_seconds,
+        )
+
+    def send_limits(self) -> SendLimits:
+        """What the sender checks and routes a message by."""
+        return SendLimits(
+            queue_prefix=self.queue_prefix,
+            max_delay_seconds=self.max_delay_seconds,
+            max_native_delay_seconds=self.max_native_delay_seconds,
+            unrestricted=self.unrestricted,
+            wire_format=self.wire_format,
+            max_message_bytes=self.max_message_bytes,
         )
 
     def park_after(self) -> int | None:

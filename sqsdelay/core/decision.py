@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from sqsdelay.core import defaults, names, parking, quotas, wire, wirenames
+from sqsdelay.core.delays import whole_seconds
 from sqsdelay.core.types import Attributes, InvalidDelayAction, Target
 from sqsdelay.errors import InvalidMessage
 
@@ -251,7 +252,7 @@ def _delay_ms(attributes: Attributes, delay: int) -> int | None:
     from its own send, and then the seconds decide."""
     value = attributes.get(wirenames.DELAY_MS_ATTRIBUTE)
     ms = parse_natural(value.get("StringValue")) if value else None
-    return ms if ms is not None and -(-ms // 1000) == delay else None
+    return ms if ms is not None and whole_seconds(ms) == delay else None
 
 
 def _string(attributes: Attributes, name: str) -> str | None:
@@ -329,13 +330,13 @@ def decide(
         due = sent + (_delay_ms(received.attributes, delay) or delay * 1000)
     first_now = max(first, sent)
     broker_now = _broker_now(first_now, count, local_now_ms, offset_ms)
-    remaining = _ceil_seconds(due - broker_now)
+    remaining = whole_seconds(due - broker_now)
     left_ms = max(0, due - broker_now)
     # A redelivery takes the route the first attempt took (a pure function of broker
     # timestamps): if that attempt's requeue reached the queue before its delete failed, the
     # repeated requeue has the same dedup id and FIFO drops it. Handing over instead would
     # deliver the message twice.
-    if _ceil_seconds(due - first_now) <= lim.max_native_delay_seconds:
+    if whole_seconds(due - first_now) <= lim.max_native_delay_seconds:
         return _hand_over(received, left_ms, due, source_queue, lim, staging=staging)
     with_id = _with_message_id(received)
     attrs = {**with_id, wirenames.DELAY_ATTRIBUTE: wire.string_attribute(str(remaining))}
@@ -355,7 +356,7 @@ def decide(
         dedup = requeue_dedup_id(received)
         crossed = utc_month(sent) != utc_month(first_now)
         requeue = Requeue(remaining, due, candidate, group, dedup, first_in_month=crossed)
-        return _parked(requeue, _ceil_seconds(due - first_now), lim) or requeue
+        return _parked(requeue, whole_seconds(due - first_now), lim) or requeue
     return _poison(received, f"cannot requeue: {problem}", source_queue, lim)
 
 
@@ -501,7 +502,3 @@ def _hand_over(
 
 def _without(attributes: Attributes, name: str) -> Attributes:
     return {k: v for k, v in attributes.items() if k != name}
-
-
-def _ceil_seconds(ms: int) -> int:
-    return -(-max(0, ms) // 1000)  # round up: never early

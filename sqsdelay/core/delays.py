@@ -19,7 +19,13 @@ def delay_seconds(
 
     `now` is the local epoch time in seconds and is only used with `deliver_at`.
     """
-    return -(-delay_milliseconds(delay, deliver_at=deliver_at, now=now) // 1000)
+    return whole_seconds(delay_milliseconds(delay, deliver_at=deliver_at, now=now))
+
+
+def whole_seconds(milliseconds: int) -> int:
+    """Milliseconds as whole seconds, rounded up so that SQS's DelaySeconds is never early;
+    a time already past is 0. The one place a delay becomes whole seconds."""
+    return -(-max(0, milliseconds) // 1000)
 
 
 def delay_milliseconds(

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from sqsdelay.core import tracing, wire, wirenames
+from sqsdelay.core.delays import whole_seconds
 from sqsdelay.core.types import Attributes
 from sqsdelay.errors import InvalidMessage
 
@@ -108,7 +109,7 @@ def back_attributes(attributes: Attributes, due_ms: int, fire_ms: int) -> Attrib
     """The attributes a parked message comes back with: the absolute due time, and the
     delay counted from Scheduler's send (rounded up), so that a reader without
     sqsdelay.DueAt (NServiceBus) is never early either."""
-    left = max(0, -(-(due_ms - fire_ms) // 1000))
+    left = whole_seconds(due_ms - fire_ms)
     return {
         **attributes,
         wirenames.DELAY_ATTRIBUTE: wire.string_attribute(str(left)),

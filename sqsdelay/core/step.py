@@ -21,6 +21,7 @@ from sqsdelay.core.backoff import BackoffTimer, retry_backoff_seconds, visibilit
 from sqsdelay.core.calls import Call, Fault, Flow, gather, pause
 from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import Forward, HandOver, Limits, Park, Received, Requeue
+from sqsdelay.core.delays import whole_seconds
 from sqsdelay.core.failures import FailureLog, is_message_fault
 from sqsdelay.core.metrics import CANCELLED, FALLBACKS, HELD, Tally, lateness_ms
 from sqsdelay.core.processing import Outgoing, decide_batch, outgoing
@@ -484,7 +485,7 @@ class _Step:
                 self.hold(out.source, 1, "rescheduled while being handed over")
             elif result == "in-hand":  # released until the other receive's lease runs out
                 left_ms = (now_record.lease_ms if now_record else 0) - self.broker_ms()
-                wait = visibility_seconds(max(1, -(-left_ms // 1000)))
+                wait = visibility_seconds(max(1, whole_seconds(left_ms)))
                 self.hold(out.source, wait, "another receive of this message holds its claim")
             else:
                 self.drop(out.source, result)

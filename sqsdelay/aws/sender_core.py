@@ -1,0 +1,437 @@
+"""The sender's flows: send, send in batches, park at send time, record in the registry,
+cancel, reschedule, list. Written once as flows (`core/calls.py`) over what `core/send.py`
+plans, so that `Sender` and `AsyncSender` (`sender.py`) only make the calls.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqsdelay.aws.queues import ParkTargets, QueueResolver, QueueTrio, install_command
+from sqsdelay.core import batching, parking, registry, schedules, send, tracing
+from sqsdelay.core.backoff import BackoffTimer
+from sqsdelay.core.calls import Call, Flow, gather
+from sqsdelay.core.delays import DelayLike, delay_milliseconds
+from sqsdelay.core.send import (
+    BatchResult,
+    Message,
+    PlannedSend,
+    SendFailure,
+    SendResult,
+)
+from sqsdelay.core.types import CancelOutcome, RescheduleOutcome
+from sqsdelay.errors import (
+    BatchSendError,
+    ConfigError,
+    InvalidDelay,
+    InvalidInput,
+    MessageDelayTooLong,
+    RegistryError,
+    SqsOperationError,
+)
+from sqsdelay.logs import get_logger
+from sqsdelay.settings import Settings, load_settings
+
+log = get_logger("sqsdelay.aws.sender")
+
+
+def plan(
+    queue: str,
+    message: Message,
+    settings: Settings,
+    *,
+    now: float,
+    new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+    ambient_trace: str | None = None,
+) -> PlannedSend:
+    """`core.send.plan` under these settings; a delay too long for them names the command
+    that installs the delay queue it needs."""
+    try:
+        return send.plan(
+            queue,
+            message,
+            settings.send_limits(),
+            now=now,
+            new_id=new_id,
+            ambient_trace=ambient_trace,
+        )
+    except MessageDelayTooLong as exc:
+        raise MessageDelayTooLong(f"{exc} ({install_command(settings, queue)})") from None
+
+
+def _ambient_trace() -> str | None:
+    return os.environ.get(tracing.AMBIENT)
+
+
+def _result(
+    planned: PlannedSend,
+    url: str,
+    sqs_message_id: str | None,
+    index: int = 0,
+    *,
+    parked: bool = False,
+    duplicate: bool = False,
+) -> SendResult:
+    message_id = planned.message_id
+    result = SendResult(
+        message_id=message_id,
+        route="parked" if parked else planned.route,
+        queue=planned.queue,
+        queue_url=url,
+        destination=planned.destination,
+        delay_seconds=planned.delay_seconds,
+        size_bytes=planned.size_bytes,
+        index=index,
+        sqs_message_id=sqs_message_id,
+        nservicebus_message_id=planned.nservicebus_message_id,
+        duplicate=duplicate,
+    )
+    if duplicate:
+        log.info("delay.duplicate", message_id=message_id, destination=planned.destination)
+        return result
+    log.info(
+        "delay.scheduled",
+        message_id=message_id,
+        destination=planned.destination,
+        queue=planned.queue,
+        delay_seconds=planned.delay_seconds,
+        size_bytes=planned.size_bytes,
+        route=result.route,
+        sqs_message_id=sqs_message_id,
+    )
+    return result
+
+
+def _collect(
+    result: BatchResult,
+    planned: Sequence[PlannedSend],
+    batch: list[int],
+    url: str,
+    response: dict[str, Any],
+) -> None:
+    ok, failed = batching.read_batch_response(response, (str(i) for i in batch))
+    for index in batch:
+        entry_id = str(index)
+        if entry_id in ok:
+            result.sent.append(_result(planned[index], url, ok[entry_id]["MessageId"], index))
+        else:
+            f = failed[entry_id]
+            result.failed.append(SendFailure(index, planned[index].queue, f.code, f.message))
+
+
+def _fail_batch(
+    result: BatchResult, planned: Sequence[PlannedSend], batch: list[int], err: SqsOperationError
+) -> None:
+    for index in batch:
+        result.failed.append(SendFailure(index, planned[index].queue, err.code, err.detail))
+
+
+def _finish(result: BatchResult, total: int, raise_on_failure: bool) -> BatchResult:
+    result.sent.sort(key=lambda r: r.index)
+    result.failed.sort(key=lambda f: f.index)
+    if result.failed:
+        log.error("delay.batch_failed", failed=len(result.failed), total=total)
+        if raise_on_failure:
+            raise BatchSendError(result, len(result.failed), total)
+    return result
+
+
+class SenderCore:
+    """The rules of sending, written once as flows (`sqsdelay.core.calls`): plan, park at
+    send time, send, send in batches, cancel. `Sender` and `AsyncSender` only make the
+    calls, the way httpx's `Client` and `AsyncClient` share `BaseClient`."""
+
+    def __init__(self, settings: Settings | None, clock: Callable[[], float]) -> None:
+        self.settings = settings or load_settings()
+        self._clock = clock
+        self.resolver = QueueResolver(self.settings)
+        self._targets = ParkTargets(self.settings, self.resolver)
+        self._after = self.settings.park_after()
+        # Scheduler's outages last longer than a send: wait 5 s first, then 10, 20 ...
+        self._breaker = BackoffTimer(base_seconds=5)
+        self._client: Any = None  # the SQS client (its region names the error queue's ARN)
+        self._table = self.settings.registry_table_name()
+        self._limits = self.settings.send_limits()
+
+    def _url(self, planned: PlannedSend) -> Flow[str]:
+        self.resolver.trio(planned.requested)  # names the queues, so that a miss has its fix
+        return (yield from self.resolver.lookup(planned.queue))
+
+    def _paused(self, now: float) -> bool:
+        """No parking: off, or the breaker is open after Scheduler failed."""
+        return self._after is None or self._breaker.retry_in(parking.BREAKER_KEY, now) > 0
+
+    def _park(self, planned: PlannedSend, now: float, index: int) -> Flow[SendResult | None]:
+        """Park at send time, skipping the first hop; None: send it as usual."""
+        if planned.route != "delay-queue" or self._paused(now):
+            return None
+        trio = self.resolver.trio(planned.requested)
+        target = yield from self._targets.lookup(trio, self._client)
+        if target is None:
+            return None
+        request = send.park_request(planned, self._limits, target, now=now, after=self._after)
+        if request is None:
+            return None
+        answer = yield from schedules.create(request, self.settings.call_timeout_seconds)
+        ident = planned.request["MessageGroupId"]
+        refused = schedules.settle(answer, request, self._breaker, self._clock())
+        if refused is not None:
+            log.warning("delay.park_skipped", message_id=ident, reason=refused)
+            return None
+        url = yield from self._url(planned)
+        return _result(planned, url, None, index, parked=True)
+
+    def _register(self, planned: PlannedSend, now: float, index: int) -> Flow[SendResult | None]:
+        """Record a delay-queue send in the registry before it is sent; a result (nothing to
+        send) when the id is scheduled already. Raises RegistryError: nothing is sent."""
+        if self._table is None or planned.route != "delay-queue":
+            return None
+        ident = planned.request["MessageGroupId"]
+        now_ms = int(now * 1000)
+        route = send.written_route(planned.delay_seconds, self._after)
+        record = registry.Record(
+            planned.destination, ident, now_ms + planned.delay_ms, "scheduled", route
+        )
+        timeout = self.settings.call_timeout_seconds
+        if (yield from registry.put(self._table, record, now_ms, timeout)):
+            return None
+        url = yield from self._url(planned)
+        return _result(planned, url, None, index, duplicate=True)
+
+    def _confirm(self, results: Sequence[SendResult]) -> Flow[None]:
+        """Mark the records of what was sent: later sends with these ids are duplicates."""
+        if self._table is None:
+            return
+        table, timeout = self._table, self.settings.call_timeout_seconds
+        sent = [r for r in results if r.route != "direct" and not r.duplicate]
+        marks = [
+            registry.mark_sent(
+                table,
+                r.destination,
+                r.message_id,
+                send.changed_route(r, self._after),
+                timeout,
+            )
+            for r in sent
+        ]
+        for result, ok in zip(sent, (yield from gather(marks)), strict=True):
+            if not ok:
+                log.warning("registry.mark_failed", message_id=result.message_id)
+
+    def send_flow(self, queue: str, message: Message) -> Flow[SendResult]:
+        now = self._clock()
+        planned = plan(queue, message, self.settings, now=now, ambient_trace=_ambient_trace())
+        duplicate = yield from self._register(planned, now, 0)
+        if duplicate is not None:
+            return duplicate
+        result = yield from self._park(planned, now, 0)
+        if result is None:
+            url = yield from self._url(planned)
+            [reply] = yield [Call("sqs", "SendMessage", planned.request, planned.queue)]
+            if reply.fault is not None:
+                raise self.resolver.failure(reply.fault, "SendMessage", planned.queue)
+            result = _result(planned, url, reply.response["MessageId"])
+        yield from self._confirm([result])
+        return result
+
+    def send_batch_flow(
+        self, queue: str, messages: Sequence[Message], raise_on_failure: bool
+    ) -> Flow[BatchResult]:
+        now = self._clock()
+        ambient = _ambient_trace()
+        planned = [plan(queue, m, self.settings, now=now, ambient_trace=ambient) for m in messages]
+        result = BatchResult()
+        done = yield from self._register_batch(planned, now, result)
+        # Parks go out `park_concurrency` at a time, and stop as soon as the breaker opens.
+        step = self.settings.park_concurrency
+        waiting = [i for i, p in enumerate(planned) if p.route == "delay-queue" and i not in done]
+        for start in range(0, len(waiting), step):
+            if self._paused(self._clock()):
+                break
+            chunk = waiting[start : start + step]
+            parked = yield from gather([self._park(planned[i], now, i) for i in chunk])
+            result.sent += [r for r in parked if r is not None]
+        skip = done | {r.index for r in result.sent}
+        batches = send.batches(planned, self._limits, skip=skip)
+        urls: dict[int, str] = {}
+        for batch in batches:
+            try:
+                urls[batch[0]] = yield from self._url(planned[batch[0]])
+            except SqsOperationError as exc:
+                _fail_batch(result, planned, batch, exc)
+        sendable = [b for b in batches if b[0] in urls]
+        entries = [{"Entries": send.entries(planned, b)} for b in sendable]
+        replies = yield [
+            Call("sqs", "SendMessageBatch", e, planned[b[0]].queue)
+            for b, e in zip(sendable, entries, strict=True)
+        ]
+        for batch, reply in zip(sendable, replies, strict=True):
+            if reply.fault is not None:
+                err = self.resolver.failure(
+                    reply.fault, "SendMessageBatch", planned[batch[0]].queue
+                )
+                _fail_batch(result, planned, batch, err)
+            else:
+                _collect(result, planned, batch, urls[batch[0]], dict(reply.response))
+        yield from self._confirm(result.sent)
+        return _finish(result, len(planned), raise_on_failure)
+
+    def _register_batch(
+        self, planned: Sequence[PlannedSend], now: float, result: BatchResult
+    ) -> Flow[set[int]]:
+        """Register a batch's delay-queue sends, `park_concurrency` writes at a time: the
+        indexes not to send (duplicates, in `result.sent`; unrecorded, in `result.failed`)."""
+        done: set[int] = set()
+        if self._table is None:
+            return done
+        todo = [i for i, p in enumerate(planned) if p.route == "delay-queue"]
+        step = self.settings.park_concurrency
+        for start in range(0, len(todo), step):
+            chunk = todo[start : start + step]
+            answers = yield from gather([self._try_register(planned[i], now, i) for i in chunk])
+            for i, answer in zip(chunk, answers, strict=True):
+                if isinstance(answer, SendResult):
+                    result.sent.append(answer)
+                elif isinstance(answer, SendFailure):
+                    result.failed.append(answer)
+                else:
+                    continue
+                done.add(i)
+        return done
+
+    def _try_register(
+        self, planned: PlannedSend, now: float, index: int
+    ) -> Flow[SendResult | SendFailure | None]:
+        try:
+            return (yield from self._register(planned, now, index))
+        except RegistryError as exc:
+            return SendFailure(index, planned.queue, exc.code, str(exc))
+
+    def _destination(self, queue: str) -> Flow[QueueTrio]:
+        """The queues of `queue`, after checking that its delay queue exists."""
+        trio = self.resolver.trio(queue)
+        yield from self.resolver.lookup(trio.delay)
+        return trio
+
+    def _check_findable(self, what: str, message_id: str) -> None:
+        """Before a cancel or a reschedule: a valid id, and somewhere to find it."""
+        registry.check_message_id(message_id)
+        if self._table is None and self.settings.parking == "off":
+            raise ConfigError(
+                f"{what} needs the registry (SQSDELAY_REGISTRY=dynamodb) or a parked message "
+                "(SQSDELAY_PARKING=scheduler); a message in the loop without a record cannot "
+                "be found"
+            )
+
+    def cancel_flow(self, queue: str, message_id: str) -> Flow[CancelOutcome]:
+        """Cancel a scheduled message by the id `send` returned. With the registry:
+        `cancelled` until it is handed over, then `too-late`; `unknown` without a record
+        (a parked one is still found by its schedule). Without: parked messages only."""
+        self._check_findable("cancel", message_id)
+        trio = yield from self._destination(queue)
+        outcome: CancelOutcome = "unknown"
+        if self._table is not None:
+            status, _ = yield from registry.cancel(
+                self._table,
+                trio.destination,
+                message_id,
+                int(self._clock() * 1000),
+                self.settings.call_timeout_seconds,
+            )
+            outcome = status
+        if self.settings.parking == "scheduler" and outcome != "too-late":
+            # Parked: delete the schedule too (with a record, that is tidying: the worker
+            # drops a cancelled message whatever brings it back).
+            name = parking.schedule_name(trio.delay, message_id)
+            cycle = self.settings.max_native_delay_seconds
+            group = self.settings.schedule_group
+            try:
+                deleted = yield from schedules.cancel(name, group, now=self._clock(), cycle=cycle)
+            except SqsOperationError as exc:
+                if outcome != "cancelled":
+                    raise
+                log.warning("schedule.delete_failed", schedule=name, code=exc.code)
+                deleted = "too-late"
+            if outcome == "unknown":
+                outcome = "cancelled" if deleted == "cancelled" else "unknown"
+            if self._table is None and deleted == "too-late":
+                outcome = "too-late"
+        log.info("delay.cancel", message_id=message_id, queue=trio.delay, outcome=outcome)
+        return outcome
+
+    def reschedule_flow(
+        self, queue: str, message_id: str, *, delay: DelayLike | None, at: datetime | None
+    ) -> Flow[tuple[RescheduleOutcome, int]]:
+        """Move the due time of a scheduled message (a delay from now, or a time): the
+        outcome and the new due time (epoch ms). With the registry, the worker follows the
+        record at the message's next hop; a parked message's schedule is moved as well."""
+        self._check_findable("reschedule", message_id)
+        now = self._clock()
+        millis = delay_milliseconds(delay, deliver_at=at, now=now)
+        if at is not None and at.timestamp() <= now:
+            raise InvalidDelay(f"--at {at.isoformat()} is in the past: give a later time")
+        if millis > self.settings.max_delay_seconds * 1000:
+            raise InvalidDelay(
+                f"the new due time is {millis / 1000:.0f} s away, beyond the maximum delay of "
+                f"{self.settings.max_delay_seconds} s (SQSDELAY_MAX_DELAY_SECONDS)"
+            )
+        due_ms = int(now * 1000) + millis
+        trio = yield from self._destination(queue)
+        outcome: RescheduleOutcome = "rescheduled"
+        if self._table is not None:
+            status, _ = yield from registry.reschedule(
+                self._table,
+                trio.destination,
+                message_id,
+                due_ms,
+                int(now * 1000),
+                self.settings.call_timeout_seconds,
+            )
+            if status != "done":
+                outcome = "unknown" if status == "unknown" else "too-late"
+        if self.settings.parking == "scheduler" and outcome == "rescheduled":
+            name = parking.schedule_name(trio.delay, message_id)
+            moved = yield from schedules.move(
+                name,
+                self.settings.schedule_group,
+                message_id,
+                due_ms=due_ms,
+                now=now,
+                cycle=self.settings.max_native_delay_seconds,
+            )
+            if self._table is None and moved != "rescheduled":
+                outcome = "too-late"
+        log.info("delay.rescheduled", message_id=message_id, queue=trio.delay, outcome=outcome)
+        return outcome, due_ms
+
+    def scheduled_flow(
+        self,
+        queue: str,
+        *,
+        due_before: datetime | None = None,
+        state: registry.State | None = "scheduled",
+        limit: int = 100,
+    ) -> Flow[list[registry.Record]]:
+        """The registry's records of a destination, soonest first."""
+        if self._table is None:
+            raise ConfigError("listing needs the registry: set SQSDELAY_REGISTRY=dynamodb")
+        if limit < 1:
+            raise InvalidInput(f"--limit {limit}: give 1 or more")
+        if due_before is not None and due_before.tzinfo is None:
+            raise InvalidDelay("--due-before needs a time zone, e.g. 2027-01-31T09:00:00Z")
+        trio = yield from self._destination(queue)
+        before = int(due_before.timestamp() * 1000) if due_before is not None else None
+        return (
+            yield from registry.listed(
+                self._table,
+                trio.destination,
+                due_before_ms=before,
+                state=state,
+                limit=limit,
+                timeout=self.settings.call_timeout_seconds,
+            )
+        )

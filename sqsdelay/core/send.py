@@ -1,0 +1,340 @@
+"""Sending, planned: the messages a caller gives, and the requests that send them (the
+route, the queue, the attributes, the FIFO group and deduplication id), with no I/O.
+
+`aws/sender.py` makes the calls; this module decides what they are, as `decision.py` does
+for the worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypedDict
+
+from sqsdelay.core import (
+    batching,
+    decision,
+    defaults,
+    names,
+    nservicebus,
+    parking,
+    quotas,
+    registry,
+    tracing,
+    wire,
+    wirenames,
+)
+from sqsdelay.core.delays import DelayLike, delay_milliseconds, route, whole_seconds
+from sqsdelay.core.types import Attributes, Route, Sent, WireFormat
+from sqsdelay.errors import InvalidDelay, InvalidMessage
+
+
+@dataclass(frozen=True)
+class SendLimits:
+    """What a send is checked and routed by; `Settings.send_limits()` builds it."""
+
+    queue_prefix: str
+    max_delay_seconds: int
+    max_native_delay_seconds: int
+    unrestricted: bool
+    wire_format: WireFormat
+    max_message_bytes: int
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message to send. Give either `delay` (seconds or timedelta) or `deliver_at`.
+
+    `message_type` is the receiving NServiceBus endpoint's message type (the .NET type's full
+    name): required when SQSDELAY_WIRE_FORMAT=nservicebus; in raw mode it is sent as the
+    `MessageTypeFullName` attribute that NServiceBus.AmazonSQS 6+ reads."""
+
+    body: str
+    delay: DelayLike | None = None
+    deliver_at: datetime | None = None
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    message_type: str | None = None
+    id: str | None = None  # the message's id (default: a new UUID); the registry's key
+    # The message group: required in a FIFO destination, where the message joins its group
+    # when it is due (docs/fifo-destinations.md); optional in a standard one, an SQS fair
+    # queue's tenant, set on the hand-over.
+    group_id: str | None = None
+    # The X-Ray trace header (AWSTraceHeader) carried through every hop; default: the
+    # ambient one (_X_AMZN_TRACE_ID), if any.
+    trace_header: str | None = None
+
+
+class MessageOptions(TypedDict, total=False):
+    """The keyword arguments of `send`: `Message`'s fields after the body."""
+
+    delay: DelayLike | None
+    deliver_at: datetime | None
+    attributes: Mapping[str, Any]
+    message_type: str | None
+    id: str | None
+    group_id: str | None
+    trace_header: str | None
+
+
+@dataclass(frozen=True)
+class PlannedSend:
+    requested: str  # the queue as the caller named it, without the prefix
+    destination: str
+    queue: str
+    route: Route
+    delay_seconds: int
+    size_bytes: int
+    request: dict[str, Any]
+    message_id: str  # the message's own id (`id=`, or a new UUID)
+    nservicebus_message_id: str | None = None
+    delay_ms: int = 0  # the delay asked for, to the millisecond (rounded up)
+    trace_header: str | None = None  # AWSTraceHeader, on every hop
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """`message_id`: the message's own id (`id=`, or a new UUID), the one `cancel`,
+    `reschedule` and `scheduled` use; `sqs_message_id`: SQS's id of what was sent (None when
+    parked, or a duplicate that sent nothing)."""
+
+    message_id: str
+    route: Sent
+    queue: str
+    queue_url: str
+    destination: str
+    delay_seconds: int
+    size_bytes: int
+    index: int = 0
+    sqs_message_id: str | None = None
+    nservicebus_message_id: str | None = None  # the NServiceBus.MessageId it carries
+    # The registry had this id scheduled already: nothing was sent.
+    duplicate: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "duplicate": self.duplicate,
+            "message_id": self.message_id,
+            "sqs_message_id": self.sqs_message_id,
+            "route": self.route,
+            "queue": self.queue,
+            "queue_url": self.queue_url,
+            "destination": self.destination,
+            "delay_seconds": self.delay_seconds,
+            "size_bytes": self.size_bytes,
+            "nservicebus_message_id": self.nservicebus_message_id,
+        }
+
+
+@dataclass(frozen=True)
+class SendFailure:
+    index: int
+    queue: str
+    code: str
+    message: str
+
+
+@dataclass
+class BatchResult:
+    """Per-entry outcome of a batch send, in input order."""
+
+    sent: list[SendResult] = field(default_factory=list)
+    failed: list[SendFailure] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def plan(
+    queue: str,
+    message: Message,
+    limits: SendLimits,
+    *,
+    now: float,
+    new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+    ambient_trace: str | None = None,
+) -> PlannedSend:
+    """Validate a message and decide where and how it is sent. No I/O. `ambient_trace` is
+    the current trace (_X_AMZN_TRACE_ID), used when the message names none. Raises
+    MessageDelayTooLong when the route needs a delay queue that `limits` rule out."""
+    destination = names.destination_name(queue, limits.queue_prefix)
+    group = group_of(message, destination)
+    if message.trace_header is not None:
+        trace: str | None = tracing.check(message.trace_header)
+    else:  # the environment's is not the caller's doing: a bad one is left out, not refused
+        trace = ambient_trace if tracing.is_header(ambient_trace) else None
+    millis = delay_milliseconds(message.delay, deliver_at=message.deliver_at, now=now)
+    seconds = whole_seconds(millis)
+    if seconds > limits.max_delay_seconds:
+        years = limits.max_delay_seconds / defaults.SECONDS_PER_YEAR
+        raise InvalidDelay(
+            f"a delay of {seconds} s is longer than the maximum of {limits.max_delay_seconds} s "
+            f"({years:g} years, SQSDELAY_MAX_DELAY_SECONDS): was it given in milliseconds? "
+            "Raise the setting if it is meant"
+        )
+    where = route(
+        seconds,
+        max_native_delay=limits.max_native_delay_seconds,
+        unrestricted=limits.unrestricted,
+    )
+    wire.check_body(message.body)
+    attributes: Attributes = dict(message.attributes)
+    wire.check_user_attributes(attributes)
+    # One id names the message everywhere: envelope, NServiceBus.MessageId, group, dedup.
+    ident = registry.check_message_id(message.id) if message.id is not None else new_id()
+    body = message.body
+    nsb_id: str | None = None
+    if limits.wire_format == "nservicebus":
+        body = nservicebus.envelope(
+            message.body,
+            message_id=ident,
+            message_type=nservicebus.check_message_type(message.message_type),
+            time_sent=datetime.fromtimestamp(now, UTC),
+        )
+        nsb_id = ident  # NServiceBus sets the attribute on every send (SqsPreparedMessage)
+    elif message.message_type is not None:
+        attributes[wirenames.MESSAGE_TYPE_ATTRIBUTE] = wire.string_attribute(
+            nservicebus.check_message_type(message.message_type)
+        )
+    request: dict[str, Any] = {"MessageBody": body}
+    request |= tracing.system_attributes(trace)
+    fifo = names.is_fifo(destination)
+    staged = False  # through a FIFO destination's staging queue
+    # One key per send: a repeated call of this send (boto3's retry of a lost answer) is
+    # dropped by FIFO deduplication, a new send of the same id (a Celery retry) is not.
+    send_key = int(now * 1000) + millis  # the send's due time, epoch ms
+    if where == "direct" and group is not None and fifo and not millis:
+        target = destination  # a FIFO destination, now
+        request["MessageGroupId"] = group
+        request["MessageDeduplicationId"] = decision.forward_dedup_id(ident, str(send_key))
+    elif where == "direct" and group is not None and fifo:
+        staged = True
+        # SQS takes no per-message delay on a FIFO queue: its staging queue does, and the
+        # worker forwards what becomes visible there, deduplicated by the message's id and
+        # this send's due time, after the fraction of a second beyond the whole seconds
+        # (DelaySeconds, below).
+        target = names.staging_queue_name(destination)
+        attributes[wirenames.GROUP_ID_ATTRIBUTE] = wire.string_attribute(group)
+        attributes[wirenames.DUE_AT_ATTRIBUTE] = wire.number_attribute(send_key)
+        if millis % 1000:
+            attributes[wirenames.DELAY_MS_ATTRIBUTE] = wire.string_attribute(str(millis))
+        nsb_id = ident
+    elif where == "direct":
+        target = destination
+        if seconds:
+            request["DelaySeconds"] = seconds
+        if group is not None:  # a fair queue's tenant
+            request["MessageGroupId"] = group
+    else:
+        target = names.delay_queue_name(destination)
+        if group is not None:
+            attributes[wirenames.GROUP_ID_ATTRIBUTE] = wire.string_attribute(group)
+        attributes[wirenames.DELAY_ATTRIBUTE] = wire.string_attribute(str(seconds))
+        if millis % 1000:  # the worker's last hop is exact to the millisecond
+            attributes[wirenames.DELAY_MS_ATTRIBUTE] = wire.string_attribute(str(millis))
+        # One group per message, so no message ever blocks another; its deduplication id is
+        # this send's, so that SQS's five minutes never swallow a new send of the same id.
+        request["MessageGroupId"] = nsb_id = ident
+        request["MessageDeduplicationId"] = hashlib.sha256(f"{ident}|{now}".encode()).hexdigest()
+    if nsb_id is not None:
+        attributes[wirenames.MESSAGE_ID_ATTRIBUTE] = wire.string_attribute(nsb_id)
+    # No room: the fraction of a second goes first (whole seconds, rounded up), then the
+    # staging send's due time (the forward then deduplicates by the staging message alone).
+    for optional in (wirenames.DELAY_MS_ATTRIBUTE, wirenames.DUE_AT_ATTRIBUTE):
+        if len(attributes) > quotas.MAX_MESSAGE_ATTRIBUTES:
+            attributes.pop(optional, None)
+    if staged:  # the whole seconds; the forward waits out the fraction it has room for
+        exact = wirenames.DELAY_MS_ATTRIBUTE in attributes
+        request["DelaySeconds"] = millis // 1000 if exact else seconds
+    wire.check_fits(body, attributes, limits.max_message_bytes)
+    if attributes:
+        request["MessageAttributes"] = attributes
+    return PlannedSend(
+        requested=queue,
+        destination=destination,
+        queue=target,
+        route=where,
+        delay_seconds=seconds,
+        size_bytes=wire.message_size(body, attributes),
+        request=request,
+        message_id=ident,
+        nservicebus_message_id=nsb_id,
+        delay_ms=millis,
+        trace_header=trace,
+    )
+
+
+def group_of(message: Message, destination: str) -> str | None:
+    """The message group: required by a FIFO destination; optional for a standard one, where
+    SQS fair queues take it as the tenant (since 2025)."""
+    if names.is_fifo(destination) or message.group_id is not None:
+        return names.check_group_id(message.group_id, destination)
+    return None
+
+
+def park_request(
+    planned: PlannedSend,
+    limits: SendLimits,
+    target: parking.ParkTarget,
+    *,
+    now: float,
+    after: int | None,
+) -> dict[str, Any] | None:
+    """The CreateSchedule request that parks a planned delay-queue send at once, or None
+    when it should go to the delay queue as usual: parking off (`after` None), not enough
+    delay, or no room for the sqsdelay.DueAt attribute or in Scheduler's input."""
+    if after is None or planned.route != "delay-queue" or planned.delay_seconds <= after:
+        return None
+    ident = planned.request["MessageGroupId"]
+    due = int(now * 1000) + planned.delay_ms
+    fire = parking.fire_at_ms(due, limits.max_native_delay_seconds)
+    given = planned.request.get("MessageAttributes", {})
+    kept = {k: v for k, v in given.items() if k != wirenames.DELAY_MS_ATTRIBUTE}  # DueAt says it
+    attrs = parking.back_attributes(kept, due, fire)
+    body = planned.request["MessageBody"]
+    try:
+        wire.check_fits(body, attrs, limits.max_message_bytes)
+        return parking.create_schedule_request(
+            name=parking.schedule_name(planned.queue, ident),
+            fire_ms=fire,
+            target=target,
+            body=body,
+            attributes=attrs,
+            group_id=ident,
+            dedup=parking.dedup_id(ident, due),
+            trace_header=planned.trace_header,
+        )
+    except InvalidMessage:
+        return None
+
+
+def batches(
+    planned: Sequence[PlannedSend], limits: SendLimits, skip: set[int] | None = None
+) -> list[list[int]]:
+    """Batches of indexes into `planned`, leaving out `skip` (already parked)."""
+    chunks = batching.chunk(
+        planned,
+        key=lambda p: p.queue,
+        size=lambda p: p.size_bytes,
+        max_bytes=limits.max_message_bytes,
+    )
+    return [kept for b in chunks if (kept := [i for i in b if i not in (skip or set())])]
+
+
+def written_route(delay_seconds: int, after: int | None) -> registry.RecordRoute:
+    """The route the registry write records before sending: "parked" above the park threshold."""
+    return "parked" if after is not None and delay_seconds > after else "delay-queue"
+
+
+def changed_route(result: SendResult, after: int | None) -> str | None:
+    """The route a record must be corrected to: parking may have fallen back to the delay
+    queue after the registry write wrote "parked"."""
+    written = written_route(result.delay_seconds, after)
+    return None if result.route == written else result.route
+
+
+def entries(planned: Sequence[PlannedSend], batch: list[int]) -> list[dict[str, Any]]:
+    return [{"Id": str(i), **planned[i].request} for i in batch]
