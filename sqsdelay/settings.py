@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sqsdelay.core import defaults, quotas
 from sqsdelay.core.decision import Limits
+from sqsdelay.core.queues import QueueConfig
 from sqsdelay.core.send import SendLimits
 from sqsdelay.core.types import InvalidDelayAction, Parking, WireFormat
 from sqsdelay.errors import ConfigError
@@ -222,6 +223,14 @@ class Settings(BaseSettings):
             invalid_delay=self.invalid_delay,
             park_after_seconds=self.park_after(),
             max_delay_seconds=self.max_delay_seconds,
+        )
+
+    def queue_config(self) -> QueueConfig:
+        """What a delay queue is created and checked with."""
+        return QueueConfig(
+            max_native_delay_seconds=self.max_native_delay_seconds,
+            delay_queue_retention_seconds=self.delay_queue_retention_seconds,
+            kms_key_id=self.kms_key_id,
         )
 
     def send_limits(self) -> SendLimits:

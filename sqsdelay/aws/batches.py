@@ -7,10 +7,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqsdelay.aws.queues import ParkTargets, QueueResolver, QueueTrio
+from sqsdelay.aws.queues import ParkTargets, QueueResolver
 from sqsdelay.core.calls import Flow
 from sqsdelay.core.decision import Received
-from sqsdelay.core.step import Outcome, StepConfig, StepState, handle
+from sqsdelay.core.outcomes import Outcome
+from sqsdelay.core.queues import QueueTrio
+from sqsdelay.core.step import StepConfig, StepState, handle
 from sqsdelay.settings import Settings
 
 
@@ -54,7 +56,7 @@ class BatchRunner:
         return (
             yield from handle(
                 received,
-                queues=trio.queues(),
+                queues=trio,
                 park_target=target,
                 config=self.config,
                 state=self.state,

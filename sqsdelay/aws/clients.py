@@ -11,7 +11,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.retries.standard import RetryContext, ThrottledRetryableChecker
 
 from sqsdelay.core import quotas
-from sqsdelay.core.step import Stats
+from sqsdelay.core.outcomes import Stats
 from sqsdelay.errors import ConfigError, QueueMissing, SqsOperationError
 from sqsdelay.settings import Settings
 

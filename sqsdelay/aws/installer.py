@@ -1,6 +1,6 @@
 """Queue installers: create, check and fix a destination, its delay queue and the error queue.
 
-The attribute rules are pure (`expected_attributes`, `check_queue`); `Installer` is the
+The attribute rules are pure (`core/queues.py`, `core/queue_checks.py`); `Installer` is the
 boto3 adapter around them.
 """
 
@@ -9,52 +9,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from botocore import xform_name
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sqsdelay.aws.clients import error_code, sync_client, sync_service, translate
-from sqsdelay.aws.queues import QueueResolver, install_command, trio
-from sqsdelay.core import defaults, names, quotas, registry, tags, wirenames
+from sqsdelay.aws.queues import QueueResolver, check_queue, install_command, trio
+from sqsdelay.core import registry, tags
+from sqsdelay.core.queue_checks import Problem
+from sqsdelay.core.queues import QueueSpec, expected_attributes, specs
 from sqsdelay.errors import RegistryError
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
 
 log = get_logger("sqsdelay.aws.installer")
-Role = Literal["destination", "delay", "staging", "error"]
-ERROR_QUEUE_RETENTION_SECONDS = quotas.MAX_RETENTION_SECONDS
-
-
-@dataclass(frozen=True)
-class QueueSpec:
-    role: Role
-    name: str
-    requested: str  # the destination as the user named it: what `sqsdelay install` takes
-
-
-@dataclass(frozen=True)
-class Problem:
-    queue: str
-    problem: str
-    fix: str
-    attributes: dict[str, str] = field(default_factory=dict)  # what --fix would set
-    needs_force: bool = False
-    warning: bool = False  # advice only: `--check` still passes
-
-
-def specs(queues: Sequence[str], settings: Settings) -> list[QueueSpec]:
-    """Every queue the named destinations need, error queue once, in creation order."""
-    out: list[QueueSpec] = []
-    for queue in queues:
-        t = trio(queue, settings)
-        out.append(QueueSpec("destination", t.destination, queue))
-        out.append(QueueSpec("delay", t.delay, queue))
-        if t.staging is not None:  # a FIFO destination's
-            out.append(QueueSpec("staging", t.staging, queue))
-    if queues:
-        out.append(QueueSpec("error", trio(queues[0], settings).error, queues[0]))
-    return out
 
 
 def queue_tags(spec: QueueSpec, settings: Settings) -> dict[str, str]:
@@ -65,168 +34,6 @@ def queue_tags(spec: QueueSpec, settings: Settings) -> dict[str, str]:
     destination = trio(spec.requested, settings).destination
     component: tags.Component = "destination-queue" if spec.role == "destination" else "delay-queue"
     return tags.tags(component, destination)
-
-
-def _sse(settings: Settings) -> dict[str, str]:
-    if settings.kms_key_id:
-        return {"KmsMasterKeyId": settings.kms_key_id}
-    return {"SqsManagedSseEnabled": "true"}
-
-
-def expected_attributes(spec: QueueSpec, settings: Settings) -> dict[str, str]:
-    """Attributes a queue is created with."""
-    role = spec.role
-    if role == "delay":
-        return {
-            "FifoQueue": "true",
-            "DelaySeconds": str(settings.max_native_delay_seconds),
-            "MessageRetentionPeriod": str(settings.delay_queue_retention_seconds),
-            "VisibilityTimeout": str(defaults.DELAY_QUEUE_VISIBILITY_TIMEOUT_SECONDS),
-            **quotas.HIGH_THROUGHPUT_ATTRIBUTES,
-            **_sse(settings),
-        }
-    if role == "error":
-        return {"MessageRetentionPeriod": str(ERROR_QUEUE_RETENTION_SECONDS), **_sse(settings)}
-    if role == "staging":  # a queue-level delay would apply to hand-overs with 0 s left
-        return {"DelaySeconds": "0", **_sse(settings)}
-    if names.is_fifo(spec.name):  # a FIFO destination: we always give deduplication ids
-        return {"FifoQueue": "true", **_sse(settings)}
-    return _sse(settings)
-
-
-def _int(attrs: dict[str, str], name: str) -> int:
-    try:
-        return int(attrs.get(name, "0"))
-    except ValueError:
-        return 0
-
-
-def held_messages(attrs: dict[str, str]) -> int:
-    return sum(
-        _int(attrs, n)
-        for n in (
-            "ApproximateNumberOfMessages",
-            "ApproximateNumberOfMessagesNotVisible",
-            "ApproximateNumberOfMessagesDelayed",
-        )
-    )
-
-
-def check_queue(spec: QueueSpec, attrs: dict[str, str], settings: Settings) -> list[Problem]:
-    """Every problem with a queue's attributes, each with its fix. Pure."""
-    q = spec.name
-    fix = install_command(settings, spec.requested, options="--fix")
-    fifo = attrs.get("FifoQueue", "false").lower() == "true"
-    problems: list[Problem] = []
-    # A queue's type follows from its name (only `.fifo` names are FIFO, and our names are
-    # validated), so only attributes can be wrong.
-    if spec.role == "destination":
-        return problems
-    if spec.role == "error":
-        if _int(attrs, "MessageRetentionPeriod") < ERROR_QUEUE_RETENTION_SECONDS:
-            problems.append(
-                Problem(
-                    q,
-                    f"retention is {attrs.get('MessageRetentionPeriod')} s; failed "
-                    f"messages are best kept {ERROR_QUEUE_RETENTION_SECONDS} s (14 days). "
-                    "An NServiceBus endpoint sets it to its MaxTimeToLive at every start, "
-                    "so agree on one value; --fix only ever raises it",
-                    fix,
-                    {"MessageRetentionPeriod": str(ERROR_QUEUE_RETENTION_SECONDS)},
-                    warning=True,
-                )
-            )
-        return problems
-    if spec.role == "staging":
-        return _staging_problems(q, attrs, fix, settings)
-    want_delay = settings.max_native_delay_seconds
-    have_delay = _int(attrs, "DelaySeconds")
-    if have_delay != want_delay:
-        problems.append(_delay_problem(q, fix, have_delay, want_delay, held_messages(attrs)))
-    want_retention = settings.delay_queue_retention_seconds
-    if _int(attrs, "MessageRetentionPeriod") < want_retention:
-        problems.append(
-            Problem(
-                q,
-                f"retention is {attrs.get('MessageRetentionPeriod')} s, less than "
-                f"{want_retention} s: messages could expire between cycles",
-                fix,
-                {"MessageRetentionPeriod": str(want_retention)},
-            )
-        )
-    problems += _redrive_and_sse_problems(q, attrs, fix, settings)
-    slow = {k: v for k, v in quotas.HIGH_THROUGHPUT_ATTRIBUTES.items() if attrs.get(k) != v}
-    if fifo and slow:
-        problems.append(
-            Problem(
-                q,
-                "high-throughput mode is off (NServiceBus creates delay queues without it): "
-                "sends are limited to 300 calls/s per API action",
-                fix,
-                slow,
-                warning=True,
-            )
-        )
-    return problems
-
-
-def _redrive_and_sse_problems(
-    q: str, attrs: dict[str, str], fix: str, settings: Settings
-) -> list[Problem]:
-    problems = []
-    if attrs.get("RedrivePolicy"):
-        problems.append(
-            Problem(
-                q,
-                "delay queue has a redrive policy; it would dead-letter messages that "
-                "are only waiting",
-                fix,
-                {"RedrivePolicy": ""},
-            )
-        )
-    if attrs.get("SqsManagedSseEnabled", "false").lower() != "true" and not attrs.get(
-        "KmsMasterKeyId"
-    ):
-        problems.append(Problem(q, "server-side encryption is off", fix, _sse(settings)))
-    return problems
-
-
-def _staging_problems(q: str, attrs: dict[str, str], fix: str, settings: Settings) -> list[Problem]:
-    """A FIFO destination's staging queue: no queue-level delay (a hand-over with nothing
-    left sends no DelaySeconds), no redrive (the worker retries and dead-letters itself)."""
-    problems = _redrive_and_sse_problems(q, attrs, fix, settings)
-    if _int(attrs, "DelaySeconds"):
-        problems.append(
-            Problem(
-                q,
-                f"DelaySeconds is {attrs.get('DelaySeconds')}, expected 0: it would delay "
-                "the hand-overs that are due now",
-                fix,
-                {"DelaySeconds": "0"},
-            )
-        )
-    return problems
-
-
-def _delay_problem(queue: str, fix: str, have: int, want: int, held: int) -> Problem:
-    """DelaySeconds differs. Changing it needs --force when the queue holds messages (the
-    change applies to them too) or when it would go below 900: an NServiceBus endpoint that
-    shares the queue then refuses to start (DelayedMessagesPump.Initialize)."""
-    reasons = []
-    if held:
-        reasons.append(f"the queue holds {held} messages and the change applies to them too")
-    if want < wirenames.NSERVICEBUS_QUEUE_DELAY_SECONDS <= have:
-        reasons.append(
-            f"below {wirenames.NSERVICEBUS_QUEUE_DELAY_SECONDS} s an NServiceBus endpoint that "
-            "uses this queue refuses to start; lower it only for tests and demos"
-        )
-    return Problem(
-        queue,
-        f"DelaySeconds is {have}, expected {want}" + "".join(f"; {r}" for r in reasons),
-        fix + (" --force" if reasons else ""),
-        {"DelaySeconds": str(want)},
-        needs_force=bool(reasons),
-    )
 
 
 @dataclass
@@ -297,9 +104,9 @@ class Installer:
         self, queues: Sequence[str], *, create: bool = True, fix: bool = False, force: bool = False
     ) -> list[QueueReport]:
         reports = []
-        for spec in specs(queues, self.settings):
+        for spec in specs([trio(q, self.settings) for q in queues]):
             report = QueueReport(spec, url=self.resolver.find(self._client, spec.name))
-            expected = expected_attributes(spec, self.settings)
+            expected = expected_attributes(spec, self.settings.queue_config())
             if report.url is None:
                 if not (create or fix):
                     report.problems.append(

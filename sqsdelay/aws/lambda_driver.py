@@ -25,8 +25,8 @@ from sqsdelay.aws.emf import EmfWriter
 from sqsdelay.aws.queues import QueueResolver
 from sqsdelay.core.calls import drive
 from sqsdelay.core.decision import Received
+from sqsdelay.core.outcomes import Outcome
 from sqsdelay.core.processing import from_lambda
-from sqsdelay.core.step import Outcome
 from sqsdelay.errors import InvalidQueueName
 from sqsdelay.logs import configure, get_logger
 from sqsdelay.settings import Settings, load_settings

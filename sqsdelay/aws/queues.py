@@ -1,4 +1,4 @@
-"""Queue trios (destination, delay queue, error queue), their URLs, and fix hints.
+"""Queue trios (`core/queues.py`) under the settings, their URLs, and fix hints.
 
 `QueueResolver` is the one place that looks up queue URLs (with a cache) and turns a missing
 queue into an error whose hint is a command that creates it.
@@ -9,15 +9,16 @@ from __future__ import annotations
 import contextlib
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from sqsdelay.aws.callers import AsyncCaller, SyncCaller
 from sqsdelay.aws.clients import MISSING_QUEUE_CODES
-from sqsdelay.core import names, wirenames
+from sqsdelay.core import names, queue_checks, queues
 from sqsdelay.core.calls import Call, Fault, Flow, adrive, drive
 from sqsdelay.core.parking import ParkTarget
-from sqsdelay.core.step import Queues
+from sqsdelay.core.queue_checks import Problem
+from sqsdelay.core.queues import QueueSpec, QueueTrio
 from sqsdelay.errors import DelayQueueMissing, InvalidQueueName, QueueMissing, SqsOperationError
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
@@ -47,66 +48,18 @@ def install_command(settings: Settings, *queues: str, options: str = "") -> str:
     return " ".join(words) + (f" {options}" if options else "")
 
 
-@dataclass(frozen=True)
-class QueueTrio:
-    """A destination as the user names it, and the queues that serve it. A FIFO
-    destination's trio also has a staging queue, drained by its own trio that `forwards`."""
-
-    requested: str
-    destination: str
-    error: str
-    forwards: bool = False
-
-    @property
-    def fifo(self) -> bool:
-        return names.is_fifo(self.destination)
-
-    @property
-    def delay(self) -> str:
-        """The queue this trio drains: the delay queue (the staging queue when it forwards).
-        Raises InvalidQueueName for a destination too long to have a delay queue."""
-        if self.forwards:
-            return names.staging_queue_name(self.destination)
-        return names.delay_queue_name(self.destination)
-
-    @property
-    def staging(self) -> str | None:
-        """A FIFO destination's staging queue."""
-        return names.staging_queue_name(self.destination) if self.fifo else None
-
-    def forwarding(self) -> QueueTrio:
-        """The trio that drains this FIFO destination's staging queue."""
-        return replace(self, forwards=True)
-
-    def queues(self) -> Queues:
-        """The queues as the core step names them (raises for a name too long to delay)."""
-        if self.forwards:
-            return Queues(self.destination, self.delay, self.error, forwards=True)
-        return Queues(self.destination, self.delay, self.error, staging=self.staging)
-
-
 def trio(queue: str, settings: Settings) -> QueueTrio:
-    return QueueTrio(
-        requested=queue,
-        destination=names.destination_name(queue, settings.queue_prefix),
-        error=names.error_queue_name(settings.error_queue, settings.queue_prefix),
-    )
+    return queues.trio(queue, settings.queue_prefix, settings.error_queue)
 
 
 def trio_of_delay_queue(delay_queue: str, settings: Settings) -> QueueTrio:
-    """The trio a delay queue belongs to, or that drains a staging queue (Lambda knows only
-    its event source)."""
-    forwards = delay_queue.endswith(wirenames.STAGING_QUEUE_SUFFIX)
-    if forwards:
-        destination = names.destination_of_staging_queue(delay_queue)
-    else:
-        destination = names.destination_of_delay_queue(delay_queue)
-    return QueueTrio(
-        requested=destination.removeprefix(settings.queue_prefix),
-        destination=destination,
-        error=names.error_queue_name(settings.error_queue, settings.queue_prefix),
-        forwards=forwards,
-    )
+    return queues.trio_of_delay_queue(delay_queue, settings.queue_prefix, settings.error_queue)
+
+
+def check_queue(spec: QueueSpec, attrs: dict[str, str], settings: Settings) -> list[Problem]:
+    """`core.queue_checks.check_queue` under these settings, its fix an install command."""
+    fix = install_command(settings, spec.requested, options="--fix")
+    return queue_checks.check_queue(spec, attrs, settings.queue_config(), fix)
 
 
 class QueueResolver:

@@ -11,11 +11,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqsdelay.aws.queues import ParkTargets, QueueResolver, QueueTrio, install_command
+from sqsdelay.aws.queues import ParkTargets, QueueResolver, install_command
 from sqsdelay.core import batching, parking, registry, schedules, send, tracing
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.calls import Call, Flow, gather
 from sqsdelay.core.delays import DelayLike, delay_milliseconds
+from sqsdelay.core.queues import QueueTrio
 from sqsdelay.core.send import (
     BatchResult,
     Message,

@@ -34,16 +34,17 @@ from sqsdelay.aws.clients import (
     service_kwargs,
 )
 from sqsdelay.aws.emf import EmfWriter
-from sqsdelay.aws.installer import QueueSpec, check_queue
-from sqsdelay.aws.queues import QueueResolver, QueueTrio
+from sqsdelay.aws.queues import QueueResolver, check_queue
 from sqsdelay.core import discovery, idle, quotas
 from sqsdelay.core.backlog import Backlog
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.calls import Call, Fault, Flow, adrive, adrive_until_pause
 from sqsdelay.core.decision import Received
 from sqsdelay.core.metrics import RECEIVE_FAILURES
+from sqsdelay.core.outcomes import Outcome, Stats
 from sqsdelay.core.processing import SYSTEM_ATTRIBUTES, from_boto
-from sqsdelay.core.step import Outcome, Stats, extend
+from sqsdelay.core.queues import QueueSpec, QueueTrio
+from sqsdelay.core.step import extend
 from sqsdelay.errors import InvalidQueueName, ReceiveUnavailable, SqsDelayError
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings

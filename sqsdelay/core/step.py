@@ -11,9 +11,8 @@ changes what happens to another.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sqsdelay.core import batching, parking, registry, schedules, tracing, wirenames
@@ -23,24 +22,17 @@ from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import Forward, HandOver, Limits, Park, Received, Requeue
 from sqsdelay.core.delays import whole_seconds
 from sqsdelay.core.failures import FailureLog, is_message_fault
-from sqsdelay.core.metrics import CANCELLED, FALLBACKS, HELD, Tally, lateness_ms
+from sqsdelay.core.metrics import CANCELLED, FALLBACKS, HELD, lateness_ms
+from sqsdelay.core.outcomes import END, Held, Outcome, Stats
 from sqsdelay.core.processing import Outgoing, decide_batch, outgoing
+from sqsdelay.core.queues import QueueTrio
 from sqsdelay.core.quotas import MAX_BATCH_ENTRIES, MAX_MESSAGE_BYTES
-from sqsdelay.core.types import Target
 from sqsdelay.core.wire import number_attribute
 from sqsdelay.errors import InvalidMessage
 from sqsdelay.logs import get_logger
 
 log = get_logger("sqsdelay.step")
 
-End = Literal["handed-over", "requeued", "parked", "dead-lettered", "held", "cancelled", "dropped"]
-END: dict[str, End] = {
-    "delay.handed_over": "handed-over",
-    "delay.requeued": "requeued",
-    "delay.parked": "parked",
-    "delay.dead_lettered": "dead-lettered",
-    "delay.forwarded": "handed-over",
-}
 # The share of a batch's budget each phase may use up to: parking first (the loop is always
 # a fallback), then the sends, and the delete and hold with whatever is left.
 PARK_SHARE = 0.5
@@ -50,52 +42,6 @@ SEND_SHARE = 0.85
 WAIT_GROUP_MS = 100
 # A hand-over waits for its fraction of a second only if the send still has this long after.
 MIN_SEND_SECONDS = 1.0
-
-
-@dataclass
-class Stats:
-    """Calls made (per API and queue or schedule group) and messages moved (per event), since
-    the start; `tally`, what the metrics have not flushed yet. `sqsdelay.aws.clients.observe`
-    counts a client's calls into them."""
-
-    calls: Counter[tuple[str, str]] = field(default_factory=Counter)
-    events: Counter[str] = field(default_factory=Counter)
-    tally: Tally = field(default_factory=Tally)
-
-    @property
-    def requests(self) -> Counter[str]:
-        """Calls per API."""
-        per_api: Counter[str] = Counter()
-        for (api, _), n in self.calls.items():
-            per_api[api] += n
-        return per_api
-
-    def as_dict(self) -> dict[str, Any]:
-        requests = self.requests
-        return {
-            "requests": dict(requests),
-            "messages": dict(self.events),
-            "requests_total": sum(requests.values()),
-        }
-
-
-@dataclass(frozen=True)
-class Queues:
-    """The queues of one destination, by role. `delay` is the queue the step drains: the
-    delay queue, or a FIFO destination's staging queue when it `forwards` (every message
-    goes on to the destination now, in its group). A FIFO destination's hand-overs go to
-    its `staging` queue, which takes DelaySeconds (docs/fifo-destinations.md)."""
-
-    destination: str
-    delay: str
-    error: str
-    staging: str | None = None
-    forwards: bool = False
-
-    def of(self, target: Target) -> str:
-        if target == "destination":
-            return self.staging or self.destination
-        return {"delay": self.delay, "error": self.error}[target]
 
 
 @dataclass(frozen=True)
@@ -148,27 +94,6 @@ class StepState:
         for r in received:
             self.in_hand.discard(r.message_id)
             self.newest.pop(r.message_id, None)
-
-
-@dataclass(frozen=True)
-class Held:
-    source: Received
-    wait_seconds: int
-    reason: str
-
-
-@dataclass
-class Outcome:
-    """Where each record of the batch ended, by SQS MessageId; `held`, what to report or
-    keep out of sight; `released`, copies of messages another batch had in hand (neither
-    sent nor deleted: they come back when their visibility runs out); `unhidden`, held
-    records whose visibility change failed."""
-
-    ends: dict[str, End] = field(default_factory=dict)
-    held: list[Held] = field(default_factory=list)
-    released: list[Received] = field(default_factory=list)
-    delete_failed: int = 0
-    unhidden: int = 0
 
 
 def batch_calls(queue: str, api: str, entries: list[dict[str, Any]], timeout: float) -> Flow[int]:
@@ -290,7 +215,7 @@ class _Budget:
 def handle(
     received: list[Received],
     *,
-    queues: Queues,
+    queues: QueueTrio,
     park_target: parking.ParkTarget | None,
     config: StepConfig,
     state: StepState,
@@ -318,7 +243,7 @@ def handle(
 class _Step:
     def __init__(
         self,
-        queues: Queues,
+        queues: QueueTrio,
         park_target: parking.ParkTarget | None,
         config: StepConfig,
         state: StepState,
@@ -354,7 +279,7 @@ class _Step:
             source_queue=self.queues.delay,
             failures=self.state.failures,
             forwarding=self.queues.forwards,
-            staging=self.queues.staging is not None,
+            staging=self.queues.stages,
         )
         self.offset_ms = self.state.offset.estimate() or 0  # a median: computed once per batch
         for r in stuck:

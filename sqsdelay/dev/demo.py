@@ -22,7 +22,7 @@ from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Sender
 from sqsdelay.aws.worker import WorkerThread
 from sqsdelay.core.metrics import LATENESS, WINDOWS
-from sqsdelay.core.step import Stats
+from sqsdelay.core.outcomes import Stats
 from sqsdelay.dev.emulator import Emulator, percentile
 from sqsdelay.extras import MissingExtra, require
 from sqsdelay.settings import Settings

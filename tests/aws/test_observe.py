@@ -14,7 +14,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from sqsdelay.aws.clients import observe
-from sqsdelay.core.step import Stats
+from sqsdelay.core.outcomes import Stats
 
 
 class _Throttling(BaseHTTPRequestHandler):

@@ -13,14 +13,16 @@ from sqsdelay.core import tracing, wirenames
 from sqsdelay.core.calls import drive
 from sqsdelay.core.decision import Limits, Received
 from sqsdelay.core.names import is_group_id
+from sqsdelay.core.outcomes import Outcome
 from sqsdelay.core.parking import ParkTarget, min_park_after_seconds
-from sqsdelay.core.step import Outcome, Queues, StepConfig, StepState, handle
+from sqsdelay.core.queues import QueueTrio
+from sqsdelay.core.step import StepConfig, StepState, handle
 from tests.support.stub import StubAws
 
 T = 1_700_000_000_000
-Q = Queues("orders", "orders-delay.fifo", "error")
+Q = QueueTrio("orders", "orders", "error")
 # A FIFO destination's staging queue, drained by the forward
-QF = Queues("orders.fifo", "orders-fifo-staging", "error", forwards=True)
+QF = QueueTrio("orders.fifo", "orders.fifo", "error", forwards=True)
 TARGET = ParkTarget(
     group="sqsdelay",
     role_arn="arn:aws:iam::123456789012:role/sqsdelay-scheduler",
@@ -72,7 +74,7 @@ def run(
     target: ParkTarget | None = TARGET,
     clock: Clock | None = None,
     budget: float = 48,
-    queues: Queues = Q,
+    queues: QueueTrio = Q,
 ) -> Outcome:
     clock = clock or Clock()
     stub.advance, stub.clock = clock.advance, clock
@@ -278,7 +280,7 @@ APIS = [
 )
 @pytest.mark.parametrize("queues", [Q, QF], ids=["delay-queue", "fifo-staging"])
 def test_any_batch_ends_every_record_in_exactly_one_place(
-    queues: Queues,
+    queues: QueueTrio,
     recs: list[tuple[dict[str, Any], str, str, str, str | None]],
     faults: list[str | None],
     skew_s: int,

@@ -19,7 +19,7 @@ from sqsdelay.aws.cloudwatch import read_metrics
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.operations import inspect
 from sqsdelay.core import metrics
-from sqsdelay.core.step import Stats
+from sqsdelay.core.outcomes import Stats
 from sqsdelay.settings import Settings
 from tests.support import cfn
 

@@ -18,10 +18,11 @@ from typing import Any
 import boto3
 import pytest
 
-from sqsdelay.aws.installer import Installer, QueueSpec, queue_tags
+from sqsdelay.aws.installer import Installer, queue_tags
 from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.core import defaults, quotas, wirenames
 from sqsdelay.core.metrics import BACKLOG_DUE, BACKLOG_VISIBLE
+from sqsdelay.core.queues import QueueSpec
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.integration.test_aws_lambda import invoke_as_lambda, lambda_record

@@ -7,8 +7,11 @@ from typing import Any
 
 import pytest
 
-from sqsdelay.aws.installer import Installer, QueueSpec, check_queue, held_messages
+from sqsdelay.aws.installer import Installer
+from sqsdelay.aws.queues import check_queue
 from sqsdelay.core import quotas
+from sqsdelay.core.queue_checks import held_messages
+from sqsdelay.core.queues import QueueSpec
 from sqsdelay.settings import Settings
 
 
