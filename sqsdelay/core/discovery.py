@@ -4,7 +4,7 @@ destination's `<prefix><base>-delay-fifo.fifo`) that SQS lists under the queue p
 
 from collections.abc import Iterable, Sequence
 
-from sqsdelay.core import wirenames
+from sqsdelay.core.queues import DELAY_QUEUE_ENDINGS
 
 ALL = "*"
 
@@ -20,7 +20,7 @@ def delay_queues(listed: Iterable[str], prefix: str) -> list[str]:
     return sorted(
         n
         for n in names
-        for suffix in (wirenames.DELAY_QUEUE_SUFFIX, wirenames.FIFO_DELAY_QUEUE_SUFFIX)
+        for suffix, _ in DELAY_QUEUE_ENDINGS
         if n.startswith(prefix) and n.endswith(suffix) and len(n) > len(prefix + suffix)
     )
 

@@ -13,6 +13,17 @@ from sqsdelay.core.types import Target
 
 Role = Literal["destination", "delay", "staging", "error"]
 ERROR_QUEUE_RETENTION_SECONDS = quotas.MAX_RETENTION_SECONDS
+# How a destination's own queues are named after it: (the queue's ending, what replaces it
+# to give the destination's name). Discovery finds delay queues by the first two; the bill
+# books a queue's lines to its destination by all three, in Spark, where no Python runs.
+DELAY_QUEUE_ENDINGS = (
+    (wirenames.DELAY_QUEUE_SUFFIX, ""),
+    (wirenames.FIFO_DELAY_QUEUE_SUFFIX, wirenames.FIFO_SUFFIX),
+)
+SERVING_QUEUE_ENDINGS = (
+    *DELAY_QUEUE_ENDINGS,
+    (wirenames.STAGING_QUEUE_SUFFIX, wirenames.FIFO_SUFFIX),
+)
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,14 @@ The two are told apart by their columns, not by file names.
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqsdelay.core import wirenames
+from sqsdelay.core.queues import SERVING_QUEUE_ENDINGS
 from sqsdelay.cost import localpaths
 from sqsdelay.errors import InvalidInput
 
@@ -224,19 +225,15 @@ def read_bill(spark: Any, paths: Sequence[str], resources: Resources, fmt: str =
     known = resources.destinations.select(F.col("destination").alias("_known")).distinct()
     lines = lines.join(F.broadcast(known), queue == F.col("_known"), "left")
     table = F.substring_index(resource, "table/", -1)
-    suffix = wirenames.DELAY_QUEUE_SUFFIX
-    # a FIFO destination's delay and staging queues: <base>-delay-fifo.fifo, <base>-fifo-staging
-    fifo_delay, staging = wirenames.FIFO_DELAY_QUEUE_SUFFIX, wirenames.STAGING_QUEUE_SUFFIX
-
-    def fifo_destination(ending: str) -> Any:
-        return F.concat(F.regexp_replace(queue, re.escape(ending) + "$", ""), F.lit(".fifo"))
-
     sqs = F.col("product") == SQS
     # sqsdelay's own tags, where they are active cost allocation tags, come first
     tagged = F.col("tags").getItem("sqsdelay_component")
     named = F.col("tags").getItem("sqsdelay_destination")
     component = F.when(tagged.isin(*TAGGED), tagged)
-    delay_queue = queue.endswith(suffix) | queue.endswith(fifo_delay) | queue.endswith(staging)
+    # a destination's delay queue, or a FIFO one's delay and staging queues
+    delay_queue = functools.reduce(
+        operator.or_, (queue.endswith(ending) for ending, _ in SERVING_QUEUE_ENDINGS)
+    )
     component = component.when(sqs & delay_queue, DELAY_QUEUE)
     component = component.when(sqs & F.col("_known").isNotNull(), DESTINATION_QUEUE)
     component = component.when(sqs & (resource == ""), UNATTRIBUTED)
@@ -244,11 +241,13 @@ def read_bill(spark: Any, paths: Sequence[str], resources: Resources, fmt: str =
         F.when(tagged == REGISTRY, F.lit("(registry)"))
         .when(tagged == SCHEDULE_GROUP, F.lit("(schedule group)"))
         .when(tagged.isin(*TAGGED) & named.isNotNull(), named)
-        .when(sqs & queue.endswith(suffix), F.regexp_replace(queue, re.escape(suffix) + "$", ""))
-        .when(sqs & queue.endswith(fifo_delay), fifo_destination(fifo_delay))
-        .when(sqs & queue.endswith(staging), fifo_destination(staging))
-        .when(sqs & (resource != ""), queue)
     )
+    for ending, replaced in SERVING_QUEUE_ENDINGS:
+        base = F.regexp_replace(queue, re.escape(ending) + "$", "")
+        destination = destination.when(
+            sqs & queue.endswith(ending), F.concat(base, F.lit(replaced))
+        )
+    destination = destination.when(sqs & (resource != ""), queue)
     if resources.registry_table:
         registry = (F.col("product") == DYNAMODB) & resource.contains(":table/")
         registry = registry & (table == resources.registry_table)
