@@ -54,9 +54,9 @@ def generate(rows: int, path: Path, fmt: str) -> float:
     """N rows as Parquet (typed columns) or as JSON event-log lines."""
     from pyspark.sql import functions as F
 
-    from sqsdelay.cost.job import generate as gen
-    from sqsdelay.cost.job import spark_session
+    from sqsdelay.cost.session import spark_session
     from sqsdelay.cost.whatif import WhatIf
+    from sqsdelay.cost.workload import generate as gen
 
     started = time.perf_counter()
     spec = WhatIf.model_validate({**SPEC, "messages_per_day": -(-rows // 365)})
@@ -156,7 +156,7 @@ def spark_report(
 STARTUP = """
 import time
 t = time.perf_counter()
-from sqsdelay.cost.job import spark_session
+from sqsdelay.cost.session import spark_session
 s = spark_session()
 s.range(1).count()
 print(round(time.perf_counter() - t, 2))
@@ -321,8 +321,10 @@ def duckdb_warm(path: Path) -> dict[str, Any]:
 
 
 def spark_warm(path: Path) -> dict[str, Any]:
-    from sqsdelay.cost.job import aggregate, read_scheduled, spark_session
+    from sqsdelay.cost.inputs import read_scheduled
+    from sqsdelay.cost.job import aggregate
     from sqsdelay.cost.pricing import load_pricing
+    from sqsdelay.cost.session import spark_session
 
     spark = spark_session()
     pricing = load_pricing()

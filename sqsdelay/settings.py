@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sqsdelay.core import defaults, quotas
 from sqsdelay.core.decision import Limits
+from sqsdelay.core.parking import min_park_after_seconds, park_after_seconds
 from sqsdelay.core.queues import QueueConfig
 from sqsdelay.core.send import SendLimits
 from sqsdelay.core.types import InvalidDelayAction, Parking, WireFormat
@@ -204,8 +205,6 @@ class Settings(BaseSettings):
                 "SQSDELAY_PARKING=scheduler needs SQSDELAY_SCHEDULER_ROLE_ARN, the role "
                 "infra/error-queue.yaml creates with Parking=scheduler (output SchedulerRoleArn)"
             )
-        from sqsdelay.core.parking import min_park_after_seconds
-
         least = min_park_after_seconds(self.max_native_delay_seconds)
         if self.park_after_seconds is not None and self.park_after_seconds < least:
             raise ValueError(
@@ -246,14 +245,12 @@ class Settings(BaseSettings):
 
     def park_after(self) -> int | None:
         """The park threshold in force: None with parking off; else the setting, or the
-        break-even computed from the price list for the configured cycle."""
+        break-even at the shipped list prices for the configured cycle."""
         if self.parking == "off":
             return None
         if self.park_after_seconds is not None:
             return self.park_after_seconds
-        from sqsdelay.cost.pricing import load_pricing, park_break_even_seconds
-
-        return park_break_even_seconds(load_pricing(), cycle_seconds=self.max_native_delay_seconds)
+        return park_after_seconds(self.max_native_delay_seconds)
 
     def receive_visibility(self) -> int:
         """The visibility a receive asks for: the short one, never above the timeout."""

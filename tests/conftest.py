@@ -118,7 +118,7 @@ def _logs_to_the_real_stderr() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local SparkSession for the whole suite (one JVM start)."""
-    from sqsdelay.cost.job import spark_session
+    from sqsdelay.cost.session import spark_session
 
     session = spark_session(fast_start=True)
     yield session

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from inspect import Parameter, Signature
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -12,6 +12,7 @@ from sqsdelay.cli.app import command
 from sqsdelay.cli.settings_flags import settings_of
 from sqsdelay.core import quotas
 from sqsdelay.core.delays import parse_delay
+from sqsdelay.cost.options import REPORT_OPTIONS
 from sqsdelay.errors import InvalidInput
 from sqsdelay.extras import require
 
@@ -26,7 +27,8 @@ def cost_estimate(
     pricing: Annotated[Path | None, typer.Option(help="price file (YAML)")] = None,
 ) -> int:
     """Cost of one delayed message: the reference formula next to our exact and batched counts."""
-    from sqsdelay.cost.pricing import estimate, load_pricing
+    from sqsdelay.cost.money import estimate
+    from sqsdelay.cost.pricing import load_pricing
 
     if size_bytes < 1:
         raise InvalidInput("--size-bytes must be at least 1")
@@ -69,132 +71,61 @@ def cost_estimate(
     return 0
 
 
-@command
-def cost_report(
-    ctx: typer.Context,
-    output: Annotated[Path, typer.Option(help="directory for report.html, CSVs, summary.json")],
-    input: Annotated[
-        list[str] | None, typer.Option(help="event log (JSON lines), CSV or Parquet; repeatable")
-    ] = None,
-    what_if: Annotated[Path | None, typer.Option(help="generate a workload from a spec")] = None,
-    pricing: Annotated[Path | None, typer.Option(help="price file (YAML)")] = None,
-    batch_fill: Annotated[
-        int, typer.Option(help="messages per batch call, 1..10")
-    ] = quotas.MAX_BATCH_ENTRIES,
-    input_format: Annotated[
-        str,
-        typer.Option(
-            "--format",
-            help="auto (by suffix), json, logfmt, csv, parquet, cwl-subscription; .gz is read",
-        ),
-    ] = "auto",
-    master: Annotated[str | None, typer.Option(help="Spark master (default local[2])")] = None,
-    bill: Annotated[
-        list[str] | None,
-        typer.Option(help="AWS Data Exports bill: CUR 2.0 or FOCUS 1.2 (Parquet or CSV/gzip)"),
-    ] = None,
-    bill_format: Annotated[str, typer.Option(help="auto (by suffix), parquet, csv")] = "auto",
-    since: Annotated[
-        datetime | None, typer.Option(help="only events at or after this time (UTC)")
-    ] = None,
-    until: Annotated[
-        datetime | None, typer.Option(help="only events before this time (UTC)")
-    ] = None,
-    free_tier: Annotated[
-        list[str] | None,
-        typer.Option(help="apply the account's free tier: sqs, scheduler (default none)"),
-    ] = None,
-    currency: Annotated[
-        str | None, typer.Option(help="report currency, other than the price list's")
-    ] = None,
-    exchange_rate: Annotated[
-        float | None, typer.Option(help="units of --currency per unit of the price list's")
-    ] = None,
-    running: Annotated[
-        Path | None,
-        typer.Option(help="how sqsdelay runs (YAML: worker, task size, KMS...), for its cost"),
-    ] = None,
-    top_destinations: Annotated[
-        int | None,
-        typer.Option(min=1, help="destinations named in the tables, the rest summed (default 200)"),
-    ] = None,
-) -> int:
+def cost_report(ctx: typer.Context, output: Path, master: str | None, **given: Any) -> int:
     """Estimate what delayed delivery costs, per destination, usage month and delay band
     (Spark), next to the AWS bill when one is given.
 
     The delay queue cycle is SQSDELAY_MAX_NATIVE_DELAY_SECONDS (--max-native-delay-seconds)."""
     from rich.console import Console
-    from rich.table import Table
 
     from sqsdelay.cost.classarchive import class_archive_file
-    from sqsdelay.cost.fold import TOP_DESTINATIONS
-    from sqsdelay.cost.pricing import load_pricing
-    from sqsdelay.cost.report import (
-        comparison,
-        money,
-        reconciliation_table,
-        running_lines,
-        unit_money,
-    )
+    from sqsdelay.cost.options import report_arguments
+    from sqsdelay.cost.render.terminal import print_summary
     from sqsdelay.cost.run import run_report
-    from sqsdelay.cost.running import load_running
-    from sqsdelay.cost.whatif import load_what_if
 
     require("spark", "the cost report")
-    if input and what_if:
-        raise InvalidInput("give --input or --what-if, not both")
-    if not 1 <= batch_fill <= 10:
-        raise InvalidInput("--batch-fill must be 1..10")
+    arguments = report_arguments(given)
     settings = settings_of(ctx)
     console = Console(stderr=True)
-    p = load_pricing(pricing).converted(currency, exchange_rate)
-    spec = load_what_if(what_if) if what_if else None
-    costs_of_running = load_running(running)
     with console.status("cost report") as status:
         report = run_report(
-            inputs=input or [],
+            **arguments,
             output=str(output),
-            pricing=p,
-            batch_fill=batch_fill,
             cycle_seconds=settings.max_native_delay_seconds,
-            what_if=spec,
-            input_format=input_format,
             master=master,
             class_archive=class_archive_file(settings.spark_class_archive),
             progress=lambda text: status.update(f"cost report: {text}"),
-            bills=bill or [],
-            bill_format=bill_format,
-            since=since,
-            until=until,
-            free_tier=frozenset(free_tier or []),
             registry_table=settings.registry_table_name(),
             schedule_group=settings.schedule_group,
-            running=costs_of_running,
-            top=top_destinations or TOP_DESTINATIONS,
         )
-    s = report.summary
-    table = Table(title=f"{s['messages']:,} messages, {s['delayed_messages']:,} delayed")
-    for col in ("model", "requests", f"cost ({s['currency']})"):
-        table.add_column(col, justify="left" if col == "model" else "right")
-    for m in s["models"]:
-        table.add_row(m["title"], f"{m['requests']:,.0f}", f"{m['cost']:,.2f}")
-    out = Console()
-    out.print(table)
-    cur = s["currency"]
-    out.print(
-        f"average monthly estimate {money(s['average_monthly_estimated_cost'], cur)}; per "
-        f"delayed message {unit_money(s['cost_per_delayed_message'], cur, 'delayed messages')}"
-    )
-    out.print(comparison(s))
-    if s["reconciliation"]:
-        out.print(reconciliation_table(s))
-    for note in s["bill_notes"]:
-        out.print(note)
-    running_cost = ", ".join(f"{t} {money(v, cur)}" for t, v in running_lines(s))
-    out.print(f"cost of running (estimated, for the window): {running_cost}")
-    out.print(
-        f"skipped: {s['input']['other_events']:,} other events, "
-        f"{s['input']['malformed']:,} malformed lines"
-    )
-    out.print(f"report: {output}/report.html")
+    print_summary(report.summary, str(output), Console())
     return 0
+
+
+def _report_signature() -> Signature:
+    """cost-report's flags: `output` and `master`, and the options `cost/options.py`
+    defines for the CLI and spark-submit both."""
+    keyword = Parameter.KEYWORD_ONLY
+    output = typer.Option(..., help="directory for report.html, CSVs, summary.json")
+    master = typer.Option(None, help="Spark master (default local[2])")
+    params = [
+        Parameter("ctx", Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
+        Parameter("output", keyword, annotation=Path, default=output),
+    ]
+    for o in REPORT_OPTIONS:
+        kind: Any = list[o.kind] if o.many else o.kind  # type: ignore[name-defined]
+        if o.default is None:
+            kind = kind | None
+        option = typer.Option(o.default, o.option, help=o.help, min=o.least)
+        params.append(Parameter(o.name, keyword, annotation=kind, default=option))
+        if o.name == "input_format":  # where the help has always listed it
+            params.append(Parameter("master", keyword, annotation=str | None, default=master))
+    return Signature(params)
+
+
+cost_report.__signature__ = _report_signature()  # type: ignore[attr-defined]
+cost_report.__annotations__ = {
+    p.name: p.annotation
+    for p in cost_report.__signature__.parameters.values()  # type: ignore[attr-defined]
+} | {"return": int}
+command(cost_report)

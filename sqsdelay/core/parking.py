@@ -68,6 +68,19 @@ def min_park_after_seconds(cycle: int) -> int:
     return lead_seconds(cycle) + precision_seconds(cycle)
 
 
+# At the shipped list prices (data/pricing.yaml: FIFO requests $0.50, Scheduler invocations
+# $1.00 per million), parking a 1 KiB message pays once it saves this many batched cycles.
+# `cost.pricing.park_break_even_seconds` works it out for any price list; a test holds this
+# figure to the shipped one, so that settings need not load the price list to know it.
+LIST_PRICE_BREAK_EVEN_CYCLES = 10
+
+
+def park_after_seconds(cycle: int, cycles: int = LIST_PRICE_BREAK_EVEN_CYCLES) -> int:
+    """The park threshold once parking saves `cycles` cycles: a message back one lead before
+    it is due still makes the last hop, so the threshold is the lead plus those cycles."""
+    return max(min_park_after_seconds(cycle), lead_seconds(cycle) + cycles * cycle)
+
+
 def fire_at_ms(due_ms: int, cycle: int) -> int:
     """When the schedule fires: whole seconds (at() has no finer), rounded down: earlier."""
     return (due_ms - lead_seconds(cycle) * 1000) // 1000 * 1000

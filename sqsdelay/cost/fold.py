@@ -18,6 +18,7 @@ from typing import Any
 from sqsdelay.core import names, quotas, tags, wirenames
 from sqsdelay.cost import bill as b
 from sqsdelay.cost.focus import DYNAMODB, SCHEDULER, SQS
+from sqsdelay.cost.money import route_requests
 from sqsdelay.cost.pricing import Pricing, Quantities, Requests
 
 # The report's tables show this many destinations by name (times the months, times two
@@ -44,12 +45,12 @@ def estimated(cycle_seconds: int, batch_fill: int) -> dict[str, Any]:
 
     q = Quantities(**{f.name: F.col(f.name) for f in fields(Quantities)})
     r = Requests.of(q, cycle_seconds=cycle_seconds, batch_fill=batch_fill)
-    parked = F.col("parked_route")
+    route = route_requests(r, F.col("parked_route"), lambda c, a, b: F.when(c, a).otherwise(b))
     return {
-        "fifo": F.when(parked, r.parked_fifo).otherwise(r.batched_fifo),
+        "fifo": route.fifo,
         "destination_fifo": r.batched_destination_fifo,  # a FIFO destination's forwards
-        "standard": F.when(parked, r.parked_standard).otherwise(r.batched_standard),
-        "invocations": F.when(parked, r.parked_invocations).otherwise(F.lit(0.0)),
+        "standard": route.standard,
+        "invocations": route.invocations,
         "writes": r.registry_writes,
         "reads": r.registry_reads,
     }

@@ -14,27 +14,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqsdelay.cost import classarchive, localpaths
+from sqsdelay.cost import classarchive, localpaths, summary
 from sqsdelay.cost import focus as focus_rows
-from sqsdelay.cost import report as cost_report
 from sqsdelay.cost.bill import Resources, read_bill
 from sqsdelay.cost.fold import TOP_DESTINATIONS
-from sqsdelay.cost.job import (
-    FORMATS,
-    aggregate,
-    generate,
-    publish,
-    read_scheduled,
-    small_queries,
-    spark_running,
-    spark_session,
-    stop_spark,
-    utc,
-    write_csv,
-)
-from sqsdelay.cost.pricing import Pricing, load_pricing
-from sqsdelay.cost.running import Running, load_running
-from sqsdelay.cost.whatif import WhatIf, load_what_if
+from sqsdelay.cost.inputs import read_scheduled
+from sqsdelay.cost.job import aggregate, small_queries, utc
+from sqsdelay.cost.options import REPORT_OPTIONS, report_arguments
+from sqsdelay.cost.pricing import Pricing
+from sqsdelay.cost.render.files import publish, write, write_csv
+from sqsdelay.cost.running import Running
+from sqsdelay.cost.session import spark_running, spark_session, stop_spark
+from sqsdelay.cost.whatif import WhatIf
+from sqsdelay.cost.workload import generate
 from sqsdelay.errors import InvalidInput
 
 
@@ -140,7 +132,7 @@ def run_report(
             classarchive.dump(class_archive, classlist, *runtime)
     source = "what-if workload" if what_if else ", ".join(inputs)
     step("writing the report")
-    report = cost_report.build(
+    report = summary.build(
         agg,
         pricing,
         batch_fill=batch_fill,
@@ -152,14 +144,14 @@ def run_report(
     )
     if remote:
         with tempfile.TemporaryDirectory() as tmp:
-            cost_report.write(report, Path(tmp))
+            write(report, Path(tmp))
             for target in targets:
                 publish(spark, tmp, target)
         if owned:
             stop_spark(spark)
     else:
         for target in targets:
-            cost_report.write(report, Path(target))
+            write(report, Path(target))
     return report
 
 
@@ -173,53 +165,42 @@ def main(argv: Sequence[str] | None = None) -> None:
     import argparse
 
     parser = argparse.ArgumentParser(description="sqsdelay cost report (spark-submit entry)")
-    parser.add_argument("--input", nargs="*", default=[])
     parser.add_argument("--output", required=True)
-    parser.add_argument("--pricing", type=Path)
-    parser.add_argument("--batch-fill", type=int, default=10)
+    for o in REPORT_OPTIONS:  # as `sqsdelay cost-report` has them; several values each
+        several: dict[str, Any] = {"nargs": "*", "action": "extend"} if o.many else {}
+        parser.add_argument(
+            o.option,
+            dest=o.name,
+            type=datetime.fromisoformat if o.kind is datetime else o.kind,
+            default=o.default,
+            help=o.help,
+            choices=o.choices or None,
+            **several,
+        )
     parser.add_argument("--cycle-seconds", type=int, default=900)
-    parser.add_argument("--what-if", type=Path)
-    parser.add_argument("--format", default="auto", choices=["auto", *FORMATS])
-    parser.add_argument("--bill", nargs="*", default=[])
-    parser.add_argument("--bill-format", default="auto", choices=["auto", "parquet", "csv"])
-    parser.add_argument("--since", type=datetime.fromisoformat)
-    parser.add_argument("--until", type=datetime.fromisoformat)
-    parser.add_argument("--free-tier", action="append", default=[], choices=["sqs", "scheduler"])
-    parser.add_argument("--currency")
-    parser.add_argument("--exchange-rate", type=float)
     parser.add_argument("--registry-table", help="the registry's DynamoDB table, in the bill")
     parser.add_argument("--schedule-group", help="the Scheduler group, in the bill")
     parser.add_argument("--snapshots", help="also write a copy to <SNAPSHOTS>/<UTC time>/")
-    parser.add_argument("--running", type=Path, help="how sqsdelay runs (YAML), for its cost")
-    parser.add_argument("--top-destinations", type=int, default=TOP_DESTINATIONS)
-    args = parser.parse_args(argv)
+    args = vars(parser.parse_args(argv))
+    if (top := args["top_destinations"]) is not None and top < 1:
+        parser.error("--top-destinations must be at least 1")
+    arguments = report_arguments(args)
     spark = spark_session()  # under spark-submit, its master and resources apply
     report = run_report(
-        inputs=args.input,
-        output=args.output,
-        pricing=load_pricing(args.pricing).converted(args.currency, args.exchange_rate),
-        batch_fill=args.batch_fill,
-        cycle_seconds=args.cycle_seconds,
-        what_if=load_what_if(args.what_if) if args.what_if else None,
-        input_format=args.format,
+        **arguments,
+        output=args["output"],
+        cycle_seconds=args["cycle_seconds"],
         spark=spark,
-        bills=args.bill,
-        bill_format=args.bill_format,
-        since=args.since,
-        until=args.until,
-        free_tier=frozenset(args.free_tier),
-        registry_table=args.registry_table,
-        schedule_group=args.schedule_group,
-        snapshots=args.snapshots,
-        running=load_running(args.running),
-        top=args.top_destinations,
+        registry_table=args["registry_table"],
+        schedule_group=args["schedule_group"],
+        snapshots=args["snapshots"],
     )
     s = report.summary
     print(
         json.dumps(
             {
                 "master": spark.sparkContext.master,
-                "output": args.output,
+                "output": args["output"],
                 "messages": s["messages"],
                 "average_monthly_estimated_cost": s["average_monthly_estimated_cost"],
             }

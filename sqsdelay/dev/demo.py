@@ -316,7 +316,7 @@ def _cost_report(
         console.print(f"cost report skipped: {missing}", markup=False)
         return 0
     from sqsdelay.cost.pricing import load_pricing
-    from sqsdelay.cost.report import reconciliation_table
+    from sqsdelay.cost.render.terminal import reconciliation_table
     from sqsdelay.cost.run import run_report
     from sqsdelay.dev.demo_bill import cur_lines, write_bill
 

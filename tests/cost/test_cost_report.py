@@ -12,11 +12,13 @@ from typing import Any
 import pytest
 
 from sqsdelay.cost.focus import COLUMNS
-from sqsdelay.cost.job import aggregate, envelope_texts, generate, read_scheduled
+from sqsdelay.cost.inputs import envelope_texts, read_scheduled
+from sqsdelay.cost.job import aggregate
+from sqsdelay.cost.money import priced, round_money
 from sqsdelay.cost.pricing import PythonOps, load_pricing, requests
-from sqsdelay.cost.report import priced, round_money
 from sqsdelay.cost.run import run_report
 from sqsdelay.cost.whatif import WhatIf
+from sqsdelay.cost.workload import generate
 from sqsdelay.errors import InvalidInput
 
 pytestmark = pytest.mark.spark

@@ -173,7 +173,7 @@ def test_cost_report_cli_starts_the_second_time_from_the_class_archive(
 RELAUNCH = """
 import sys
 from pyspark import SparkContext
-from sqsdelay.cost.job import spark_session
+from sqsdelay.cost.session import spark_session
 from sqsdelay.cost.pricing import load_pricing
 from sqsdelay.cost.run import run_report
 

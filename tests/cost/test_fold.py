@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from sqsdelay.cost.fold import others
-from sqsdelay.cost.job import aggregate, read_scheduled
+from sqsdelay.cost.inputs import read_scheduled
+from sqsdelay.cost.job import aggregate
 from sqsdelay.cost.pricing import load_pricing
 from sqsdelay.cost.run import run_report
 

@@ -1,17 +1,13 @@
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqsdelay.cost.pricing import (
-    PythonOps,
-    estimate,
-    idle_polls_per_month,
-    load_pricing,
-    requests,
-    tiered_cost,
-)
+from sqsdelay.cost.money import estimate, tiered_cost
+from sqsdelay.cost.pricing import PythonOps, idle_polls_per_month, load_pricing, requests
 from sqsdelay.errors import ConfigError
 
 OPS = PythonOps()
@@ -170,3 +166,24 @@ def test_another_currency_needs_a_rate() -> None:
     assert eur.scheduler_price == pytest.approx(p.scheduler_price * 0.9)
     assert eur.read_unit_price == pytest.approx(p.read_unit_price * 0.9)
     assert eur.sqs_tiers[-1].standard_per_million == pytest.approx(0.24 * 0.9)
+
+
+@pytest.mark.parametrize("cycle", [1, 2, 5, 60, 300, 899, 900])
+def test_the_settings_threshold_is_the_shipped_price_lists_break_even(cycle: int) -> None:
+    """Settings know the threshold without the price list (`core/parking.py`): the figure
+    written there must be the one the shipped prices give."""
+    from sqsdelay.core.parking import park_after_seconds
+    from sqsdelay.cost.pricing import park_break_even_seconds
+
+    assert park_after_seconds(cycle) == park_break_even_seconds(load_pricing(), cycle_seconds=cycle)
+
+
+def test_settings_find_the_park_threshold_without_loading_the_price_list() -> None:
+    code = (
+        "import sys; from sqsdelay.settings import Settings; "
+        "s = Settings(parking='scheduler', "
+        "scheduler_role_arn='arn:aws:iam::123456789012:role/r', max_native_delay_seconds=60); "
+        "print(s.park_after(), 'sqsdelay.cost.pricing' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["690", "False"]

@@ -17,7 +17,8 @@ from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.core import parking, wirenames
 from sqsdelay.core.decision import Limits, Park, Received, Requeue, decide
-from sqsdelay.cost.pricing import estimate, load_pricing, park_break_even_seconds
+from sqsdelay.cost.money import estimate
+from sqsdelay.cost.pricing import load_pricing, park_break_even_seconds
 from sqsdelay.errors import ConfigError, InvalidMessage
 from sqsdelay.settings import Settings, load_settings
 from tests.conftest import wait_for

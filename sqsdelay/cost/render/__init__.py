@@ -1,0 +1,1 @@
+"""Rendering the cost report's summary: words, terminal, charts, HTML and files."""

@@ -1,0 +1,62 @@
+"""The report's words: money in one format, the sentence that compares the options, the
+cost-of-running lines. Shared by the HTML page, the terminal and the demo.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+
+def comparison(summary: dict[str, Any]) -> str:
+    """One sentence: which way is cheapest for this workload, and by how much."""
+    best, second, *_ = summary["options"]
+    cur = summary["currency"]
+    if second["cost"] <= 0:
+        return f"Every option costs {money(0, cur)} for this workload."
+    saving = second["cost"] - best["cost"]
+    return (
+        f"For this workload {best['title']} is the cheapest at {money(best['cost'], cur)}: "
+        f"{money(saving, cur)} ({saving / second['cost']:.0%}) less than the next cheapest, "
+        f"{second['title']} ({money(second['cost'], cur)}), list prices, idle polling included."
+    )
+
+
+def money(x: float, currency: str) -> str:
+    """The report's one money format: two decimals with thousands separators."""
+    return f"{x:,.2f} {currency}"
+
+
+def unit_money(x: float, currency: str, unit: str) -> str:
+    """A unit cost too small for cents, as a cost per million units."""
+    return (
+        money(x, currency) if abs(x) >= 0.01 else f"{money(x * 1e6, currency)} per million {unit}"
+    )
+
+
+RUNNING_TITLES = {
+    "logs_ingestion": "CloudWatch Logs ingestion (events and EMF lines)",
+    "kms": "KMS requests (customer key)",
+    "registry_storage": "registry storage",
+    "registry_backups": "registry point-in-time recovery",
+    "worker_compute": "worker compute",
+}
+
+
+def running_lines(summary: dict[str, Any]) -> list[tuple[str, float]]:
+    """The cost of running as (title, amount), for the HTML and the CLI."""
+    return [(RUNNING_TITLES[k], v) for k, v in summary["cost_of_running"].items()]
+
+
+# How a table cell is written: a count, money, or text (escaped for the page).
+COUNT, MONEY, TEXT = "count", "money", "text"
+
+
+def cell(value: Any, kind: str) -> str:
+    if kind == TEXT:
+        return html.escape(str(value))
+    if value != value:  # NaN
+        return ""
+    if kind == COUNT:
+        return f"{value:,.0f}"
+    return f"{value:,.4f}" if 0 < abs(value) < 0.01 else f"{value:,.2f}"
