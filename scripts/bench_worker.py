@@ -54,7 +54,7 @@ from sqsdelay.aws.clients import client_kwargs
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.core import wirenames
-from sqsdelay.core.processing import SYSTEM_ATTRIBUTES
+from sqsdelay.core.batch_decisions import SYSTEM_ATTRIBUTES
 from sqsdelay.settings import Settings
 
 FAR = {wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000000"}}

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from sqsdelay.aws.queues import ParkTargets, QueueResolver
-from sqsdelay.core.calls import Flow
 from sqsdelay.core.decision import Received
+from sqsdelay.core.flows import Flow
 from sqsdelay.core.outcomes import Outcome
 from sqsdelay.core.queues import QueueTrio
 from sqsdelay.core.step import StepConfig, StepState, handle

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from botocore import xform_name
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
-from sqsdelay.core.calls import Call, Fault, Reply, adrive, drive
+from sqsdelay.core.flows import Call, Fault, Reply, adrive, drive
 from sqsdelay.errors import SqsOperationError
 
 if TYPE_CHECKING:

@@ -23,10 +23,10 @@ from sqsdelay.aws.clients import (
 )
 from sqsdelay.aws.emf import EmfWriter
 from sqsdelay.aws.queues import QueueResolver
-from sqsdelay.core.calls import drive
+from sqsdelay.core.batch_decisions import from_lambda
 from sqsdelay.core.decision import Received
+from sqsdelay.core.flows import drive
 from sqsdelay.core.outcomes import Outcome
-from sqsdelay.core.processing import from_lambda
 from sqsdelay.errors import InvalidQueueName
 from sqsdelay.logs import configure, get_logger
 from sqsdelay.settings import Settings, load_settings

@@ -15,8 +15,8 @@ from sqsdelay.aws.clients import sync_client, translate
 from sqsdelay.aws.installer import Installer, QueueReport
 from sqsdelay.aws.queues import QueueResolver
 from sqsdelay.core import discovery, names, quotas, wire, wirenames
+from sqsdelay.core.batch_decisions import from_boto
 from sqsdelay.core.decision import parse_natural
-from sqsdelay.core.processing import from_boto
 from sqsdelay.core.types import Attributes
 from sqsdelay.errors import InvalidQueueName
 from sqsdelay.logs import get_logger

@@ -15,7 +15,7 @@ from typing import Any
 from sqsdelay.aws.callers import AsyncCaller, SyncCaller
 from sqsdelay.aws.clients import MISSING_QUEUE_CODES
 from sqsdelay.core import names, queue_checks, queues
-from sqsdelay.core.calls import Call, Fault, Flow, adrive, drive
+from sqsdelay.core.flows import Call, Fault, Flow, adrive, drive
 from sqsdelay.core.parking import ParkTarget
 from sqsdelay.core.queue_checks import Problem
 from sqsdelay.core.queues import QueueSpec, QueueTrio

@@ -22,8 +22,8 @@ from sqsdelay.aws.clients import (
 )
 from sqsdelay.aws.sender_core import SenderCore, plan
 from sqsdelay.core import registry
-from sqsdelay.core.calls import adrive, drive
 from sqsdelay.core.delays import DelayLike
+from sqsdelay.core.flows import adrive, drive
 from sqsdelay.core.send import BatchResult, Message, MessageOptions, SendFailure, SendResult
 from sqsdelay.core.types import CancelOutcome, RescheduleOutcome
 from sqsdelay.settings import Settings

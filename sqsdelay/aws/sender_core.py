@@ -1,5 +1,5 @@
 """The sender's flows: send, send in batches, park at send time, record in the registry,
-cancel, reschedule, list. Written once as flows (`core/calls.py`) over what `core/send.py`
+cancel, reschedule, list. Written once as flows (`core/flows.py`) over what `core/send.py`
 plans, so that `Sender` and `AsyncSender` (`sender.py`) only make the calls.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 from sqsdelay.aws.queues import ParkTargets, QueueResolver, install_command
 from sqsdelay.core import batching, parking, registry, schedules, send, tracing
 from sqsdelay.core.backoff import BackoffTimer
-from sqsdelay.core.calls import Call, Flow, gather
 from sqsdelay.core.delays import DelayLike, delay_milliseconds
+from sqsdelay.core.flows import Call, Flow, gather
 from sqsdelay.core.queues import QueueTrio
 from sqsdelay.core.send import (
     BatchResult,
@@ -142,7 +142,7 @@ def _finish(result: BatchResult, total: int, raise_on_failure: bool) -> BatchRes
 
 
 class SenderCore:
-    """The rules of sending, written once as flows (`sqsdelay.core.calls`): plan, park at
+    """The rules of sending, written once as flows (`sqsdelay.core.flows`): plan, park at
     send time, send, send in batches, cancel. `Sender` and `AsyncSender` only make the
     calls, the way httpx's `Client` and `AsyncClient` share `BaseClient`."""
 

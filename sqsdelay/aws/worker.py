@@ -38,11 +38,11 @@ from sqsdelay.aws.queues import QueueResolver, check_queue
 from sqsdelay.core import discovery, idle, quotas
 from sqsdelay.core.backlog import Backlog
 from sqsdelay.core.backoff import BackoffTimer
-from sqsdelay.core.calls import Call, Fault, Flow, adrive, adrive_until_pause
+from sqsdelay.core.batch_decisions import SYSTEM_ATTRIBUTES, from_boto
 from sqsdelay.core.decision import Received
+from sqsdelay.core.flows import Call, Fault, Flow, adrive, adrive_until_pause
 from sqsdelay.core.metrics import RECEIVE_FAILURES
 from sqsdelay.core.outcomes import Outcome, Stats
-from sqsdelay.core.processing import SYSTEM_ATTRIBUTES, from_boto
 from sqsdelay.core.queues import QueueSpec, QueueTrio
 from sqsdelay.core.step import extend
 from sqsdelay.errors import InvalidQueueName, ReceiveUnavailable, SqsDelayError

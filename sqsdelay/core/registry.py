@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
-from sqsdelay.core.calls import Call, Fault, Flow
+from sqsdelay.core.flows import Call, Fault, Flow
 from sqsdelay.core.types import CancelOutcome
 from sqsdelay.errors import InvalidInput, RegistryError
 

@@ -1,4 +1,4 @@
-"""EventBridge Scheduler calls, written once as flows (`sqsdelay.core.calls`) that every
+"""EventBridge Scheduler calls, written once as flows (`sqsdelay.core.flows`) that every
 runtime drives: the worker, the Lambda handler and both senders.
 
 `create` parks one message and answers the way `accepted` reads it: the fault, if any, and
@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from sqsdelay.core import parking
 from sqsdelay.core.backoff import BackoffTimer
-from sqsdelay.core.calls import Call, Fault, Flow
+from sqsdelay.core.flows import Call, Fault, Flow
 from sqsdelay.core.types import CancelOutcome
 from sqsdelay.errors import SqsOperationError
 from sqsdelay.logs import get_logger

@@ -1,6 +1,6 @@
 """The batch step: decide, park, send, delete and hold one received batch, without I/O.
 
-`handle` is a flow (`sqsdelay.core.calls`). It yields the calls it needs (CreateSchedule and
+`handle` is a flow (`sqsdelay.core.flows`). It yields the calls it needs (CreateSchedule and
 GetSchedule, SendMessageBatch, DeleteMessageBatch, ChangeMessageVisibilityBatch) and is sent
 their answers; the ECS worker and the Lambda handler only make those calls. Every rule lives
 here: the breakers are consulted before each round of calls, every call has a time limit
@@ -17,14 +17,14 @@ from typing import Any, Literal
 
 from sqsdelay.core import batching, parking, registry, schedules, tracing, wirenames
 from sqsdelay.core.backoff import BackoffTimer, retry_backoff_seconds, visibility_seconds
-from sqsdelay.core.calls import Call, Fault, Flow, gather, pause
+from sqsdelay.core.batch_decisions import Outgoing, decide_batch, outgoing
 from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import Forward, HandOver, Limits, Park, Received, Requeue
 from sqsdelay.core.delays import whole_seconds
 from sqsdelay.core.failures import FailureLog, is_message_fault
+from sqsdelay.core.flows import Call, Fault, Flow, gather, pause
 from sqsdelay.core.metrics import CANCELLED, FALLBACKS, HELD, lateness_ms
 from sqsdelay.core.outcomes import END, Held, Outcome, Stats
-from sqsdelay.core.processing import Outgoing, decide_batch, outgoing
 from sqsdelay.core.queues import QueueTrio
 from sqsdelay.core.quotas import MAX_BATCH_ENTRIES, MAX_MESSAGE_BYTES
 from sqsdelay.core.wire import number_attribute

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqsdelay.aws.callers import AsyncCaller
 from sqsdelay.aws.worker import _stopped
-from sqsdelay.core.calls import Call, Reply
+from sqsdelay.core.flows import Call, Reply
 
 
 def test_a_call_that_completes_as_its_task_is_cancelled_still_raises() -> None:

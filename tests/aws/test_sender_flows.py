@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from sqsdelay.aws.sender import Message, Sender
-from sqsdelay.core.calls import drive
+from sqsdelay.core.flows import drive
 from sqsdelay.core.parking import min_park_after_seconds
 from sqsdelay.settings import Settings
 from tests.support.stub import StubAws

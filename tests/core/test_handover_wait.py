@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sqsdelay.core import wirenames
-from sqsdelay.core.calls import drive
+from sqsdelay.core.flows import drive
 from sqsdelay.core.step import (
     MIN_SEND_SECONDS,
     SEND_SHARE,

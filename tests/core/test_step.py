@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sqsdelay.core import tracing, wirenames
-from sqsdelay.core.calls import drive
 from sqsdelay.core.decision import Limits, Received
+from sqsdelay.core.flows import drive
 from sqsdelay.core.names import is_group_id
 from sqsdelay.core.outcomes import Outcome
 from sqsdelay.core.parking import ParkTarget, min_park_after_seconds

@@ -28,7 +28,7 @@ from sqsdelay.aws.lambda_driver import Handler
 from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.cli import app
 from sqsdelay.core import parking, registry
-from sqsdelay.core.calls import Call, Fault, Reply
+from sqsdelay.core.flows import Call, Fault, Reply
 from sqsdelay.dev import emulator
 from sqsdelay.errors import ConfigError, InvalidDelay, InvalidInput, RegistryError
 from sqsdelay.settings import Settings

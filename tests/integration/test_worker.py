@@ -17,7 +17,7 @@ from sqsdelay.aws.callers import AsyncCaller
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.core import wirenames
-from sqsdelay.core.calls import Call, Fault, Reply
+from sqsdelay.core.flows import Call, Fault, Reply
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.support.faultproxy import FaultProxy

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sqsdelay.aws.callers import AsyncCaller
-from sqsdelay.core.calls import Call, Fault, Reply
+from sqsdelay.core.flows import Call, Fault, Reply
 
 
 def crash_before_delete(monkeypatch: pytest.MonkeyPatch) -> list[Call]:

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from sqsdelay.aws import callers
-from sqsdelay.core.calls import Call
+from sqsdelay.core.flows import Call
 
 
 def _kills(point: str) -> Any:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqsdelay.core.calls import Call, Fault, Reply
+from sqsdelay.core.flows import Call, Fault, Reply
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""From received messages to outgoing SendMessageBatch entries (pure, shared by the ECS
-worker and the Lambda handler)."""
+"""The decisions of a received batch: each message read (from boto3 or a Lambda event),
+decided under guards, and turned into its outgoing SendMessageBatch entry. Pure, shared by
+the ECS worker and the Lambda handler; one message's rules are `decision.py`'s."""
 
 from __future__ import annotations
 
