@@ -12,88 +12,41 @@ changes what happens to another.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
-from sqsdelay.core import batching, parking, registry, schedules, tracing, wirenames
-from sqsdelay.core.backoff import BackoffTimer, retry_backoff_seconds, visibility_seconds
+from sqsdelay.core import batching, parking, schedules, tracing
+from sqsdelay.core.backoff import retry_backoff_seconds, visibility_seconds
 from sqsdelay.core.batch_decisions import Outgoing, decide_batch, outgoing
-from sqsdelay.core.clock import ClockOffset
-from sqsdelay.core.decision import Forward, HandOver, Limits, Park, Received, Requeue
-from sqsdelay.core.delays import whole_seconds
-from sqsdelay.core.failures import FailureLog, is_message_fault
+from sqsdelay.core.decision import Forward, HandOver, Park, Received
+from sqsdelay.core.failures import is_message_fault
 from sqsdelay.core.flows import Call, Fault, Flow, gather, pause
-from sqsdelay.core.metrics import CANCELLED, FALLBACKS, HELD, lateness_ms
-from sqsdelay.core.outcomes import END, Held, Outcome, Stats
+from sqsdelay.core.metrics import FALLBACKS
+from sqsdelay.core.outcomes import Outcome
 from sqsdelay.core.queues import QueueTrio
-from sqsdelay.core.quotas import MAX_BATCH_ENTRIES, MAX_MESSAGE_BYTES
-from sqsdelay.core.wire import number_attribute
+from sqsdelay.core.quotas import MAX_BATCH_ENTRIES
+from sqsdelay.core.step_claims import StepClaims
+from sqsdelay.core.step_ends import PARK_SHARE, SEND_SHARE, StepConfig, StepState, event_ids
 from sqsdelay.errors import InvalidMessage
 from sqsdelay.logs import get_logger
 
+__all__ = [
+    "PARK_SHARE",
+    "SEND_SHARE",
+    "StepConfig",
+    "StepState",
+    "batch_calls",
+    "extend",
+    "handle",
+]
+
 log = get_logger("sqsdelay.step")
 
-# The share of a batch's budget each phase may use up to: parking first (the loop is always
-# a fallback), then the sends, and the delete and hold with whatever is left.
-PARK_SHARE = 0.5
-SEND_SHARE = 0.85
 # Hand-overs whose send instants fall this close together go out in one batch, at the last
 # instant of the group: none early, none more than this late for it.
 WAIT_GROUP_MS = 100
 # A hand-over waits for its fraction of a second only if the send still has this long after.
 MIN_SEND_SECONDS = 1.0
-
-
-@dataclass(frozen=True)
-class StepConfig:
-    limits: Limits
-    call_timeout: float
-    max_bytes: int = MAX_MESSAGE_BYTES
-    park_concurrency: int = 10
-    # The ECS worker deletes what it moved; Lambda deletes every record it is not told failed.
-    delete: bool = True
-    registry_table: str | None = None  # SQSDELAY_REGISTRY=dynamodb: the table
-
-
-class StepState:
-    """What lasts from batch to batch in one runtime: the clock offset, the breakers (sends
-    per target queue; Scheduler), the message failure counts, the statistics, and the SQS
-    messages in hand (by MessageId)."""
-
-    def __init__(self) -> None:
-        self.offset = ClockOffset()
-        self.sends = BackoffTimer()
-        self.scheduler = BackoffTimer()
-        self.registry = BackoffTimer()
-        self.failures = FailureLog()
-        self.stats = Stats()
-        self.in_hand: set[str] = set()
-        # The receipt handle of the latest copy of a message in hand: SQS deletes (or hides)
-        # a message received again only by its newest handle.
-        self.newest: dict[str, str] = {}
-
-    def take(self, received: list[Received]) -> tuple[list[Received], list[Received]]:
-        """Split a batch into the messages now in hand and the copies of messages already in
-        hand (SQS redelivers a message whose visibility ran out while a batch still holds it,
-        and an emulator may hand one message to two concurrent receives)."""
-        fresh: list[Received] = []
-        copies: list[Received] = []
-        for r in received:
-            if r.message_id in self.in_hand:
-                copies.append(r)
-                self.newest[r.message_id] = r.receipt_handle
-            else:
-                self.in_hand.add(r.message_id)
-                fresh.append(r)
-        return fresh, copies
-
-    def handle_of(self, r: Received) -> str:
-        return self.newest.get(r.message_id, r.receipt_handle)
-
-    def let_go(self, received: list[Received]) -> None:
-        for r in received:
-            self.in_hand.discard(r.message_id)
-            self.newest.pop(r.message_id, None)
 
 
 def batch_calls(queue: str, api: str, entries: list[dict[str, Any]], timeout: float) -> Flow[int]:
@@ -161,29 +114,6 @@ def _waits(out: Outgoing) -> bool:
     return _wait_ms(out) > 0
 
 
-def _registry_id(received: Received) -> str | None:
-    """The key of a message's record: the id `send` printed (NServiceBus.MessageId)."""
-    value = received.attributes.get(wirenames.MESSAGE_ID_ATTRIBUTE)
-    text = value.get("StringValue") if value else None
-    try:
-        return registry.check_message_id(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-
-
-def _ids(received: Received) -> dict[str, str]:
-    """How events name a message: `message_id`, its own id (the one `send` printed and
-    `cancel` takes; a foreign message's group id), and this hop's `sqs_message_id`."""
-    own = _registry_id(received) or received.system.get("MessageGroupId") or received.message_id
-    return {"message_id": own, "sqs_message_id": received.message_id}
-
-
-def _due_from(received: Received, record: registry.Record) -> Received:
-    """The message with the due time its record was rescheduled to."""
-    due = {wirenames.DUE_AT_ATTRIBUTE: number_attribute(record.due_ms)}
-    return replace(received, attributes={**received.attributes, **due})
-
-
 def _groups(waiting: list[Outgoing]) -> list[list[Outgoing]]:
     """Hand-overs (by wait) in groups whose waits lie within WAIT_GROUP_MS of the first."""
     groups: list[list[Outgoing]] = []
@@ -193,23 +123,6 @@ def _groups(waiting: list[Outgoing]) -> list[list[Outgoing]]:
         else:
             groups.append([out])
     return groups
-
-
-class _Budget:
-    def __init__(self, clock: Callable[[], float], deadline: float, call_timeout: float) -> None:
-        self.clock = clock
-        self.start = clock()
-        self.deadline = deadline
-        self.call_timeout = call_timeout
-
-    def end(self, share: float = 1.0) -> float:
-        """When a phase that may use `share` of the budget must be done."""
-        return self.start + share * (self.deadline - self.start)
-
-    def timeout(self, share: float = 1.0) -> float:
-        """The time limit of a call made now in a phase that may use `share` of the budget;
-        at most 0 when that phase has no time left."""
-        return min(self.call_timeout, self.end(share) - self.clock())
 
 
 def handle(
@@ -240,32 +153,7 @@ def handle(
     return step.outcome
 
 
-class _Step:
-    def __init__(
-        self,
-        queues: QueueTrio,
-        park_target: parking.ParkTarget | None,
-        config: StepConfig,
-        state: StepState,
-        clock: Callable[[], float],
-        local_ms: int,
-        deadline: float,
-        outcome: Outcome,
-    ) -> None:
-        self.queues = queues
-        self.target = park_target
-        self.config = config
-        self.state = state
-        self.clock = clock
-        self.budget = _Budget(clock, deadline, config.call_timeout)
-        self.outcome = outcome
-        self.done: list[Outgoing] = []  # sent or parked: the originals may be deleted
-        self.dropped: list[Received] = []  # cancelled or a second copy: deleted, never sent
-        self.records: dict[str, registry.Record] = {}  # by SQS MessageId
-        self.claimed: list[Outgoing] = []  # hand-overs whose registry claim this batch won
-        self.local_ms = local_ms  # when the batch arrived: `clock()` need not be epoch time
-        self.offset_ms = 0  # the clock offset estimate the decisions used (set by `handle`)
-
+class _Step(StepClaims):
     def run(self, received: list[Received]) -> Flow[None]:
         # A forward's registry record was marked delivered by the hand-over into staging.
         table = None if self.queues.forwards else self.config.registry_table
@@ -283,7 +171,7 @@ class _Step:
         )
         self.offset_ms = self.state.offset.estimate() or 0  # a median: computed once per batch
         for r in stuck:
-            log.error("delay.unhandled", **_ids(r), queue=self.queues.delay)
+            log.error("delay.unhandled", **event_ids(r), queue=self.queues.delay)
             self.hold(r, retry_backoff_seconds(r.receive_count), "cannot be handled")
         rest = yield from self.park(outs)
         if table:
@@ -297,226 +185,6 @@ class _Step:
             after_send.append(self.delete())
         yield from gather(after_send)
         yield from self.hide()
-
-    def release(self, copy: Received) -> None:
-        self.outcome.released.append(copy)
-        self.state.stats.events["delay.copy_in_hand"] += 1
-        log.warning("delay.copy_in_hand", **_ids(copy), queue=self.queues.delay)
-
-    def broker_ms(self) -> int:
-        """Now on the broker's clock: the local time since the batch arrived, corrected by
-        the estimated offset (none yet: the local clock)."""
-        elapsed = int((self.clock() - self.budget.start) * 1000)
-        return self.local_ms + elapsed + self.offset_ms
-
-    # -- ends ------------------------------------------------------------------------------
-
-    def hold(self, source: Received, wait_seconds: int, reason: str) -> None:
-        self.outcome.ends[source.message_id] = "held"
-        self.state.stats.tally.count(self.queues.destination, HELD)
-        self.outcome.held.append(Held(source, wait_seconds, reason))
-
-    def moved(self, out: Outgoing, **fields: Any) -> None:
-        d = out.decision
-        self.done.append(out)
-        self.outcome.ends[out.source.message_id] = END[d.event]
-        self.state.stats.events[d.event] += 1
-        self._tally(out)
-        self.state.failures.forget(out.source.message_id)
-        getattr(log, d.level)(
-            d.event,
-            **_ids(out.source),
-            destination=self.queues.destination,
-            receive_count=out.source.receive_count,
-            size_bytes=out.size,
-            **fields,
-            **d.log_fields(),
-        )
-
-    def _tally(self, out: Outgoing) -> None:
-        """Called as soon as the move succeeded: a hand-over's send time is now (its reply
-        arrived, so this errs late by at most the round trip)."""
-        d, tally, destination = out.decision, self.state.stats.tally, self.queues.destination
-        tally.moved(destination, d.event)
-        if isinstance(d, HandOver):
-            late = lateness_ms(
-                sent_ms=self.broker_ms(), delay_seconds=d.remaining_seconds, due_ms=d.due_ms
-            )
-            tally.handed_over(destination, late)
-        elif isinstance(d, Requeue):  # a parked message is not in the loop: not counted
-            tally.due(destination, d.due_ms - self.broker_ms())
-
-    # -- the registry ----------------------------------------------------------------------
-
-    def follow_registry(self, received: list[Received], table: str) -> Flow[list[Received]]:
-        """Read the records of the batch: drop what was cancelled (or was handed over by
-        another copy), give a rescheduled message its new due time, hold what the registry
-        could not answer for (backing off; never the error queue). Messages without a record
-        (NServiceBus's, or sent without the registry) go on as they came."""
-        ids = {r.message_id: i for r in received if (i := _registry_id(r)) is not None}
-        if not ids:
-            return received
-        timeout = self._registry_timeout(PARK_SHARE)
-        if timeout is None:
-            lookup = registry.Lookup({}, frozenset(ids.values()))
-        else:
-            lookup = yield from registry.read(
-                table, self.queues.destination, list(ids.values()), timeout
-            )
-            self._registry_answered(lookup.fault)
-        kept: list[Received] = []
-        for r in received:
-            ident = ids.get(r.message_id)
-            record = lookup.records.get(ident) if ident else None
-            if ident in lookup.failed:
-                self._registry_hold(r)
-            elif record is None:
-                kept.append(r)
-            elif record.state == "cancelled":
-                self.drop(r, "cancelled")
-            elif record.state == "handed-over" and not record.held_by_another_receive(r.message_id):
-                self.drop(r, "duplicate")  # another copy was handed over, or this one was
-            else:
-                self.records[r.message_id] = record
-                kept.append(_due_from(r, record) if record.moved else r)
-        return kept
-
-    def claim(self, outs: list[Outgoing], table: str) -> Flow[list[Outgoing]]:
-        """Claim the record of each hand-over (one conditional write each, all at once)
-        before anything is sent: the claim decides a race with a cancel or a reschedule.
-        Returns what may be sent."""
-        blocked: set[str] = set()  # held or dropped here: not sent
-        claims: list[tuple[Outgoing, registry.Record]] = []
-        keys: set[str] = set()
-        for o in outs:
-            rec = self.records.get(o.source.message_id)
-            if not isinstance(o.decision, HandOver) or rec is None:
-                continue
-            if rec.message_id in keys:  # two SQS messages of one id (a sender's retry)
-                blocked.add(o.source.message_id)  # its next hop finds the other's claim
-                self.hold(o.source, 1, "another copy of this message is being handed over")
-            else:
-                keys.add(rec.message_id)
-                claims.append((o, rec))
-        results = (yield from self._claim_round(claims, table)) if claims else []
-        for (out, _), (result, now_record) in zip(claims, results, strict=True):
-            if result == "claimed":
-                self.claimed.append(out)
-                continue
-            blocked.add(out.source.message_id)
-            if result == "failed":
-                self._registry_hold(out.source)
-            elif result == "moved":  # rescheduled meanwhile: the next receive reads it again
-                self.hold(out.source, 1, "rescheduled while being handed over")
-            elif result == "in-hand":  # released until the other receive's lease runs out
-                left_ms = (now_record.lease_ms if now_record else 0) - self.broker_ms()
-                wait = visibility_seconds(max(1, whole_seconds(left_ms)))
-                self.hold(out.source, wait, "another receive of this message holds its claim")
-            else:
-                self.drop(out.source, result)
-        return [o for o in outs if o.source.message_id not in blocked]
-
-    def _claim_round(
-        self, claims: list[tuple[Outgoing, registry.Record]], table: str
-    ) -> Flow[list[tuple[registry.Claim, registry.Record | None]]]:
-        """The claims' conditional writes, at once; each answer read (`failed` for all while
-        the registry's breaker is open or the send phase has no time left)."""
-        timeout = self._registry_timeout(SEND_SHARE)  # a claim is the start of its send
-        if timeout is None:
-            return [("failed", None)] * len(claims)
-        now = self.broker_ms()
-        lease = self.lease_ms()
-        calls = [
-            registry.claim_call(
-                table,
-                rec,
-                o.source.message_id,
-                registry.attempt_of(o.source.receipt_handle),
-                now,
-                lease,
-                timeout,
-            )
-            for o, rec in claims
-        ]
-        answers = yield calls
-        results = [
-            registry.claimed(a.fault, o.source.message_id)
-            for a, (o, _) in zip(answers, claims, strict=True)
-        ]
-        faults = [a.fault for a, r in zip(answers, results, strict=True) if r[0] == "failed"]
-        self._registry_answered(faults[0] if faults else None)
-        return results
-
-    def lease_ms(self) -> int:
-        """Until when (broker time) a claim made now may still lead to a send: the batch's
-        deadline, plus a call time limit for the workers' different clock offset estimates."""
-        left = max(0.0, self.budget.deadline - self.clock()) + self.config.call_timeout
-        return self.broker_ms() + int(left * 1000)
-
-    def mark_delivered(self, table: str) -> Flow[None]:
-        """Mark the claims whose hand-over was sent: no later receive may take them over. A
-        mark that fails leaves the claim to its lease (docs/registry.md)."""
-        sent = [
-            o for o in self.claimed if self.outcome.ends.get(o.source.message_id) == "handed-over"
-        ]
-        timeout = self.budget.timeout()
-        if not sent or timeout <= 0:
-            return
-        calls = [
-            registry.delivered_call(
-                table,
-                self.records[o.source.message_id],
-                o.source.message_id,
-                registry.attempt_of(o.source.receipt_handle),
-                timeout,
-            )
-            for o in sent
-        ]
-        answers = yield calls
-        failed = sum(1 for a in answers if a.fault is not None)
-        if failed:
-            self.state.stats.events["registry.delivered_mark_failed"] += failed
-            log.warning("registry.delivered_mark_failed", queue=self.queues.delay, count=failed)
-
-    def _registry_timeout(self, share: float) -> float | None:
-        """The time limit for a round of registry calls; None while its breaker is open or
-        the phase has no time left (the round then counts as failed)."""
-        timeout = self.budget.timeout(share)
-        if timeout <= 0 or self.state.registry.retry_in(registry.BREAKER_KEY, self.clock()) > 0:
-            return None
-        return timeout
-
-    def _registry_answered(self, fault: Fault | None) -> None:
-        if fault is None:
-            self.state.registry.success(registry.BREAKER_KEY)
-            return
-        wait = self.state.registry.failure(registry.BREAKER_KEY, self.clock())
-        log.error(
-            "registry.unavailable",
-            code=fault.code,
-            detail=fault.detail[:300],
-            retry_in_seconds=wait,
-        )
-
-    def _registry_hold(self, source: Received) -> None:
-        wait = self.state.registry.retry_in(registry.BREAKER_KEY, self.clock())
-        self.hold(source, visibility_seconds(max(wait, 1)), "registry unavailable")
-
-    def drop(self, source: Received, why: Literal["cancelled", "duplicate"]) -> None:
-        """Delete without sending: cancelled, or a copy of a message another copy handed over."""
-        self.dropped.append(source)
-        self.outcome.ends[source.message_id] = "cancelled" if why == "cancelled" else "dropped"
-        event = "delay.cancelled" if why == "cancelled" else "delay.duplicate_dropped"
-        self.state.stats.events[event] += 1
-        self.state.stats.tally.count(self.queues.destination, CANCELLED)
-        self.state.failures.forget(source.message_id)
-        log.info(
-            event,
-            **_ids(source),
-            destination=self.queues.destination,
-        )
-
-    # -- parking ---------------------------------------------------------------------------
 
     def park(self, outs: list[Outgoing]) -> Flow[list[Outgoing]]:
         """CreateSchedule for every Park decision, `park_concurrency` at a time while the
@@ -574,10 +242,8 @@ class _Step:
         assert isinstance(out.decision, Park)
         self.state.stats.events["delay.park_skipped"] += 1
         self.state.stats.tally.count(self.queues.destination, FALLBACKS)
-        log.warning("delay.park_skipped", **_ids(out.source), reason=reason[:200])
+        log.warning("delay.park_skipped", **event_ids(out.source), reason=reason[:200])
         return outgoing(out.source, out.decision.fallback)
-
-    # -- sending ---------------------------------------------------------------------------
 
     def send(self, outs: list[Outgoing]) -> Flow[None]:
         """Send everything that need not wait; then the hand-overs that wait out the fraction
@@ -682,7 +348,7 @@ class _Step:
         )
         log.warning(
             "delay.send_failed",
-            **_ids(out.source),
+            **event_ids(out.source),
             queue=queue,
             code=code,
             detail=detail[:300],
@@ -690,8 +356,6 @@ class _Step:
         )
         attempt = record.own_failures if fault else out.source.receive_count
         self.hold(out.source, retry_backoff_seconds(attempt), code)
-
-    # -- delete and hold -------------------------------------------------------------------
 
     def delete(self) -> Flow[None]:
         """Delete the originals of what was sent or parked. A failed delete brings the message

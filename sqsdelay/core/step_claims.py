@@ -1,0 +1,198 @@
+"""The step's registry phases (SQSDELAY_REGISTRY=dynamodb): follow each message's record
+(cancelled, rescheduled), claim a hand-over before it is sent so that only one runtime sends
+it, and mark what was delivered (docs/registry.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Literal
+
+from sqsdelay.core import registry, wirenames
+from sqsdelay.core.backoff import visibility_seconds
+from sqsdelay.core.batch_decisions import Outgoing
+from sqsdelay.core.decision import HandOver, Received
+from sqsdelay.core.delays import whole_seconds
+from sqsdelay.core.flows import Fault, Flow
+from sqsdelay.core.metrics import CANCELLED
+from sqsdelay.core.step_ends import PARK_SHARE, SEND_SHARE, StepBase, event_ids, registry_id
+from sqsdelay.core.wire import number_attribute
+from sqsdelay.logs import get_logger
+
+log = get_logger("sqsdelay.step")
+
+
+def _due_from(received: Received, record: registry.Record) -> Received:
+    """The message with the due time its record was rescheduled to."""
+    due = {wirenames.DUE_AT_ATTRIBUTE: number_attribute(record.due_ms)}
+    return replace(received, attributes={**received.attributes, **due})
+
+
+class StepClaims(StepBase):
+    def follow_registry(self, received: list[Received], table: str) -> Flow[list[Received]]:
+        """Read the records of the batch: drop what was cancelled (or was handed over by
+        another copy), give a rescheduled message its new due time, hold what the registry
+        could not answer for (backing off; never the error queue). Messages without a record
+        (NServiceBus's, or sent without the registry) go on as they came."""
+        ids = {r.message_id: i for r in received if (i := registry_id(r)) is not None}
+        if not ids:
+            return received
+        timeout = self._registry_timeout(PARK_SHARE)
+        if timeout is None:
+            lookup = registry.Lookup({}, frozenset(ids.values()))
+        else:
+            lookup = yield from registry.read(
+                table, self.queues.destination, list(ids.values()), timeout
+            )
+            self._registry_answered(lookup.fault)
+        kept: list[Received] = []
+        for r in received:
+            ident = ids.get(r.message_id)
+            record = lookup.records.get(ident) if ident else None
+            if ident in lookup.failed:
+                self._registry_hold(r)
+            elif record is None:
+                kept.append(r)
+            elif record.state == "cancelled":
+                self.drop(r, "cancelled")
+            elif record.state == "handed-over" and not record.held_by_another_receive(r.message_id):
+                self.drop(r, "duplicate")  # another copy was handed over, or this one was
+            else:
+                self.records[r.message_id] = record
+                kept.append(_due_from(r, record) if record.moved else r)
+        return kept
+
+    def claim(self, outs: list[Outgoing], table: str) -> Flow[list[Outgoing]]:
+        """Claim the record of each hand-over (one conditional write each, all at once)
+        before anything is sent: the claim decides a race with a cancel or a reschedule.
+        Returns what may be sent."""
+        blocked: set[str] = set()  # held or dropped here: not sent
+        claims: list[tuple[Outgoing, registry.Record]] = []
+        keys: set[str] = set()
+        for o in outs:
+            rec = self.records.get(o.source.message_id)
+            if not isinstance(o.decision, HandOver) or rec is None:
+                continue
+            if rec.message_id in keys:  # two SQS messages of one id (a sender's retry)
+                blocked.add(o.source.message_id)  # its next hop finds the other's claim
+                self.hold(o.source, 1, "another copy of this message is being handed over")
+            else:
+                keys.add(rec.message_id)
+                claims.append((o, rec))
+        results = (yield from self._claim_round(claims, table)) if claims else []
+        for (out, _), (result, now_record) in zip(claims, results, strict=True):
+            if result == "claimed":
+                self.claimed.append(out)
+                continue
+            blocked.add(out.source.message_id)
+            if result == "failed":
+                self._registry_hold(out.source)
+            elif result == "moved":  # rescheduled meanwhile: the next receive reads it again
+                self.hold(out.source, 1, "rescheduled while being handed over")
+            elif result == "in-hand":  # released until the other receive's lease runs out
+                left_ms = (now_record.lease_ms if now_record else 0) - self.broker_ms()
+                wait = visibility_seconds(max(1, whole_seconds(left_ms)))
+                self.hold(out.source, wait, "another receive of this message holds its claim")
+            else:
+                self.drop(out.source, result)
+        return [o for o in outs if o.source.message_id not in blocked]
+
+    def _claim_round(
+        self, claims: list[tuple[Outgoing, registry.Record]], table: str
+    ) -> Flow[list[tuple[registry.Claim, registry.Record | None]]]:
+        """The claims' conditional writes, at once; each answer read (`failed` for all while
+        the registry's breaker is open or the send phase has no time left)."""
+        timeout = self._registry_timeout(SEND_SHARE)  # a claim is the start of its send
+        if timeout is None:
+            return [("failed", None)] * len(claims)
+        now = self.broker_ms()
+        lease = self.lease_ms()
+        calls = [
+            registry.claim_call(
+                table,
+                rec,
+                o.source.message_id,
+                registry.attempt_of(o.source.receipt_handle),
+                now,
+                lease,
+                timeout,
+            )
+            for o, rec in claims
+        ]
+        answers = yield calls
+        results = [
+            registry.claimed(a.fault, o.source.message_id)
+            for a, (o, _) in zip(answers, claims, strict=True)
+        ]
+        faults = [a.fault for a, r in zip(answers, results, strict=True) if r[0] == "failed"]
+        self._registry_answered(faults[0] if faults else None)
+        return results
+
+    def lease_ms(self) -> int:
+        """Until when (broker time) a claim made now may still lead to a send: the batch's
+        deadline, plus a call time limit for the workers' different clock offset estimates."""
+        left = max(0.0, self.budget.deadline - self.clock()) + self.config.call_timeout
+        return self.broker_ms() + int(left * 1000)
+
+    def mark_delivered(self, table: str) -> Flow[None]:
+        """Mark the claims whose hand-over was sent: no later receive may take them over. A
+        mark that fails leaves the claim to its lease (docs/registry.md)."""
+        sent = [
+            o for o in self.claimed if self.outcome.ends.get(o.source.message_id) == "handed-over"
+        ]
+        timeout = self.budget.timeout()
+        if not sent or timeout <= 0:
+            return
+        calls = [
+            registry.delivered_call(
+                table,
+                self.records[o.source.message_id],
+                o.source.message_id,
+                registry.attempt_of(o.source.receipt_handle),
+                timeout,
+            )
+            for o in sent
+        ]
+        answers = yield calls
+        failed = sum(1 for a in answers if a.fault is not None)
+        if failed:
+            self.state.stats.events["registry.delivered_mark_failed"] += failed
+            log.warning("registry.delivered_mark_failed", queue=self.queues.delay, count=failed)
+
+    def _registry_timeout(self, share: float) -> float | None:
+        """The time limit for a round of registry calls; None while its breaker is open or
+        the phase has no time left (the round then counts as failed)."""
+        timeout = self.budget.timeout(share)
+        if timeout <= 0 or self.state.registry.retry_in(registry.BREAKER_KEY, self.clock()) > 0:
+            return None
+        return timeout
+
+    def _registry_answered(self, fault: Fault | None) -> None:
+        if fault is None:
+            self.state.registry.success(registry.BREAKER_KEY)
+            return
+        wait = self.state.registry.failure(registry.BREAKER_KEY, self.clock())
+        log.error(
+            "registry.unavailable",
+            code=fault.code,
+            detail=fault.detail[:300],
+            retry_in_seconds=wait,
+        )
+
+    def _registry_hold(self, source: Received) -> None:
+        wait = self.state.registry.retry_in(registry.BREAKER_KEY, self.clock())
+        self.hold(source, visibility_seconds(max(wait, 1)), "registry unavailable")
+
+    def drop(self, source: Received, why: Literal["cancelled", "duplicate"]) -> None:
+        """Delete without sending: cancelled, or a copy of a message another copy handed over."""
+        self.dropped.append(source)
+        self.outcome.ends[source.message_id] = "cancelled" if why == "cancelled" else "dropped"
+        event = "delay.cancelled" if why == "cancelled" else "delay.duplicate_dropped"
+        self.state.stats.events[event] += 1
+        self.state.stats.tally.count(self.queues.destination, CANCELLED)
+        self.state.failures.forget(source.message_id)
+        log.info(
+            event,
+            **event_ids(source),
+            destination=self.queues.destination,
+        )
