@@ -8,6 +8,9 @@ queue, out of sight for a backoff, until it succeeds.
 On SIGTERM/SIGINT no new poll starts; the polls in progress return (the broker has already
 handed them their messages, which would otherwise stay invisible for the whole visibility
 timeout) and what they bring is handled like any other batch.
+
+Longer than most files (about 580 lines): one receive loop and its life (start, the
+configuration check, discovery, polls, pausing, stop), whose parts share its state.
 """
 
 from __future__ import annotations

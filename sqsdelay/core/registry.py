@@ -1,5 +1,7 @@
 """The registry of scheduled messages: DynamoDB requests and the rules that read their
-answers (pure, no I/O). See docs/registry.md.
+answers (pure, no I/O). See docs/registry.md. Longer than most files (about 530 lines):
+its requests and the rules that read their answers are one protocol, each half the
+other's specification.
 
 One item per message sent through a delay queue, keyed by destination and message id. Every
 change of state is a conditional write, so a cancel, a reschedule and a hand-over racing

@@ -1,3 +1,4 @@
-"""The cost report. Imports run one way: definitions (`pricing`, `whatif`, `bands`), then the
-Spark job (`job`), then the tables and pages (`report`), then `run`, which ties them together
-and is the `spark-submit` entry point."""
+"""The cost report, a pipeline whose imports run one way: definitions (`pricing`, `money`,
+`whatif`, `bands`), inputs (`inputs`, `workload`, `bill`), the Spark aggregation (`session`,
+`job`, `fold`), the summary (`summary`, `reconcile`, `focus`), rendering (`render/`), then
+`run`, which ties them together and is the `spark-submit` entry point."""
