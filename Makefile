@@ -37,7 +37,7 @@ infra-lint: $(INFRA_STAMP)
 
 # Two pytest workers, one test file each at a time (its fixtures stay together): most tests
 # wait on servers and subprocesses, so this halves the run on two cores.
-unit: $(STAMP)
+unit: $(STAMP) $(FAUXQS_STAMP)
 	$(BIN)/pytest -q -n 2 --dist loadfile --durations=15 -m 'not emr_env'
 
 # The cost job on the Spark that infra/cost-report.yaml's EMR release runs (3.5.5, whose
@@ -64,11 +64,13 @@ spark35: $(SPARK35_STAMP)
 	    tests/cost/test_cost_report.py::test_report_files_and_summary \
 	    tests/cost/test_fold.py tests/cost/test_emr_venv.py
 
-# The Spark 3.5 environment is built and its tests run beside the main suite (which mostly
-# waits on servers and subprocesses), each target's output printed when it ends. The infra
-# linters (their own venv, about a minute) go first beside the main suite, spark35 after them:
-# it still ends long before the main suite.
-test: lint typecheck
+# The venv and fauxqs are built side by side, then the linters; then the Spark 3.5
+# environment is built and its tests run beside the main suite (which mostly waits on
+# servers and subprocesses), each target's output printed when it ends. The infra linters
+# (their own venv, about a minute) go first beside the main suite, spark35 after them.
+test:
+	$(MAKE) -j2 --output-sync=target $(STAMP) $(FAUXQS_STAMP)
+	$(MAKE) lint typecheck
 	$(MAKE) -j2 --output-sync=target infra-lint unit spark35
 
 demo: $(STAMP)
@@ -77,9 +79,14 @@ demo: $(STAMP)
 clean:
 	rm -rf $(VENV) $(INFRA) $(SPARK35) .pytest_cache .mypy_cache .ruff_cache
 
-# Benchmarks (not part of `make test`): the second emulator comes from npm.
-bench-deps:
-	cd scripts/fauxqs && npm ci --no-audit --no-fund
+# The second emulator of the benchmarks comes from npm (its lock file pins it and its node);
+# `make test` installs it too, for the scripts' smoke runs (tests/scripts).
+FAUXQS_STAMP := scripts/fauxqs/node_modules/.installed
+$(FAUXQS_STAMP): scripts/fauxqs/package-lock.json
+	cd scripts/fauxqs && npm ci --no-audit --no-fund --silent
+	touch $(FAUXQS_STAMP)
+
+bench-deps: $(FAUXQS_STAMP)
 
 bench: $(STAMP)
 	cd scripts && ../$(BIN)/python bench_sender.py

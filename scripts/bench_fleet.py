@@ -48,6 +48,7 @@ from tests.support.faultproxy import FaultProxy
 
 PREFIX = "fleet-"
 LAG = 1  # fauxqs's counts are exact
+WORKER_SETTINGS: dict[str, Any] = {"wait_time_seconds": 20, "discovery_interval_seconds": 10}
 
 
 def settings(url: str, cycle: int, prefix: str = PREFIX) -> Settings:
@@ -176,6 +177,7 @@ def before_phase(url: str, cycle: int, queues: int, seconds: float) -> dict[str,
         max_native_delay_seconds=cycle,
         idle_counts_lag_seconds=300,  # more than the cycle: the rule is off
         metrics="off",
+        wait_time_seconds=WORKER_SETTINGS["wait_time_seconds"],
     )
     worker = Worker(env)
     worker.wait_for("worker.started", 60)
@@ -196,9 +198,9 @@ def fleet_phase(
         PREFIX,
         max_native_delay_seconds=cycle,
         idle_counts_lag_seconds=LAG,
-        discovery_interval_seconds=10,
         stats_interval_seconds=10,
         metrics="off",
+        **WORKER_SETTINGS,
     )
     busy = names[:active]
     urls = install(url, cycle, busy)
@@ -236,7 +238,7 @@ def fleet_phase(
         "requests": stopped["requests"],
         "worker_peak_rss_mib": round(rss, 1),
         "new_destination": {
-            "discovery_interval_seconds": 10,
+            "discovery_interval_seconds": WORKER_SETTINGS["discovery_interval_seconds"],
             "install_to_queue_added_s": round(_seconds(added["timestamp"]) - created["at"], 2),
             "install_to_first_hand_over_s": round(first - created["at"], 2),
             "its_delay_seconds": cycle + 1,
@@ -265,6 +267,7 @@ def fifo_phase(
         visibility_timeout_seconds=10,  # what a lost answer leaves in flight comes back soon
         call_timeout_seconds=2,
         metrics="off",
+        wait_time_seconds=WORKER_SETTINGS["wait_time_seconds"],
     )
     urls = install(url, cycle, destinations, FIFO_PREFIX)
     sender = Sender(settings(url, cycle, FIFO_PREFIX), client=client(url))
@@ -309,7 +312,14 @@ def main() -> None:
     ap.add_argument("--fifo-cycle", type=int, default=10)
     ap.add_argument("--fifo-cut-share", type=float, default=0.05)
     ap.add_argument("--fifo-only", action="store_true", help="only the FIFO runs")
+    ap.add_argument("--wait-time-seconds", type=int, default=20, help="the workers' long polls")
+    ap.add_argument("--discovery-interval", type=int, default=10, help="seconds (fleet phase)")
     args = ap.parse_args()
+    global WORKER_SETTINGS  # every worker of the run polls and discovers this way
+    WORKER_SETTINGS = {
+        "wait_time_seconds": args.wait_time_seconds,
+        "discovery_interval_seconds": args.discovery_interval,
+    }
     logs.configure("json", "WARNING")
     emulator = EmulatorProcess("fauxqs")
     try:

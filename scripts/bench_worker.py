@@ -345,7 +345,9 @@ def _proc_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def burst_phase(url: str, count: int, raw: dict[str, Any]) -> dict[str, Any]:
+def burst_phase(
+    url: str, count: int, raw: dict[str, Any], cycle: int = BURST_CYCLE
+) -> dict[str, Any]:
     """`count` messages over 8 destinations, all due within the same 60 s, loaded into the
     delay queues while no worker runs; the worker starts as the first one falls due and has
     to hand over the lot. When each one became visible comes from the worker's own
@@ -353,17 +355,16 @@ def burst_phase(url: str, count: int, raw: dict[str, Any]) -> dict[str, Any]:
     DelaySeconds); consumers drain the destinations to find early, lost and duplicated
     messages (their receive times also bound the lateness from above, lag included)."""
     names = [f"b{i}" for i in range(8)]
-    urls = install(url, "burst-", names, cycle=BURST_CYCLE)
-    t0 = time.time() + BURST_CYCLE + 30  # the preload has 30 s; all are visible by then
-    dues_ms = [int((t0 + BURST_WINDOW * i / count) * 1000) for i in range(count)]
+    window = BURST_WINDOW * cycle // BURST_CYCLE
+    urls = install(url, "burst-", names, cycle=cycle)
+    t0 = time.time() + cycle + cycle / 2  # the preload has half a cycle; all visible by then
+    dues_ms = [int((t0 + window * i / count) * 1000) for i in range(count)]
     loading = time.monotonic()
     asyncio.run(preload_burst(url, [urls[f"{n}-delay.fifo"] for n in names], dues_ms))
     preload_seconds = time.monotonic() - loading
-    if time.time() + BURST_CYCLE > t0:
+    if time.time() + cycle > t0:
         raise SystemExit(f"the preload took {preload_seconds:.0f} s: lower --burst-messages")
-    env = env_for(
-        url, "burst-", max_native_delay_seconds=BURST_CYCLE, wait_time_seconds=1, concurrency=4
-    )
+    env = env_for(url, "burst-", max_native_delay_seconds=cycle, wait_time_seconds=1, concurrency=4)
     time.sleep(max(0.0, t0 - 3 - time.time()))  # start the worker just before the burst
     with tempfile.TemporaryFile("w+") as log:
         proc = start_worker(env, names, log)
@@ -395,7 +396,7 @@ def burst_phase(url: str, count: int, raw: dict[str, Any]) -> dict[str, Any]:
     return {
         "messages": count,
         "destinations": len(names),
-        "window_seconds": BURST_WINDOW,
+        "window_seconds": window,
         "preload_seconds": round(preload_seconds, 1),
         "first_due_to_last_visible_seconds": round(max(visible) - t0, 2),
         "hand_over_seconds": round(span, 2),
@@ -655,6 +656,12 @@ def main() -> None:
         help="messages in the burst phase, all due within 60 s (0: skip it)",
     )
     parser.add_argument(
+        "--burst-cycle",
+        type=int,
+        default=BURST_CYCLE,
+        help="the burst's cycle and window, in seconds (tiny for a smoke run)",
+    )
+    parser.add_argument(
         "--metrics",
         choices=["emf", "off"],
         default="emf",
@@ -696,7 +703,7 @@ def main() -> None:
                 # the same loop on the worker's client settings (no validation, fixed
                 # User-Agent): what is left is the worker's own cost
                 lean = raw_phase(emulator.url, args.queues, 400, args.seconds, worker_config())
-                burst = burst_phase(emulator.url, args.burst_messages, raw)
+                burst = burst_phase(emulator.url, args.burst_messages, raw, args.burst_cycle)
                 burst["cpu_vs_raw_loop_on_worker_client"] = round(
                     burst["worker_cpu_seconds_per_1000_messages"]
                     / lean["cpu_seconds_per_1000_messages"],
@@ -729,7 +736,9 @@ def bench(kind: str, args: argparse.Namespace) -> dict[str, Any]:
             emulator.url, args.lateness_messages, cycle=2, metrics=args.metrics
         )
         if args.burst_messages and kind == "fauxqs":  # moto would take hours for 50,000
-            out["burst"] = burst_phase(emulator.url, args.burst_messages, out["raw_batch_capacity"])
+            out["burst"] = burst_phase(
+                emulator.url, args.burst_messages, out["raw_batch_capacity"], args.burst_cycle
+            )
         if kind == "moto":
             out["parking"] = parking_phase(emulator.url, args.parking_messages)
     finally:

@@ -117,9 +117,15 @@ def start_worker(env: dict[str, str], queues: list[str], log: Any) -> subprocess
 
 
 def run_worker(env: dict[str, str], queues: list[str], seconds: float) -> dict[str, Any]:
-    """Run `sqsdelay worker` for a while, stop it with SIGTERM, return its final stats."""
-    with tempfile.TemporaryFile("w+") as log:
+    """Run `sqsdelay worker` for `seconds` after it has started, stop it with SIGTERM,
+    return its final stats."""
+    with tempfile.NamedTemporaryFile("w+") as log:
         proc = start_worker(env, queues, log)
+        deadline = time.monotonic() + 120
+        while '"worker.started"' not in Path(log.name).read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the worker did not start: {Path(log.name).read_text()[-2000:]}")
+            time.sleep(0.1)
         time.sleep(seconds)
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)

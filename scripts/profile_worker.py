@@ -23,8 +23,8 @@ import bench_worker as bw
 from benchkit import EmulatorProcess, env_for
 
 # (label, file suffix, function): the cumulative time of each, as a share of the process's.
+# (botocore's parameter validation is off in the worker's clients: not a part any more.)
 PARTS = [
-    ("botocore: validate parameters", "botocore/validate.py", "validate"),
     ("botocore: serialize", "botocore/serialize.py", "serialize_to_request"),
     ("botocore: parse responses", "botocore/parsers.py", "parse"),
     ("botocore: build the user agent", "botocore/useragent.py", "to_string"),
@@ -49,10 +49,15 @@ def main() -> None:
             emu.url, "prof-", max_native_delay_seconds=1, wait_time_seconds=1, concurrency=4
         )
         command = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "sqsdelay", "worker"]
-        with tempfile.TemporaryFile("w") as log:
+        with tempfile.NamedTemporaryFile("w") as log:
             proc = subprocess.Popen(
                 [*command, *names], env=env, stdout=subprocess.DEVNULL, stderr=log
             )
+            deadline = time.monotonic() + 120  # --seconds count from the worker's start
+            while '"worker.started"' not in Path(log.name).read_text():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("the worker did not start")
+                time.sleep(0.1)
             time.sleep(args.seconds)
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)
@@ -60,15 +65,17 @@ def main() -> None:
         emu.stop()
     stats = pstats.Stats(str(out)).stats  # type: ignore[attr-defined]
     total = sum(v[2] for v in stats.values())
-    shares = {}
+    shares, missing = {}, []
     for label, suffix, function in PARTS:
         cum = max(
             (v[3] for k, v in stats.items() if k[0].endswith(suffix) and k[2] == function),
             default=0.0,
         )
         if not cum:
-            raise SystemExit(f"{function} in {suffix} is not in the profile: update PARTS")
+            missing.append(f"{function} in {suffix}")
         shares[label] = {"seconds": round(cum, 2), "percent": round(100 * cum / total, 1)}
+    if missing:
+        raise SystemExit(f"not in the profile: {', '.join(missing)}; update PARTS")
     print(json.dumps({"profiled_seconds": round(total, 2), "cumulative": shares}, indent=2))
 
 

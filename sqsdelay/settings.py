@@ -4,6 +4,8 @@
 fields, and a test checks that README.md documents each one.
 """
 
+import functools
+import shlex
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -241,6 +243,7 @@ class Settings(BaseSettings):
             unrestricted=self.unrestricted,
             wire_format=self.wire_format,
             max_message_bytes=self.max_message_bytes,
+            install_hint=functools.partial(install_command, self),
         )
 
     def park_after(self) -> int | None:
@@ -278,6 +281,29 @@ class Settings(BaseSettings):
         """The longest a graceful stop can take (what ECS's stopTimeout must cover): the polls
         in progress return, then the batches in hand finish within their budget."""
         return self.wait_time_seconds + self.batch_budget_seconds()
+
+
+# Settings that decide what `install` creates; a hint repeats those that are not default.
+_INSTALL_SETTINGS = (
+    "queue_prefix",
+    "error_queue",
+    "max_native_delay_seconds",
+    "delay_queue_retention_seconds",
+    "kms_key_id",
+    "registry",
+    "registry_table",
+)
+
+
+def install_command(settings: Settings, *queues: str, options: str = "") -> str:
+    """A `sqsdelay install` command line that creates (or fixes) exactly these queues."""
+    flags = []
+    for name in _INSTALL_SETTINGS:
+        value = getattr(settings, name)
+        if value != Settings.model_fields[name].default:
+            flags.append(f"--{name.replace('_', '-')} {shlex.quote(str(value))}")
+    words = ["sqsdelay", *flags, "install", *(shlex.quote(q) for q in queues)]
+    return " ".join(words) + (f" {options}" if options else "")
 
 
 def env_name(field: str) -> str:

@@ -12,16 +12,23 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from botocore import xform_name
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
-from sqsdelay.core.flows import Call, Fault, Reply, adrive, drive
+from sqsdelay.core.flows import Call, Fault, Flow, Reply, adrive, drive
 from sqsdelay.errors import SqsOperationError
 
-if TYPE_CHECKING:
-    from sqsdelay.aws.queues import QueueResolver
+
+class QueueResolver(Protocol):
+    """What a caller needs of `aws.queues.QueueResolver`: a queue's URL, and the typed
+    error of a failed call on a queue (a missing one says how to create it)."""
+
+    def lookup(self, name: str, account: str = "") -> Flow[str]: ...
+
+    def failure(self, fault: Fault, operation: str, name: str) -> SqsOperationError: ...
+
 
 ERRORS = (ClientError, BotoCoreError, OSError, TimeoutError)
 

@@ -15,13 +15,13 @@ from botocore import xform_name
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sqsdelay.aws.clients import error_code, sync_client, sync_service, translate
-from sqsdelay.aws.queues import QueueResolver, check_queue, install_command, trio
+from sqsdelay.aws.queues import QueueResolver, check_queue, trio
 from sqsdelay.core import registry, tags
 from sqsdelay.core.queue_checks import Problem
 from sqsdelay.core.queues import QueueSpec, expected_attributes, specs
 from sqsdelay.errors import RegistryError
 from sqsdelay.logs import get_logger
-from sqsdelay.settings import Settings
+from sqsdelay.settings import Settings, install_command
 
 log = get_logger("sqsdelay.aws.installer")
 

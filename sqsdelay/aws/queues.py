@@ -7,7 +7,6 @@ queue into an error whose hint is a command that creates it.
 from __future__ import annotations
 
 import contextlib
-import shlex
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -21,31 +20,9 @@ from sqsdelay.core.queue_checks import Problem
 from sqsdelay.core.queues import QueueSpec, QueueTrio
 from sqsdelay.errors import DelayQueueMissing, InvalidQueueName, QueueMissing, SqsOperationError
 from sqsdelay.logs import get_logger
-from sqsdelay.settings import Settings
+from sqsdelay.settings import Settings, install_command
 
 log = get_logger("sqsdelay.aws.queues")
-
-# Settings that decide what `install` creates; a hint repeats those that are not default.
-_INSTALL_SETTINGS = (
-    "queue_prefix",
-    "error_queue",
-    "max_native_delay_seconds",
-    "delay_queue_retention_seconds",
-    "kms_key_id",
-    "registry",
-    "registry_table",
-)
-
-
-def install_command(settings: Settings, *queues: str, options: str = "") -> str:
-    """A `sqsdelay install` command line that creates (or fixes) exactly these queues."""
-    flags = []
-    for name in _INSTALL_SETTINGS:
-        value = getattr(settings, name)
-        if value != Settings.model_fields[name].default:
-            flags.append(f"--{name.replace('_', '-')} {shlex.quote(str(value))}")
-    words = ["sqsdelay", *flags, "install", *(shlex.quote(q) for q in queues)]
-    return " ".join(words) + (f" {options}" if options else "")
 
 
 def trio(queue: str, settings: Settings) -> QueueTrio:

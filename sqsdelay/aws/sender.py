@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any, Unpack
 
 from sqsdelay.aws.callers import AsyncCaller, SyncCaller
@@ -20,9 +19,8 @@ from sqsdelay.aws.clients import (
     sync_client,
     sync_service,
 )
-from sqsdelay.aws.sender_core import SenderCore, plan
+from sqsdelay.aws.sender_core import NewDueTime, ScheduledQuery, SenderCore, plan
 from sqsdelay.core import registry
-from sqsdelay.core.delays import DelayLike
 from sqsdelay.core.flows import adrive, drive
 from sqsdelay.core.send import BatchResult, Message, MessageOptions, SendFailure, SendResult
 from sqsdelay.core.types import CancelOutcome, RescheduleOutcome
@@ -70,27 +68,16 @@ class Sender(SenderCore):
         return drive(self.cancel_flow(queue, message_id), self._caller)
 
     def reschedule(
-        self,
-        queue: str,
-        message_id: str,
-        *,
-        delay: DelayLike | None = None,
-        at: datetime | None = None,
+        self, queue: str, message_id: str, **when: Unpack[NewDueTime]
     ) -> tuple[RescheduleOutcome, int]:
-        """Move a scheduled message's due time: the outcome and the due time (epoch ms)."""
-        return drive(self.reschedule_flow(queue, message_id, delay=delay, at=at), self._caller)
+        """Move a scheduled message's due time (`delay` from now, or `at` a time): the
+        outcome and the due time (epoch ms)."""
+        return drive(self.reschedule_flow(queue, message_id, **when), self._caller)
 
-    def scheduled(
-        self,
-        queue: str,
-        *,
-        due_before: datetime | None = None,
-        state: registry.State | None = "scheduled",
-        limit: int = 100,
-    ) -> list[registry.Record]:
-        """What the registry holds for a destination, soonest first."""
-        flow = self.scheduled_flow(queue, due_before=due_before, state=state, limit=limit)
-        return drive(flow, self._caller)
+    def scheduled(self, queue: str, **query: Unpack[ScheduledQuery]) -> list[registry.Record]:
+        """What the registry holds for a destination, soonest first: `due_before` a time,
+        in `state` (default scheduled; None: all), at most `limit` (default 100)."""
+        return drive(self.scheduled_flow(queue, **query), self._caller)
 
 
 class AsyncSender(SenderCore):
@@ -145,28 +132,14 @@ class AsyncSender(SenderCore):
         return await adrive(self.cancel_flow(queue, message_id), self.caller)
 
     async def reschedule(
-        self,
-        queue: str,
-        message_id: str,
-        *,
-        delay: DelayLike | None = None,
-        at: datetime | None = None,
+        self, queue: str, message_id: str, **when: Unpack[NewDueTime]
     ) -> tuple[RescheduleOutcome, int]:
         """As `Sender.reschedule`."""
-        flow = self.reschedule_flow(queue, message_id, delay=delay, at=at)
-        return await adrive(flow, self.caller)
+        return await adrive(self.reschedule_flow(queue, message_id, **when), self.caller)
 
-    async def scheduled(
-        self,
-        queue: str,
-        *,
-        due_before: datetime | None = None,
-        state: registry.State | None = "scheduled",
-        limit: int = 100,
-    ) -> list[registry.Record]:
+    async def scheduled(self, queue: str, **query: Unpack[ScheduledQuery]) -> list[registry.Record]:
         """As `Sender.scheduled`."""
-        flow = self.scheduled_flow(queue, due_before=due_before, state=state, limit=limit)
-        return await adrive(flow, self.caller)
+        return await adrive(self.scheduled_flow(queue, **query), self.caller)
 
 
 __all__ = [

@@ -6,12 +6,11 @@ plans, so that `Sender` and `AsyncSender` (`sender.py`) only make the calls.
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
-from sqsdelay.aws.queues import ParkTargets, QueueResolver, install_command
+from sqsdelay.aws.queues import ParkTargets, QueueResolver
 from sqsdelay.core import batching, parking, registry, schedules, send, tracing
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.delays import DelayLike, delay_milliseconds
@@ -30,7 +29,6 @@ from sqsdelay.errors import (
     ConfigError,
     InvalidDelay,
     InvalidInput,
-    MessageDelayTooLong,
     RegistryError,
     SqsOperationError,
 )
@@ -40,28 +38,25 @@ from sqsdelay.settings import Settings, load_settings
 log = get_logger("sqsdelay.aws.sender")
 
 
-def plan(
-    queue: str,
-    message: Message,
-    settings: Settings,
-    *,
-    now: float,
-    new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
-    ambient_trace: str | None = None,
-) -> PlannedSend:
-    """`core.send.plan` under these settings; a delay too long for them names the command
-    that installs the delay queue it needs."""
-    try:
-        return send.plan(
-            queue,
-            message,
-            settings.send_limits(),
-            now=now,
-            new_id=new_id,
-            ambient_trace=ambient_trace,
-        )
-    except MessageDelayTooLong as exc:
-        raise MessageDelayTooLong(f"{exc} ({install_command(settings, queue)})") from None
+def plan(queue: str, message: Message, settings: Settings, **when: Any) -> PlannedSend:
+    """What `send` would send, without sending: `core.send.plan` under these settings
+    (`now`, and optionally `new_id` and `ambient_trace`, as there)."""
+    return send.plan(queue, message, settings.send_limits(), **when)
+
+
+class NewDueTime(TypedDict, total=False):
+    """The keyword arguments of `reschedule`: one of them."""
+
+    delay: DelayLike | None
+    at: datetime | None
+
+
+class ScheduledQuery(TypedDict, total=False):
+    """The keyword arguments of `scheduled` (their defaults: `scheduled_flow`'s)."""
+
+    due_before: datetime | None
+    state: registry.State | None
+    limit: int
 
 
 def _ambient_trace() -> str | None:
@@ -225,7 +220,7 @@ class SenderCore:
 
     def send_flow(self, queue: str, message: Message) -> Flow[SendResult]:
         now = self._clock()
-        planned = plan(queue, message, self.settings, now=now, ambient_trace=_ambient_trace())
+        planned = send.plan(queue, message, self._limits, now=now, ambient_trace=_ambient_trace())
         duplicate = yield from self._register(planned, now, 0)
         if duplicate is not None:
             return duplicate
@@ -244,7 +239,9 @@ class SenderCore:
     ) -> Flow[BatchResult]:
         now = self._clock()
         ambient = _ambient_trace()
-        planned = [plan(queue, m, self.settings, now=now, ambient_trace=ambient) for m in messages]
+        planned = [
+            send.plan(queue, m, self._limits, now=now, ambient_trace=ambient) for m in messages
+        ]
         result = BatchResult()
         done = yield from self._register_batch(planned, now, result)
         # Parks go out `park_concurrency` at a time, and stop as soon as the breaker opens.
@@ -365,7 +362,12 @@ class SenderCore:
         return outcome
 
     def reschedule_flow(
-        self, queue: str, message_id: str, *, delay: DelayLike | None, at: datetime | None
+        self,
+        queue: str,
+        message_id: str,
+        *,
+        delay: DelayLike | None = None,
+        at: datetime | None = None,
     ) -> Flow[tuple[RescheduleOutcome, int]]:
         """Move the due time of a scheduled message (a delay from now, or a time): the
         outcome and the new due time (epoch ms). With the registry, the worker follows the

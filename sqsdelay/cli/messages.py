@@ -18,6 +18,12 @@ from sqsdelay.cli.settings_flags import settings_of
 from sqsdelay.core.delays import parse_delay, parse_exact_delay
 from sqsdelay.errors import InvalidInput, InvalidMessage
 
+# The arguments every message command takes
+Queue = Annotated[str, typer.Argument(help="destination queue (without prefix)")]
+MessageId = Annotated[
+    str, typer.Argument(help="the message's id: send's --id, or the group_id it printed")
+]
+
 
 def _attribute(text: str) -> tuple[str, dict[str, str]]:
     """`NAME=VALUE` (String) or `NAME:Number=VALUE`."""
@@ -31,7 +37,7 @@ def _attribute(text: str) -> tuple[str, dict[str, str]]:
 @command
 def send(
     ctx: typer.Context,
-    queue: Annotated[str, typer.Argument(help="destination queue (without prefix)")],
+    queue: Queue,
     delay: Annotated[str, typer.Option(help="delay in seconds; fractions round up")],
     body: Annotated[str | None, typer.Option(help="message body")] = None,
     body_file: Annotated[Path | None, typer.Option(help="read the body from a file")] = None,
@@ -90,10 +96,8 @@ STATUS_EXIT = {"cancelled": 0, "rescheduled": 0, "too-late": 3, "unknown": 4}
 @command
 def cancel(
     ctx: typer.Context,
-    queue: Annotated[str, typer.Argument(help="destination queue (without prefix)")],
-    message_id: Annotated[
-        str, typer.Argument(help="the message's id: send's --id, or the group_id it printed")
-    ],
+    queue: Queue,
+    message_id: MessageId,
 ) -> int:
     """Cancel a scheduled message (with the registry, or a parked one).
 
@@ -136,10 +140,8 @@ def _utc_time(text: str, flag: str) -> datetime:
 @command
 def reschedule(
     ctx: typer.Context,
-    queue: Annotated[str, typer.Argument(help="destination queue (without prefix)")],
-    message_id: Annotated[
-        str, typer.Argument(help="the message's id: send's --id, or the group_id it printed")
-    ],
+    queue: Queue,
+    message_id: MessageId,
     delay: Annotated[str | None, typer.Option(help="the new delay, in seconds from now")] = None,
     at: Annotated[str | None, typer.Option(help="the new due time, ISO 8601 with a zone")] = None,
 ) -> int:
@@ -166,7 +168,7 @@ def reschedule(
 @command
 def scheduled(
     ctx: typer.Context,
-    queue: Annotated[str, typer.Argument(help="destination queue (without prefix)")],
+    queue: Queue,
     due_before: Annotated[
         str | None, typer.Option(help="only what is due before this time (ISO 8601, zone)")
     ] = None,

@@ -29,7 +29,7 @@ from sqsdelay.core import (
 )
 from sqsdelay.core.delays import DelayLike, delay_milliseconds, route, whole_seconds
 from sqsdelay.core.types import Attributes, Route, Sent, WireFormat
-from sqsdelay.errors import InvalidDelay, InvalidMessage
+from sqsdelay.errors import InvalidDelay, InvalidMessage, MessageDelayTooLong
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,8 @@ class SendLimits:
     unrestricted: bool
     wire_format: WireFormat
     max_message_bytes: int
+    # The command that installs a destination's delay queue, for the error that needs one.
+    install_hint: Callable[[str], str]
 
 
 @dataclass(frozen=True)
@@ -158,8 +160,7 @@ def plan(
     ambient_trace: str | None = None,
 ) -> PlannedSend:
     """Validate a message and decide where and how it is sent. No I/O. `ambient_trace` is
-    the current trace (_X_AMZN_TRACE_ID), used when the message names none. Raises
-    MessageDelayTooLong when the route needs a delay queue that `limits` rule out."""
+    the current trace (_X_AMZN_TRACE_ID), used when the message names none."""
     destination = names.destination_name(queue, limits.queue_prefix)
     group = group_of(message, destination)
     if message.trace_header is not None:
@@ -175,11 +176,14 @@ def plan(
             f"({years:g} years, SQSDELAY_MAX_DELAY_SECONDS): was it given in milliseconds? "
             "Raise the setting if it is meant"
         )
-    where = route(
-        seconds,
-        max_native_delay=limits.max_native_delay_seconds,
-        unrestricted=limits.unrestricted,
-    )
+    try:
+        where = route(
+            seconds,
+            max_native_delay=limits.max_native_delay_seconds,
+            unrestricted=limits.unrestricted,
+        )
+    except MessageDelayTooLong as exc:
+        raise MessageDelayTooLong(f"{exc} ({limits.install_hint(queue)})") from None
     wire.check_body(message.body)
     attributes: Attributes = dict(message.attributes)
     wire.check_user_attributes(attributes)

@@ -7,7 +7,7 @@ released, with the events and metrics each end counts). The phases build on it:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqsdelay.core import parking, registry, wirenames
@@ -116,31 +116,26 @@ class _Budget:
         return min(self.call_timeout, self.end(share) - self.clock())
 
 
+@dataclass
 class StepBase:
-    def __init__(
-        self,
-        queues: QueueTrio,
-        park_target: parking.ParkTarget | None,
-        config: StepConfig,
-        state: StepState,
-        clock: Callable[[], float],
-        local_ms: int,
-        deadline: float,
-        outcome: Outcome,
-    ) -> None:
-        self.queues = queues
-        self.target = park_target
-        self.config = config
-        self.state = state
-        self.clock = clock
-        self.budget = _Budget(clock, deadline, config.call_timeout)
-        self.outcome = outcome
-        self.done: list[Outgoing] = []  # sent or parked: the originals may be deleted
-        self.dropped: list[Received] = []  # cancelled or a second copy: deleted, never sent
-        self.records: dict[str, registry.Record] = {}  # by SQS MessageId
-        self.claimed: list[Outgoing] = []  # hand-overs whose registry claim this batch won
-        self.local_ms = local_ms  # when the batch arrived: `clock()` need not be epoch time
-        self.offset_ms = 0  # the clock offset estimate the decisions used (set by `handle`)
+    """One batch in hand: what it was given, and what it has done so far."""
+
+    queues: QueueTrio
+    target: parking.ParkTarget | None  # where a parked message goes back to
+    config: StepConfig
+    state: StepState
+    clock: Callable[[], float]
+    local_ms: int  # when the batch arrived: `clock()` need not be epoch time
+    deadline: float  # no call starts after it (a `clock()` time)
+    outcome: Outcome
+    done: list[Outgoing] = field(default_factory=list)  # sent or parked: may be deleted
+    dropped: list[Received] = field(default_factory=list)  # cancelled or a second copy
+    records: dict[str, registry.Record] = field(default_factory=dict)  # by SQS MessageId
+    claimed: list[Outgoing] = field(default_factory=list)  # claims this batch won
+    offset_ms: int = 0  # the clock offset estimate the decisions used (set by `run`)
+
+    def __post_init__(self) -> None:
+        self.budget = _Budget(self.clock, self.deadline, self.config.call_timeout)
 
     def release(self, copy: Received) -> None:
         self.outcome.released.append(copy)

@@ -31,6 +31,18 @@ def round_money(x: float) -> float:
     return round(x, 4) if abs(x) < 0.01 else round(x, 2)
 
 
+def money(x: float, currency: str) -> str:
+    """The report's one money format: two decimals with thousands separators."""
+    return f"{x:,.2f} {currency}"
+
+
+def unit_money(x: float, currency: str, unit: str) -> str:
+    """A unit cost too small for cents, as a cost per million units."""
+    return (
+        money(x, currency) if abs(x) >= 0.01 else f"{money(x * 1e6, currency)} per million {unit}"
+    )
+
+
 @dataclass(frozen=True)
 class Billed:
     """One model's requests: FIFO, standard and Scheduler invocations."""

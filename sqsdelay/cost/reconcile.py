@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqsdelay.cost.money import round_money
+from sqsdelay.cost.money import money, round_money
 from sqsdelay.cost.pricing import (
     Pricing,
 )
-from sqsdelay.cost.render.text import money
 from sqsdelay.errors import InvalidInput
 
 

@@ -5,8 +5,6 @@ name every destination. Real local SparkSession."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -131,10 +129,9 @@ def test_a_destination_large_in_the_bill_is_named_and_the_rest_reconciled_as_one
          ("d12-delay.fifo", "2026-03", 0.02), ("d05", "2026-03", 3.0)]
     ).to_parquet(bill)  # fmt: skip
     out = tmp_path / "r"
-    command = [sys.executable, "-m", "sqsdelay", "cost-report", "--input", str(events)]
-    command += ["--bill", str(bill), "--top-destinations", "3", "--output", str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    # in the suite's session (the CLI's own run: test_cost_report_processes.py)
+    run_report(inputs=[str(events)], output=str(out), pricing=PRICING, spark=spark,
+               bills=[str(bill)], top=3)  # fmt: skip
     summary = json.loads((out / "summary.json").read_text())
     assert summary["destinations_folded"] == 9
     table = {(r["destination"], r["month"]): r for r in summary["reconciliation"]}

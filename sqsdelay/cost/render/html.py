@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from sqsdelay.cost.money import round_money
+from sqsdelay.cost.money import money, round_money, unit_money
 from sqsdelay.cost.render.charts import charts
 from sqsdelay.cost.render.text import (
     COUNT,
@@ -13,9 +13,7 @@ from sqsdelay.cost.render.text import (
     TEXT,
     cell,
     comparison,
-    money,
     running_lines,
-    unit_money,
 )
 from sqsdelay.cost.summary import Report
 

@@ -8,7 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from sqsdelay.cost.render.text import MONEY, cell, comparison, money, running_lines, unit_money
+from sqsdelay.cost.money import money, unit_money
+from sqsdelay.cost.render.text import MONEY, cell, comparison, running_lines
 
 
 def reconciliation_table(summary: dict[str, Any]) -> Table:

@@ -1,11 +1,13 @@
-"""The report's words: money in one format, the sentence that compares the options, the
-cost-of-running lines. Shared by the HTML page, the terminal and the demo.
-"""
+"""The report's words: the sentence that compares the options, the cost-of-running lines,
+and how a table cell is written. Shared by the HTML page, the terminal and the demo; money's
+one format is `cost/money.py`'s."""
 
 from __future__ import annotations
 
 import html
 from typing import Any
+
+from sqsdelay.cost.money import money
 
 
 def comparison(summary: dict[str, Any]) -> str:
@@ -19,18 +21,6 @@ def comparison(summary: dict[str, Any]) -> str:
         f"For this workload {best['title']} is the cheapest at {money(best['cost'], cur)}: "
         f"{money(saving, cur)} ({saving / second['cost']:.0%}) less than the next cheapest, "
         f"{second['title']} ({money(second['cost'], cur)}), list prices, idle polling included."
-    )
-
-
-def money(x: float, currency: str) -> str:
-    """The report's one money format: two decimals with thousands separators."""
-    return f"{x:,.2f} {currency}"
-
-
-def unit_money(x: float, currency: str, unit: str) -> str:
-    """A unit cost too small for cents, as a cost per million units."""
-    return (
-        money(x, currency) if abs(x) >= 0.01 else f"{money(x * 1e6, currency)} per million {unit}"
     )
 
 
