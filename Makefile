@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEPS := pyproject.toml constraints.txt
 
-.PHONY: test demo lint typecheck infra-lint unit spark35 bench bench-deps clean
+.PHONY: test demo lint typecheck infra-lint unit scripts spark35 bench bench-deps clean
 
 $(STAMP): $(DEPS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,8 +37,13 @@ infra-lint: $(INFRA_STAMP)
 
 # Two pytest workers, one test file each at a time (its fixtures stay together): most tests
 # wait on servers and subprocesses, so this halves the run on two cores.
-unit: $(STAMP) $(FAUXQS_STAMP)
-	$(BIN)/pytest -q -n 2 --dist loadfile --durations=15 -m 'not emr_env'
+unit: $(STAMP)
+	$(BIN)/pytest -q -n 2 --dist loadfile --durations=15 -m 'not emr_env' --ignore=tests/scripts
+
+# Every script under scripts/ with tiny parameters, in a pytest of its own: the benchmarks
+# mostly wait out compressed cycles, so they run beside the main suite, not in its workers.
+scripts: $(STAMP) $(FAUXQS_STAMP)
+	$(BIN)/pytest -q -n 2 --durations=10 tests/scripts
 
 # The cost job on the Spark that infra/cost-report.yaml's EMR release runs (3.5.5, whose
 # pyspark needs numpy < 2, and so a pyarrow built for it): the same constraints, four pins
@@ -64,14 +69,15 @@ spark35: $(SPARK35_STAMP)
 	    tests/cost/test_cost_report.py::test_report_files_and_summary \
 	    tests/cost/test_fold.py tests/cost/test_emr_venv.py
 
-# The venv and fauxqs are built side by side, then the linters; then the Spark 3.5
-# environment is built and its tests run beside the main suite (which mostly waits on
-# servers and subprocesses), each target's output printed when it ends. The infra linters
-# (their own venv, about a minute) go first beside the main suite, spark35 after them.
+# The venv and fauxqs are built side by side, then the linters; then the main suite, the
+# scripts' smoke runs and the infra linters (their own venv, about a minute) start, and the
+# Spark 3.5 environment is built and its tests run when the linters end. Most of it waits
+# on servers, subprocesses and compressed cycles; each target's output is printed when it
+# ends.
 test:
 	$(MAKE) -j2 --output-sync=target $(STAMP) $(FAUXQS_STAMP)
 	$(MAKE) lint typecheck
-	$(MAKE) -j2 --output-sync=target infra-lint unit spark35
+	$(MAKE) -j3 --output-sync=target infra-lint scripts unit spark35
 
 demo: $(STAMP)
 	$(BIN)/sqsdelay demo

@@ -345,6 +345,12 @@ def main() -> None:
     parser.add_argument("--bill-rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3, help="one-shot runs; the median")
     parser.add_argument("--keep", type=Path, help="keep (and reuse) the generated data here")
+    parser.add_argument(
+        "--class-archive",
+        choices=["auto", "off"],
+        default="auto",
+        help="SQSDELAY_SPARK_CLASS_ARCHIVE of the runs that measure the default (off: no dump)",
+    )
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-cost-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -363,13 +369,17 @@ def main() -> None:
         results["spark_startup"] = spark_startup()
         if args.rows:
             shutil.rmtree(work / "cache", ignore_errors=True)
-            writing = spark_report(data["parquet"], work / "report-first")
+            writing = spark_report(data["parquet"], work / "report-first", args.class_archive)
             runs: dict[str, list[dict[str, Any]]] = {"spark": [], "duck": [], "json": []}
             for _ in range(args.repeat):
-                runs["spark"].append(spark_report(data["parquet"], work / "report-parquet"))
+                runs["spark"].append(
+                    spark_report(data["parquet"], work / "report-parquet", args.class_archive)
+                )
                 runs["duck"].append(duckdb_fresh(data["parquet"]))
                 if args.json_rows:
-                    runs["json"].append(spark_report(data["json"], work / "report-json"))
+                    runs["json"].append(
+                        spark_report(data["json"], work / "report-json", args.class_archive)
+                    )
             spark, duck = median_of(runs["spark"]), median_of(runs["duck"])
             off = spark_report(data["parquet"], work / "report-off", "off")
             results["one_shot_parquet"] = {
@@ -392,7 +402,9 @@ def main() -> None:
             with_bill = {"spark": [], "duck": []}
             for _ in range(args.repeat):
                 out = work / "report-bill"
-                with_bill["spark"].append(spark_report(data["parquet"], out, bill=bill))
+                with_bill["spark"].append(
+                    spark_report(data["parquet"], out, args.class_archive, bill)
+                )
                 with_bill["duck"].append(duckdb_bill_fresh(data["parquet"], bill))
             spark, duck = median_of(with_bill["spark"]), median_of(with_bill["duck"])
             results["one_shot_with_bill"] = {
@@ -415,7 +427,7 @@ def main() -> None:
             if args.rows:
                 spark = median_of(runs["json"])
             else:
-                spark = spark_report(data["json"], work / "report-json")
+                spark = spark_report(data["json"], work / "report-json", args.class_archive)
             results["one_shot_json"] = {"rows": args.json_rows, "spark_cost_report": spark}
             if args.rows:
                 parquet_rate = results["one_shot_parquet"]["spark_cost_report"]["rows_per_second"]

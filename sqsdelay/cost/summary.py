@@ -108,30 +108,13 @@ def build(
         agg.destinations, pricing, cycle_seconds=cycle_seconds, batch_fill=batch_fill
     )
     start, end = agg.start, agg.end
-    fifo_price = pricing.fifo_price
-    by_dest_month = per_destination.groupby(["destination", "month"])[SUMS].sum()
-    by_dest_month = by_dest_month.join(agg.idle, how="outer").fillna(0.0)
-    # the delay queue's idle long polls (FIFO) and a FIFO destination's staging queue's
-    by_dest_month["idle_poll_cost"] = (
-        by_dest_month["idle_poll_requests"] * fifo_price
-        + by_dest_month["staging_poll_requests"] * pricing.standard_price
+    by_dest_month, by_month, by_destination = _by_destination_and_month(
+        agg, per_destination, pricing, free_tier
     )
-    # The delay queue's own requests (FIFO), like for like with its lines in a bill.
-    by_dest_month["delay_queue_requests"] = (
-        by_dest_month["estimated_fifo"] + by_dest_month["idle_poll_requests"]
-    )
-    by_dest_month["delay_queue_cost"] = by_dest_month["delay_queue_requests"] * fifo_price
-    by_month = by_dest_month.groupby(level="month").sum()
-    by_month["estimated_cost"] = _estimated(by_month, pricing, free_tier)
-    by_destination = by_dest_month.groupby(level="destination").sum()
-    by_destination = by_destination.sort_values("batched_cost", ascending=False)
     by_band = (
         rows.groupby("band")[SUMS].sum().reindex([b for b in BAND_ORDER if b in set(rows["band"])])
     )
-    hist = rows.groupby("bucket")["messages"].sum().sort_index()
-    histogram = hist.rename("messages").to_frame()
-    histogram.index = [f"{human(2 ** int(b))}–{human(2 ** (int(b) + 1))}" for b in hist.index]
-    histogram.index.name = "delay"
+    histogram = _histogram(rows)
     totals = rows[SUMS].sum()
     models: list[dict[str, Any]] = [
         {
@@ -224,6 +207,99 @@ def build(
         "cost_of_running": {k: round_money(v) for k, v in running_cost.items()},
         "running_inputs": running_inputs.model_dump(),
     }
+    assumptions = _assumptions(
+        pricing,
+        free_tier,
+        counts,
+        cycle_seconds=cycle_seconds,
+        batch_fill=batch_fill,
+        start=start,
+        end=end,
+    )
+    tables = {
+        "by_destination": by_destination,
+        "by_month": by_month,
+        "by_band": by_band,
+        "delay_histogram": histogram,
+        "models": _models_frame(models),
+    }
+    if reconciliation:
+        tables["reconciliation"] = pd.DataFrame(reconciliation).set_index("destination")
+    focus = None
+    if not agg.folded:  # few destinations: the FOCUS rows are made here (else Spark wrote them)
+        focus = _focus(by_dest_month, rows, pricing, registry_table)
+    else:
+        assumptions.append(
+            f"The tables name the {destinations - agg.folded:,} destinations with the largest "
+            f"estimate (or bill); the other {agg.folded:,} are summed in one row a month. "
+            "estimate-focus.csv has every destination by name (--top-destinations N)."
+        )
+    return Report(tables, summary, assumptions, focus)
+
+
+def _by_destination_and_month(
+    agg: Aggregate, per_destination: Any, pricing: Pricing, free_tier: frozenset[str]
+) -> tuple[Any, Any, Any]:
+    """The priced rows summed per destination and month, with each destination's idle
+    polling and its delay queue's own requests; then per month and per destination."""
+    fifo_price = pricing.fifo_price
+    by_dest_month = per_destination.groupby(["destination", "month"])[SUMS].sum()
+    by_dest_month = by_dest_month.join(agg.idle, how="outer").fillna(0.0)
+    # the delay queue's idle long polls (FIFO) and a FIFO destination's staging queue's
+    by_dest_month["idle_poll_cost"] = (
+        by_dest_month["idle_poll_requests"] * fifo_price
+        + by_dest_month["staging_poll_requests"] * pricing.standard_price
+    )
+    # The delay queue's own requests (FIFO), like for like with its lines in a bill.
+    by_dest_month["delay_queue_requests"] = (
+        by_dest_month["estimated_fifo"] + by_dest_month["idle_poll_requests"]
+    )
+    by_dest_month["delay_queue_cost"] = by_dest_month["delay_queue_requests"] * fifo_price
+    by_month = by_dest_month.groupby(level="month").sum()
+    by_month["estimated_cost"] = _estimated(by_month, pricing, free_tier)
+    by_destination = by_dest_month.groupby(level="destination").sum()
+    by_destination = by_destination.sort_values("batched_cost", ascending=False)
+    return by_dest_month, by_month, by_destination
+
+
+def _histogram(rows: Any) -> Any:
+    """Messages per power-of-two delay bucket, labelled in human units."""
+    hist = rows.groupby("bucket")["messages"].sum().sort_index()
+    histogram = hist.rename("messages").to_frame()
+    histogram.index = [f"{human(2 ** int(b))}–{human(2 ** (int(b) + 1))}" for b in hist.index]
+    histogram.index.name = "delay"
+    return histogram
+
+
+def _focus(by_dest_month: Any, rows: Any, pricing: Pricing, registry_table: str | None) -> Any:
+    """The FOCUS rows of the estimate, per destination and month."""
+    import pandas as pd
+
+    requests = pd.DataFrame(
+        {
+            "fifo": by_dest_month["delay_queue_requests"],
+            "destination_fifo": by_dest_month["estimated_destination_fifo"],
+            "standard": by_dest_month["estimated_standard"]
+            + by_dest_month["staging_poll_requests"],
+            "invocations": by_dest_month["estimated_invocations"],
+        }
+    ).fillna(0.0)
+    units = rows.groupby("month")[["registry_writes", "registry_reads"]].sum()
+    units.columns = ["writes", "reads"]
+    return focus_rows.focus_rows(requests, units, pricing, registry_table)
+
+
+def _assumptions(
+    pricing: Pricing,
+    free_tier: frozenset[str],
+    counts: dict[str, int],
+    *,
+    cycle_seconds: int,
+    batch_fill: int,
+    start: datetime,
+    end: datetime,
+) -> list[str]:
+    """What the estimate assumes, in words, for the page and summary.json."""
     sqs_free = (
         f"the account's SQS free tier of {pricing.free_requests_per_month:,} requests a month "
         "is applied (FIFO first)"
@@ -231,7 +307,7 @@ def build(
         else "no free tier (incremental cost: the account's free tier is shared with "
         "everything else in it; --free-tier sqs applies it)"
     )
-    assumptions = [
+    return [
         f"Prices: {pricing.region}, effective {pricing.effective_date.isoformat()}, from "
         f"{', '.join(pricing.sources)}. Per million requests (first tier): FIFO "
         f"{pricing.sqs_tiers[0].fifo_per_million:g} {pricing.currency}, standard "
@@ -273,36 +349,6 @@ def build(
         "task size and count, or Lambda memory and time per batch); inputs in summary.json "
         "`running_inputs` (defaults from infra/, --running FILE).",
     ]
-    tables = {
-        "by_destination": by_destination,
-        "by_month": by_month,
-        "by_band": by_band,
-        "delay_histogram": histogram,
-        "models": _models_frame(models),
-    }
-    if reconciliation:
-        tables["reconciliation"] = pd.DataFrame(reconciliation).set_index("destination")
-    focus = None
-    if not agg.folded:  # few destinations: the FOCUS rows are made here (else Spark wrote them)
-        requests = pd.DataFrame(
-            {
-                "fifo": by_dest_month["delay_queue_requests"],
-                "destination_fifo": by_dest_month["estimated_destination_fifo"],
-                "standard": by_dest_month["estimated_standard"]
-                + by_dest_month["staging_poll_requests"],
-                "invocations": by_dest_month["estimated_invocations"],
-            }
-        ).fillna(0.0)
-        units = rows.groupby("month")[["registry_writes", "registry_reads"]].sum()
-        units.columns = ["writes", "reads"]
-        focus = focus_rows.focus_rows(requests, units, pricing, registry_table)
-    else:
-        assumptions.append(
-            f"The tables name the {destinations - agg.folded:,} destinations with the largest "
-            f"estimate (or bill); the other {agg.folded:,} are summed in one row a month. "
-            "estimate-focus.csv has every destination by name (--top-destinations N)."
-        )
-    return Report(tables, summary, assumptions, focus)
 
 
 def _estimated(by_month: Any, pricing: Pricing, free_tier: frozenset[str]) -> Any:
