@@ -116,16 +116,22 @@ def start_worker(env: dict[str, str], queues: list[str], log: Any) -> subprocess
     )
 
 
+def wait_started(proc: subprocess.Popen[Any], log: Path, timeout: float = 120) -> None:
+    """Until the worker writing its events to `log` says `worker.started`: a benchmark's
+    seconds count from then, not from a (possibly slow) process start."""
+    deadline = time.monotonic() + timeout
+    while '"worker.started"' not in log.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"the worker did not start: {log.read_text()[-2000:]}")
+        time.sleep(0.1)
+
+
 def run_worker(env: dict[str, str], queues: list[str], seconds: float) -> dict[str, Any]:
     """Run `sqsdelay worker` for `seconds` after it has started, stop it with SIGTERM,
     return its final stats."""
     with tempfile.NamedTemporaryFile("w+") as log:
         proc = start_worker(env, queues, log)
-        deadline = time.monotonic() + 120
-        while '"worker.started"' not in Path(log.name).read_text():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the worker did not start: {Path(log.name).read_text()[-2000:]}")
-            time.sleep(0.1)
+        wait_started(proc, Path(log.name))
         time.sleep(seconds)
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)

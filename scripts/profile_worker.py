@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import bench_worker as bw
-from benchkit import EmulatorProcess, env_for
+from benchkit import EmulatorProcess, env_for, wait_started
 
 # (label, file suffix, function): the cumulative time of each, as a share of the process's.
 # (botocore's parameter validation is off in the worker's clients: not a part any more.)
@@ -53,11 +53,7 @@ def main() -> None:
             proc = subprocess.Popen(
                 [*command, *names], env=env, stdout=subprocess.DEVNULL, stderr=log
             )
-            deadline = time.monotonic() + 120  # --seconds count from the worker's start
-            while '"worker.started"' not in Path(log.name).read_text():
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("the worker did not start")
-                time.sleep(0.1)
+            wait_started(proc, Path(log.name))  # --seconds count from the worker's start
             time.sleep(args.seconds)
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)
