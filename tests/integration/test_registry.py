@@ -35,6 +35,7 @@ from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.integration.test_aws_lambda import invoke_as_lambda
 from tests.integration.test_deployed import ECS_PARAMS, LAMBDA_PARAMS, deploy, role_statements
+from tests.integration.test_worker import capture_logs, events
 from tests.support import cfn
 from tests.support.workerkit import Collector, RunningWorker
 
@@ -445,6 +446,7 @@ def test_200_cancels_racing_200_hand_overs_have_one_outcome_each(
     # which is a lost send answer (delivered twice by design, docs/registry.md), not the race
     # this test is about.
     worker = looping.model_copy(update={"visibility_timeout_seconds": 20})
+    out = capture_logs()
     with RunningWorker(worker, ["orders"]) as running:
         handed = running.worker.stats.events
         wait_for(lambda: handed["delay.handed_over"] >= 10, timeout=60)
@@ -455,14 +457,16 @@ def test_200_cancels_racing_200_hand_overs_have_one_outcome_each(
         late = [i for i in ids if outcomes[i] == "too-late"]
         collector.until(len(late), timeout=60)
         collector.quiet_for(2)
-        dropped = running.worker.stats.events["delay.cancelled"]
     delivered = Counter(d.body for d in collector.got)
     cancelled = {i for i in ids if outcomes[i] == "cancelled"}
-    print(f"race: {len(cancelled)} cancelled, {len(late)} too late, {dropped} dropped")
+    # A cancelled record that comes back before its delete lands (a late heartbeat on a
+    # loaded machine) is dropped again: the ids dropped are counted, not the drops.
+    dropped = {e["message_id"] for e in events(out, "delay.cancelled")}
+    print(f"race: {len(cancelled)} cancelled, {len(late)} too late, {len(dropped)} dropped")
     assert cancelled and late and set(outcomes.values()) == {"cancelled", "too-late"}
     assert not cancelled & set(delivered), "a cancelled message was delivered"
     assert set(delivered) == set(late) and max(delivered.values()) == 1
-    assert dropped == len(cancelled)  # each dropped by the worker at its next hop
+    assert dropped == cancelled  # each dropped by the worker at its next hop
     assert states(sender) == {i: "cancelled" if i in cancelled else "handed-over" for i in ids}
 
 
