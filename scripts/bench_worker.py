@@ -241,7 +241,8 @@ def lateness_phase(url: str, count: int, cycle: int, metrics: str) -> dict[str, 
     results: list[float] = []
     deliveries: dict[str, int] = {}
     horizon = max(delays) + 15
-    worker = threading.Thread(target=run_worker, args=(env, names, horizon), daemon=True)
+    delivered = threading.Event()  # the worker stops once all are in, or at the horizon
+    worker = threading.Thread(target=run_worker, args=(env, names, horizon, delivered), daemon=True)
     worker.start()
     for i, d in enumerate(delays):
         body = f"late {i}"
@@ -259,6 +260,7 @@ def lateness_phase(url: str, count: int, cycle: int, metrics: str) -> dict[str, 
                     results.append(now - due[m["Body"]])
                 sqs.delete_message(QueueUrl=urls[n], ReceiptHandle=m["ReceiptHandle"])
         time.sleep(0.02)
+    delivered.set()
     worker.join()
     return {
         "messages": count,
@@ -479,9 +481,11 @@ def parking_speed_phase(url: str, count: int) -> dict[str, Any]:
     return out
 
 
-def parking_phase(url: str, count: int) -> dict[str, Any]:
+def parking_phase(url: str, count: int, wait_time_seconds: int = 20) -> dict[str, Any]:
     """Each variant sends `count` messages delayed 14 s (7 cycles of 2 s) to its own queue
-    and runs the worker until they are delivered (or a deadline)."""
+    and runs the worker until they are delivered (or a deadline). The worker long-polls as
+    in production (20 s), and a stop waits for its poll in progress: a smoke run shortens
+    it."""
     cycle, delay = 2, 14
     parking = {"parking": "scheduler", "scheduler_role_arn": ROLE, "park_after_seconds": 6}
     out: dict[str, Any] = {"cycle_seconds": cycle, "delay_seconds": delay, "messages": count}
@@ -516,7 +520,7 @@ def parking_phase(url: str, count: int) -> dict[str, Any]:
             url,
             prefix,
             max_native_delay_seconds=cycle,
-            wait_time_seconds=20,
+            wait_time_seconds=wait_time_seconds,
             concurrency=1,
             **(parking if worker_parks else {}),
         )
@@ -526,19 +530,26 @@ def parking_phase(url: str, count: int) -> dict[str, Any]:
         sqs = client(url)
         results: dict[str, Any] = {}
 
-        def drain(env: dict[str, str] = env, results: dict[str, Any] = results) -> None:
-            results["stats"] = run_worker(env, ["p"], delay + 12)
+        delivered = threading.Event()  # the worker stops once all are in, or at the deadline
+
+        def drain(
+            env: dict[str, str] = env,
+            results: dict[str, Any] = results,
+            delivered: threading.Event = delivered,
+        ) -> None:
+            results["stats"] = run_worker(env, ["p"], delay + 12, delivered)
 
         worker = threading.Thread(target=drain, daemon=True)
         worker.start()
         got: dict[str, float] = {}
         deadline = time.monotonic() + delay + 12
-        while time.monotonic() < deadline:
+        while len(got) < count and time.monotonic() < deadline:
             resp = sqs.receive_message(QueueUrl=urls["p"], MaxNumberOfMessages=10)
             for m in resp.get("Messages", []):
                 got.setdefault(m["Body"], time.time())
                 sqs.delete_message(QueueUrl=urls["p"], ReceiptHandle=m["ReceiptHandle"])
             time.sleep(0.05)
+        delivered.set()
         worker.join()
         stats = results["stats"]
         requests = dict(stats["requests"])
@@ -662,6 +673,12 @@ def main() -> None:
         help="the burst's cycle and window, in seconds (tiny for a smoke run)",
     )
     parser.add_argument(
+        "--parking-wait-time-seconds",
+        type=int,
+        default=20,
+        help="the parking phase's long poll (each variant's stop waits for it)",
+    )
+    parser.add_argument(
         "--metrics",
         choices=["emf", "off"],
         default="emf",
@@ -685,7 +702,7 @@ def main() -> None:
         emulator = EmulatorProcess("moto")
         try:
             phase = {
-                "parking": parking_phase,
+                "parking": lambda url, n: parking_phase(url, n, args.parking_wait_time_seconds),
                 "parking-speed": parking_speed_phase,
                 "registry": registry_phase,
             }[args.only]
@@ -740,7 +757,9 @@ def bench(kind: str, args: argparse.Namespace) -> dict[str, Any]:
                 emulator.url, args.burst_messages, out["raw_batch_capacity"], args.burst_cycle
             )
         if kind == "moto":
-            out["parking"] = parking_phase(emulator.url, args.parking_messages)
+            out["parking"] = parking_phase(
+                emulator.url, args.parking_messages, args.parking_wait_time_seconds
+            )
     finally:
         emulator.stop()
     w = out["worker"]["messages_per_second"]

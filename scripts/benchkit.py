@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -126,13 +127,19 @@ def wait_started(proc: subprocess.Popen[Any], log: Path, timeout: float = 120) -
         time.sleep(0.1)
 
 
-def run_worker(env: dict[str, str], queues: list[str], seconds: float) -> dict[str, Any]:
-    """Run `sqsdelay worker` for `seconds` after it has started, stop it with SIGTERM,
-    return its final stats."""
+def run_worker(
+    env: dict[str, str],
+    queues: list[str],
+    seconds: float,
+    done: threading.Event | None = None,
+) -> dict[str, Any]:
+    """Run `sqsdelay worker` for `seconds` after it has started, or until `done` is set (its
+    work delivered), stop it with SIGTERM (it finishes the batch in hand), return its final
+    stats."""
     with tempfile.NamedTemporaryFile("w+") as log:
         proc = start_worker(env, queues, log)
         wait_started(proc, Path(log.name))
-        time.sleep(seconds)
+        (done or threading.Event()).wait(seconds)
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
         log.seek(0)

@@ -11,9 +11,9 @@ killed with SIGKILL every `--kill-every` seconds and restarted at once; the life
 half time steps its clock by `--clock-step` seconds halfway through (time-machine, inside
 that process only). The load: sends at `--rate` per second over four destinations; a fifth
 go straight to the destination with DelaySeconds, the rest loop over the FIFO cycle for up
-to 36 cycles; about one in ten looping messages is cancelled and one in twenty rescheduled
-later. Parking is off: fauxqs has no EventBridge Scheduler. After the sending time, the run
-waits for every message still due, then prints one JSON object.
+to `--longest-cycles` (36) cycles; about one in ten looping messages is cancelled and one in
+twenty rescheduled later. Parking is off: fauxqs has no EventBridge Scheduler. After the
+sending time, the run waits for every message still due, then prints one JSON object.
 
 Lateness beyond seconds is expected only after a kill: a message the killed life had in
 hand waits for the visibility its heartbeat extended, or for its registry claim's lease
@@ -175,14 +175,14 @@ class Soak:
 
     # -- the load ----------------------------------------------------------------------
     def send_one(self) -> tuple[str, Scheduled]:
-        cycle = self.args.cycle
+        cycle, longest = self.args.cycle, self.args.longest_cycles
         kind = self.random.random()
         if kind < 0.2:
             delay = self.random.uniform(0.5, cycle)
         elif kind < 0.8:
-            delay = self.random.uniform(cycle + 1, 8 * cycle)
+            delay = self.random.uniform(cycle + 1, min(8, longest) * cycle)
         else:
-            delay = self.random.uniform(8 * cycle, 36 * cycle)
+            delay = self.random.uniform(min(8, longest) * cycle, longest * cycle)
         destination = self.random.choice(DESTINATIONS)
         message_id = uuid.uuid4().hex
         sent_at = time.time()
@@ -251,7 +251,7 @@ class Soak:
         sent = 0
         next_kill = start + args.kill_every
         self.start_worker(None)
-        drain_deadline = send_until + 36 * args.cycle + args.drain_seconds
+        drain_deadline = send_until + args.longest_cycles * args.cycle + args.drain_seconds
         while True:
             now = time.monotonic()
             if now < send_until and sent < (now - start) * args.rate:
@@ -404,6 +404,9 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=60)
     parser.add_argument("--rate", type=float, default=4, help="sends per second")
     parser.add_argument("--cycle", type=int, default=5, help="SQSDELAY_MAX_NATIVE_DELAY_SECONDS")
+    parser.add_argument(
+        "--longest-cycles", type=int, default=36, help="the longest delay, in cycles (2 or more)"
+    )
     parser.add_argument("--cut-share", type=float, default=0.10)
     parser.add_argument("--kill-every", type=float, default=180, help="seconds")
     parser.add_argument("--clock-step", type=float, default=30, help="seconds (+ or -)")

@@ -32,7 +32,8 @@ def test_bench_worker() -> None:
     out = run_script(
         "bench_worker.py",
         *("--queues", "2", "--per-queue", "10", "--seconds", "2", "--lateness-messages", "5"),
-        *("--parking-messages", "3", "--burst-messages", "200", "--burst-cycle", "4"),
+        *("--parking-messages", "3", "--parking-wait-time-seconds", "1"),
+        *("--burst-messages", "200", "--burst-cycle", "4"),
         *("--emulator", "both"),
     )
     assert set(out) == {"moto", "fauxqs"}
@@ -52,7 +53,8 @@ def test_bench_fleet() -> None:
 def test_soak() -> None:
     out = run_script(
         "soak.py",
-        *("--minutes", "0.25", "--rate", "2", "--cycle", "2", "--kill-every", "10"),
+        *("--minutes", "0.25", "--rate", "2", "--cycle", "2", "--longest-cycles", "3"),
+        *("--kill-every", "10"),
         *("--clock-step", "5", "--warm-up", "2", "--drain-seconds", "10"),
     )
     # a kill every 10 s leaves some batches out of sight for the visibility timeout (60 s),
@@ -60,6 +62,7 @@ def test_soak() -> None:
     assert out["kills"] >= 1 and out["clock_steps_seen"] == 1 and out["early"] == 0
 
 
+@pytest.mark.timeout(600)  # three JVMs: minutes when the main suite's Spark tests run beside it
 def test_bench_cost() -> None:
     out = run_script(
         "bench_cost.py",
