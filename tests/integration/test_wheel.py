@@ -29,6 +29,7 @@ def _pip(venv: Path, *args: str) -> None:
             "pip",
             "install",
             "-q",
+            "--no-compile",  # a user's pip compiles; skipping it here halves the installs
             "-c",
             "constraints.txt",
             *args,
