@@ -39,8 +39,11 @@ infra-lint: $(INFRA_STAMP)
 
 # Three pytest workers, one test file each at a time (its fixtures stay together), the
 # longest files first (tests/conftest.py): most tests wait on servers and subprocesses.
+# --no-loadscope-reorder: xdist otherwise hands out the files with the most tests first,
+# whatever the order the suite chose, and the longest file (one test) started last.
 unit: $(STAMP)
-	$(BIN)/pytest -q -n 3 --dist loadfile --durations=15 -m 'not emr_env' --ignore=tests/scripts
+	$(BIN)/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15 \
+	    -m 'not emr_env' --ignore=tests/scripts
 
 # The second emulator of the benchmarks comes from npm (its lock file pins it and its node);
 # `make test` installs it too, for the scripts' smoke runs (tests/scripts).

@@ -32,35 +32,42 @@ os.environ["SQSDELAY_SPARK_CLASS_ARCHIVE"] = "off"
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
-# Seconds each of the longest files took in `make unit` (2026-11-26, 2 workers, nothing else
+# Seconds each of the longest files took in `make unit` (2026-11-26, 3 workers, nothing else
 # running). Only the order of the run comes from it: an outdated figure costs time, not a test.
 LONGEST_FILES = {
     "tests/cost/test_emr_venv.py": 300,  # `make spark35` only, beside the main suite
-    "tests/integration/test_wheel.py": 152,
-    "tests/integration/test_worker.py": 149,
-    "tests/integration/test_registry.py": 146,
-    "tests/cost/test_cost_report.py": 139,
-    "tests/cost/test_bill.py": 128,
-    "tests/integration/test_celery.py": 114,
-    "tests/integration/test_parking.py": 108,
-    "tests/cost/test_class_archive.py": 100,
-    "tests/cost/test_cost_report_processes.py": 99,
-    "tests/integration/test_container.py": 77,
-    "tests/integration/test_deployed.py": 60,
-    "tests/integration/test_worker_process.py": 60,
-    "tests/integration/test_dramatiq.py": 50,
-    "tests/integration/test_discovery.py": 45,
-    "tests/integration/test_metrics.py": 42,
-    "tests/core/test_fix_hints.py": 42,
-    "tests/cost/test_fold.py": 40,
+    "tests/cost/test_class_archive.py": 172,
+    "tests/integration/test_wheel.py": 169,
+    "tests/cost/test_cost_report.py": 168,
+    "tests/integration/test_registry.py": 164,
+    "tests/integration/test_worker.py": 152,
+    "tests/integration/test_container.py": 151,
+    "tests/cost/test_cost_report_processes.py": 140,
+    "tests/cost/test_bill.py": 121,
+    "tests/integration/test_celery.py": 117,
+    "tests/integration/test_parking.py": 110,
+    "tests/integration/test_worker_process.py": 70,
+    "tests/integration/test_deployed.py": 65,
+    "tests/integration/test_metrics.py": 57,
+    "tests/integration/test_dramatiq.py": 51,
+    "tests/integration/test_discovery.py": 50,
+    "tests/cost/test_fold.py": 48,
+    "tests/integration/test_fifo.py": 37,
+    "tests/integration/test_cli.py": 34,
+    "tests/core/test_fix_hints.py": 33,
+    "tests/cost/test_cost_parity.py": 33,
+    "tests/integration/test_emulator_fidelity.py": 31,
+    "tests/integration/test_idle_queues.py": 28,
+    "tests/integration/test_fair_queues_and_traces.py": 25,
+    "tests/core/test_step.py": 24,
 }
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The longest files first, then the other files with slow tests. `make test` hands
-    whole files to its workers (`--dist loadfile`) in this order: a long file that starts
-    last would leave the other workers waiting on it at the end. The sort is stable, so each
-    file stays in one piece."""
+    whole files to its workers (`--dist loadfile --no-loadscope-reorder`) in this order: a
+    long file that starts last would leave the other workers waiting on it at the end. The
+    sort is stable, so each file stays in one piece."""
     root = config.rootpath
     slow = {item.path for item in items if item.get_closest_marker("slow")}
 

@@ -76,6 +76,10 @@ def test_the_job_runs_unchanged_under_spark_submit(
             "local[2]",
             "--conf",
             "spark.ui.enabled=false",
+            # a cluster's setting, supplied the same way: Spark's default of 200 tasks per
+            # shuffle more than doubles this tiny job's CPU (71 s against 28 s)
+            "--conf",
+            "spark.sql.shuffle.partitions=4",
             sqsdelay.cost.run.__file__,
             "--input",
             str(event_log),

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.cost.test_bill import cur2
+from tests.cost.test_emr_template import confs, job_driver
 
 # Packing Python with pyspark and running the job from it takes minutes (over 300 s, the
 # suite's default, on a slow day beside the main suite): the build's own limit is 1,200 s.
@@ -75,6 +76,10 @@ def test_the_packed_environment_runs_the_cost_job_on_its_own(tmp_path: Path) -> 
     submit = [str(prefix / "bin" / "spark-submit"), "--master", "local[2]"]
     submit += ["--conf", "spark.pyspark.python=./environment/bin/python"]
     submit += ["--conf", "spark.pyspark.driver.python=./environment/bin/python"]
+    # the template's shuffle width, not Spark's default of 200 (which more than doubles the
+    # CPU of a job this small)
+    width = confs(job_driver())["spark.sql.shuffle.partitions"]
+    submit += ["--conf", f"spark.sql.shuffle.partitions={width}"]
     # and the bill beside them, as a CUR 2.0 export writes it: the bill's readers and the
     # reconciliation on the EMR Spark too, in the same run
     bill = work / "cur.parquet"
