@@ -63,17 +63,27 @@ LONGEST_FILES = {
 }
 
 
+# Files that keep a core busy from start to end (Spark's JVMs, pip installing into new
+# environments); the others mostly wait on servers, subprocesses and compressed cycles.
+BUSY_FILES = ("tests/integration/test_wheel.py", "tests/integration/test_container.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest files first, then the other files with slow tests. `make test` hands
-    whole files to its workers (`--dist loadfile --no-loadscope-reorder`) in this order: a
-    long file that starts last would leave the other workers waiting on it at the end. The
-    sort is stable, so each file stays in one piece."""
+    """The files that wait first, then the busy ones (the Spark tests, the packaging tests),
+    each the longest first. `make test` hands whole files to its workers (`--dist loadfile
+    --no-loadscope-reorder`) in this order. The busy files then run once the other lanes
+    (the scripts, Spark 3.5) have finished: started beside them and beside each other, they
+    starved the timing tests of CPU and a report passed its 300 s. And a long file that
+    started last would leave the other workers waiting on it at the end. The sort is stable,
+    so each file stays in one piece."""
     root = config.rootpath
     slow = {item.path for item in items if item.get_closest_marker("slow")}
+    busy = {item.path for item in items if item.get_closest_marker("spark")}
+    busy |= {root / name for name in BUSY_FILES}
 
-    def order(item: pytest.Item) -> tuple[int, bool]:
+    def order(item: pytest.Item) -> tuple[bool, int, bool]:
         seconds = LONGEST_FILES.get(item.path.relative_to(root).as_posix(), 0)
-        return -seconds, item.path not in slow
+        return item.path in busy, -seconds, item.path not in slow
 
     items.sort(key=order)
 

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from typing import Any
@@ -33,14 +34,38 @@ def worker_env(env: dict[str, str], **extra: str) -> dict[str, str]:
     }
 
 
-def start(env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "sqsdelay", "worker", "orders"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+class Worker(subprocess.Popen[str]):
+    """`sqsdelay worker orders` with its log read as it is written: an unread pipe fills
+    (64 KiB, a minute of worker.stats lines at a 1 s interval) and then stalls the worker's
+    logging, and with it the worker."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        super().__init__(
+            [sys.executable, "-m", "sqsdelay", "worker", "orders"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.stderr is not None
+        self.lines.extend(self.stderr)  # ends when the process closes its stderr
+
+    def log(self) -> str:
+        """The whole log, once the process has exited."""
+        self._reader.join(timeout=30)
+        return "".join(self.lines)
+
+    def tail(self) -> str:
+        return "".join(self.lines[-20:])
+
+
+def start(env: dict[str, str]) -> Worker:
+    return Worker(env)
 
 
 def queue_urls(settings: Settings, sqs: Any) -> dict[str, str]:
@@ -160,7 +185,7 @@ def test_sigterm_exits_0_quickly_and_leaves_nothing_half_done(
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)
         took = time.monotonic() - began
-        stderr = proc.stderr.read() if proc.stderr else ""
+        stderr = proc.log()
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -172,7 +197,8 @@ def test_sigterm_exits_0_quickly_and_leaves_nothing_half_done(
         dest.quiet_for(3)
     finally:
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 0
+        code = proc.wait(timeout=30)
+    assert code == 0, proc.tail()
     counts = Counter(g.body for g in dest.got)
     assert set(counts) == {f"m{i}" for i in range(total)}
     assert max(counts.values()) == 1, "a graceful stop must not duplicate"
