@@ -264,5 +264,9 @@ def test_the_worker_publishes_its_backlog_on_every_flush(make_settings: Any, sqs
     seen = backlog()
     requeued = running.worker.stats.events["delay.requeued"]
     assert len(seen["BacklogVisible"]) == len(seen["BacklogDue"]) >= 2  # one each per flush
-    assert max(seen["BacklogVisible"]) <= 300 and max(seen["BacklogDue"]) <= requeued
+    # What the queue shows, not inflated by the worker: 300, and on a starved machine one
+    # batch more (its loop's only batch in hand, visible again once a slow send outlasted
+    # its visibility, beside its requeues: 308 seen once, when moto took 30 s to start it).
+    batch = 10
+    assert max(seen["BacklogVisible"]) <= 300 + batch and max(seen["BacklogDue"]) <= requeued
     assert all(v >= 0 for v in seen["BacklogVisible"] + seen["BacklogDue"])
