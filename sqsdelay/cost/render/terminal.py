@@ -11,14 +11,24 @@ from rich.table import Table
 from sqsdelay.cost.money import money, unit_money
 from sqsdelay.cost.render.text import MONEY, cell, comparison, running_lines
 
+# A terminal shows the rows that matter; the files have them all (a year of 200 folded
+# destinations is tens of thousands of rows: printing them took a minute).
+TERMINAL_ROWS = 20
 
-def reconciliation_table(summary: dict[str, Any]) -> Table:
-    """The reconciliation as a terminal table."""
-    table = Table(title=f"estimate next to the bill ({summary['currency']})")
+
+def reconciliation_table(summary: dict[str, Any], limit: int = TERMINAL_ROWS) -> Table:
+    """The reconciliation as a terminal table: every row, or the `limit` rows of the
+    largest variance (either way) when there are more."""
+    rows = summary["reconciliation"]
+    title = f"estimate next to the bill ({summary['currency']})"
+    if len(rows) > limit:
+        rows = sorted(rows, key=lambda r: -abs(r["variance_usd"]))[:limit]
+        title += f": the {limit} largest variances of {len(summary['reconciliation']):,} rows"
+    table = Table(title=title)
     columns = ("estimated", "bill at list", "billed", "variance", "requests est.", "billed")
     for col in ("destination", "month", *columns):
         table.add_column(col, justify="left" if col in ("destination", "month") else "right")
-    for r in summary["reconciliation"]:
+    for r in rows:
         amounts = (r["estimated_usd"], r["list_usd"], r["billed_usd"], r["variance_usd"])
         requests = (r["estimated_requests"], r["billed_requests"])
         table.add_row(
@@ -27,6 +37,8 @@ def reconciliation_table(summary: dict[str, Any]) -> Table:
             *(cell(x, MONEY) for x in amounts),
             *(f"{n:,}" for n in requests),
         )
+    if len(summary["reconciliation"]) > limit:
+        table.caption = "every row: reconciliation.csv, report.xlsx, report.html"
     return table
 
 
