@@ -37,8 +37,9 @@ infra-lint: $(INFRA_STAMP)
 	$(INFRA)/bin/checkov -d infra --framework cloudformation --compact --quiet --skip-download
 	$(INFRA)/bin/hadolint Dockerfile
 
-# Three pytest workers, one test file each at a time (its fixtures stay together), the
-# longest files first (tests/conftest.py): most tests wait on servers and subprocesses.
+# Three pytest workers, one test file each at a time (its fixtures stay together): the files
+# that wait on servers and subprocesses first, then the Spark and packaging files, each the
+# longest first (tests/conftest.py).
 # --no-loadscope-reorder: xdist otherwise hands out the files with the most tests first,
 # whatever the order the suite chose, and the longest file (one test) started last.
 unit: $(STAMP)
@@ -81,8 +82,9 @@ SPARK35_TESTS := tests/cost/test_emr_venv.py tests/cost/test_cost_parity.py \
     tests/cost/test_cost_report.py::test_csv_and_parquet_give_the_same_totals \
     tests/cost/test_cost_report.py::test_subscription_envelopes_and_firehose_objects_give_the_same_totals
 
+# At nice 10, as the main suite's Spark files (tests/conftest.py): no timing test among them.
 spark35: $(SPARK35_STAMP)
-	$(SPARK35)/bin/pytest -q -p no:cacheprovider -W ignore::DeprecationWarning \
+	nice -n 10 $(SPARK35)/bin/pytest -q -p no:cacheprovider -W ignore::DeprecationWarning \
 	    $(SPARK35_TESTS)
 
 # The environments are built side by side (pip installs on one core each), then the main
