@@ -7,6 +7,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -66,6 +67,7 @@ LONGEST_FILES = {
 # Files that keep a core busy from start to end (Spark's JVMs, pip installing into new
 # environments); the others mostly wait on servers, subprocesses and compressed cycles.
 BUSY_FILES = ("tests/integration/test_wheel.py", "tests/integration/test_container.py")
+BUSY = pytest.StashKey[set[Path]]()  # the busy files' paths, for pytest_runtest_setup
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -87,9 +89,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     items.sort(key=order)
     config.stash[BUSY] = busy
-
-
-BUSY = pytest.StashKey[set[Any]]()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -34,7 +34,7 @@ def worker_env(env: dict[str, str], **extra: str) -> dict[str, str]:
     }
 
 
-class Worker(subprocess.Popen[str]):
+class WorkerProcess(subprocess.Popen[str]):
     """`sqsdelay worker orders` with its log read as it is written: an unread pipe fills
     (64 KiB, a minute of worker.stats lines at a 1 s interval) and then stalls the worker's
     logging, and with it the worker."""
@@ -64,10 +64,6 @@ class Worker(subprocess.Popen[str]):
         return "".join(self.lines[-20:])
 
 
-def start(env: dict[str, str]) -> Worker:
-    return Worker(env)
-
-
 def queue_urls(settings: Settings, sqs: Any) -> dict[str, str]:
     reports = Installer(settings, client=sqs).run(["orders"])
     return {r.spec.role: str(r.url) for r in reports}
@@ -85,7 +81,7 @@ def test_sigkill_again_and_again_under_load_loses_nothing(
     dest = Collector(sqs, urls["destination"])
     wenv = worker_env(env, SQSDELAY_MAX_ATTEMPTS="1000")
     kills = 0
-    proc = start(wenv)
+    proc = WorkerProcess(wenv)
     try:
         while kills < 6:
             deadline = time.monotonic() + 1.5
@@ -94,7 +90,7 @@ def test_sigkill_again_and_again_under_load_loses_nothing(
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
             kills += 1
-            proc = start(wenv)
+            proc = WorkerProcess(wenv)
         unique = lambda: len({g.body for g in dest.got})  # noqa: E731
         deadline = time.monotonic() + 90
         while unique() < total and time.monotonic() < deadline:
@@ -131,7 +127,7 @@ def test_sigkill_while_the_heartbeat_keeps_a_batch_hidden_delivers_once_after_it
         "SQSDELAY_RECEIVE_VISIBILITY_SECONDS": "2",
         "SQSDELAY_VISIBILITY_TIMEOUT_SECONDS": "8",
     }
-    proc = start(worker_env(env, SQSDELAY_ENDPOINT_URL=proxy.url, **extended))
+    proc = WorkerProcess(worker_env(env, SQSDELAY_ENDPOINT_URL=proxy.url, **extended))
     try:
         wait_for(
             lambda: proxy.seen["SendMessageBatch"] and proxy.seen["ChangeMessageVisibilityBatch"],
@@ -146,7 +142,7 @@ def test_sigkill_while_the_heartbeat_keeps_a_batch_hidden_delivers_once_after_it
             proc.kill()
         proxy.close()
     dest = Collector(sqs, urls["destination"])
-    proc = start(worker_env(env, **extended))
+    proc = WorkerProcess(worker_env(env, **extended))
     try:
         got = dest.until(1, timeout=60)
         came_back = time.monotonic() - killed
@@ -176,7 +172,7 @@ def test_sigterm_exits_0_quickly_and_leaves_nothing_half_done(
     wenv = worker_env(
         env, SQSDELAY_WAIT_TIME_SECONDS="20", SQSDELAY_VISIBILITY_TIMEOUT_SECONDS="10"
     )
-    proc = start(wenv)
+    proc = WorkerProcess(wenv)
     try:
         dest.until(5, timeout=30)
         began = time.monotonic()
@@ -189,7 +185,7 @@ def test_sigterm_exits_0_quickly_and_leaves_nothing_half_done(
             proc.kill()
     assert code == 0 and took < 30, (code, took)
     assert '"event": "worker.stopped"' in stderr and "Traceback" not in stderr
-    proc = start(wenv)  # the rest (if the first stop left any) is in the delay queue only
+    proc = WorkerProcess(wenv)  # the rest (if the first stop left any): in the delay queue only
     try:
         # A stop of a running worker: a SIGINT while Python still imports ends the process
         # as Python does (on a loaded machine the first worker may have delivered them all).

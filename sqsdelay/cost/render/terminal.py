@@ -19,12 +19,13 @@ TERMINAL_ROWS = 20
 def reconciliation_table(summary: dict[str, Any], limit: int = TERMINAL_ROWS) -> Table:
     """The reconciliation as a terminal table: every row, or the `limit` rows of the
     largest variance (either way) when there are more."""
-    rows = summary["reconciliation"]
-    title = f"estimate next to the bill ({summary['currency']})"
-    if len(rows) > limit:
-        rows = sorted(rows, key=lambda r: -abs(r["variance_usd"]))[:limit]
-        title += f": the {limit} largest variances of {len(summary['reconciliation']):,} rows"
-    table = Table(title=title)
+    rows = every = summary["reconciliation"]
+    title, caption = f"estimate next to the bill ({summary['currency']})", None
+    if len(every) > limit:
+        rows = sorted(every, key=lambda r: -abs(r["variance_usd"]))[:limit]
+        title += f": the {limit} largest variances of {len(every):,} rows"
+        caption = "every row: reconciliation.csv, report.xlsx, report.html"
+    table = Table(title=title, caption=caption)
     columns = ("estimated", "bill at list", "billed", "variance", "requests est.", "billed")
     for col in ("destination", "month", *columns):
         table.add_column(col, justify="left" if col in ("destination", "month") else "right")
@@ -37,8 +38,6 @@ def reconciliation_table(summary: dict[str, Any], limit: int = TERMINAL_ROWS) ->
             *(cell(x, MONEY) for x in amounts),
             *(f"{n:,}" for n in requests),
         )
-    if len(summary["reconciliation"]) > limit:
-        table.caption = "every row: reconciliation.csv, report.xlsx, report.html"
     return table
 
 
