@@ -60,10 +60,15 @@ class Collector:
             MessageSystemAttributeNames=["All"],
         )
         now = time.time()
-        for m in resp.get("Messages", []):
+        messages = resp.get("Messages", [])
+        for m in messages:
             attrs = m.get("MessageAttributes", {})
             self.got.append(Delivery(m["Body"], now, attrs, m["MessageId"], m["Attributes"]))
-            self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=m["ReceiptHandle"])
+        if messages:  # one request, so that the next poll starts sooner
+            entries = [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
+            ]
+            self.sqs.delete_message_batch(QueueUrl=self.url, Entries=entries)
 
     def until(self, count: int, timeout: float) -> list[Delivery]:
         deadline = time.monotonic() + timeout
