@@ -393,10 +393,14 @@ class Worker:
     async def _receive_loop(self, tg: asyncio.TaskGroup, q: QueueLoops, *, first: bool) -> None:
         """The first loop of a queue polls it for as long as it is drained, beginning with its
         counts (core.idle); the others are extra loops for a backlog, and end when a receive
-        comes back empty."""
+        comes back empty, or before their next one once any loop of the queue has seen it
+        drained (each extra loop polling once more, into an empty queue, was most of the
+        empty receives of a draining backlog)."""
         empty = first  # the first loop starts as if its last receive had brought nothing
         try:
             while not self._stop.is_set() and not q.gone:
+                if not first and not q.full:
+                    return  # another loop's receive found the backlog drained: no empty poll
                 # a staging queue takes DelaySeconds under 900 s: long-polled, even empty
                 if empty and self._idle_period is not None and not q.trio.forwards:
                     await self._wait_while_empty(q, self._idle_period)
