@@ -78,6 +78,16 @@ class Collector:
             self.poll(wait=1)
         return self.got
 
+    def until_all(self, bodies: set[str], timeout: float) -> list[Delivery]:
+        """Until each of `bodies` has arrived; duplicates do not count towards them (where a
+        test allows them, `until(n)` could end at n deliveries with one still missing)."""
+        deadline = time.monotonic() + timeout
+        while missing := bodies - {d.body for d in self.got}:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{len(missing)} of {len(bodies)} missing after {timeout} s")
+            self.poll(wait=1)
+        return self.got
+
     def quiet_for(self, seconds: float) -> None:
         """Keep collecting for a while (to catch duplicates)."""
         deadline = time.monotonic() + seconds
