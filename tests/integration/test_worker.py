@@ -301,7 +301,7 @@ def test_lost_answers_cost_seconds_not_the_visibility_timeout(
         with RunningWorker(s, ["orders"]):
             # Every message, duplicates aside (counting deliveries let a duplicate stand in
             # for the last message due, and the test failed on a loaded machine).
-            wait_for(lambda: dest.poll(wait=1) or len({g.body for g in dest.got}) == total, 90)
+            dest.until_all(set(due), timeout=90)
             dest.quiet_for(2)
     finally:
         proxy.close()

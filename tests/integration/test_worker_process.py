@@ -91,10 +91,7 @@ def test_sigkill_again_and_again_under_load_loses_nothing(
             proc.wait(timeout=10)
             kills += 1
             proc = WorkerProcess(wenv)
-        unique = lambda: len({g.body for g in dest.got})  # noqa: E731
-        deadline = time.monotonic() + 90
-        while unique() < total and time.monotonic() < deadline:
-            dest.poll(wait=1)
+        dest.until_all({f"m{i}" for i in range(total)}, timeout=90)
         dest.quiet_for(3)
     finally:
         proc.send_signal(signal.SIGTERM)
