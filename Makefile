@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEPS := pyproject.toml constraints.txt
 
-.PHONY: test demo lint typecheck infra-lint unit scripts spark35 bench bench-deps clean
+.PHONY: test demo lint typecheck infra-lint unit scripts spark35 bench bench-deps clean \
+	unit-core unit-heavy test-core test-heavy
 
 # --no-compile: a module is compiled when first imported, not every module of every package
 # at install (that halved installing pyspark, pandas, matplotlib and pyarrow here).
@@ -95,6 +96,29 @@ spark35: $(SPARK35_STAMP)
 test:
 	$(MAKE) -j3 --output-sync=target $(STAMP) $(FAUXQS_STAMP) $(SPARK35_STAMP) $(INFRA_STAMP)
 	$(MAKE) -j4 --output-sync=target unit scripts spark35 lint typecheck infra-lint
+
+# The same suite in two halves, for a CI that runs two jobs of two cores side by side (each
+# 9-11 minutes there, the whole 18; docs/benchmarks.md): the core, and the Spark and
+# packaging files with the Spark 3.5 lane. Together they run what `make test` runs
+# (tests/test_suite_halves.py).
+CORE_TESTS := not emr_env and not spark and not packaging
+HEAVY_TESTS := (spark or packaging) and not emr_env
+
+unit-core: $(STAMP)
+	$(BIN)/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15 \
+	    -m '$(CORE_TESTS)' --ignore=tests/scripts
+
+unit-heavy: $(STAMP)
+	$(BIN)/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15 \
+	    -m '$(HEAVY_TESTS)' --ignore=tests/scripts
+
+test-core:
+	$(MAKE) -j3 --output-sync=target $(STAMP) $(FAUXQS_STAMP) $(INFRA_STAMP)
+	$(MAKE) -j4 --output-sync=target unit-core scripts lint typecheck infra-lint
+
+test-heavy:
+	$(MAKE) -j2 --output-sync=target $(STAMP) $(SPARK35_STAMP)
+	$(MAKE) -j2 --output-sync=target unit-heavy spark35
 
 demo: $(STAMP)
 	$(BIN)/sqsdelay demo

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.packaging
 
 
 def stages() -> dict[str, list[tuple[str, str]]]:

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Three installs (pyspark among them), a demo and a report: 175-205 s beside the rest of the
 # suite, and past the suite's 300 s once, on a slow day with the Spark 3.5 lane beside it.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.packaging, pytest.mark.timeout(900)]
 
 
 def _pip(venv: Path, *args: str) -> None:
