@@ -43,9 +43,13 @@ infra-lint: $(INFRA_STAMP)
 # longest first (tests/conftest.py).
 # --no-loadscope-reorder: xdist otherwise hands out the files with the most tests first,
 # whatever the order the suite chose, and the longest file (one test) started last.
+# The main suite, or one of its halves (test-core, test-heavy below): the same run, another -m.
+PYTEST_UNIT := $(BIN)/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15 \
+    --ignore=tests/scripts
+UNIT_TESTS := not emr_env
+
 unit: $(STAMP)
-	$(BIN)/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15 \
-	    -m 'not emr_env' --ignore=tests/scripts
+	$(PYTEST_UNIT) -m '$(UNIT_TESTS)'
 
 # The second emulator of the benchmarks comes from npm (its lock file pins it and its node);
 # `make test` installs it too, for the scripts' smoke runs (tests/scripts).
@@ -105,12 +109,10 @@ CORE_TESTS := not emr_env and not spark and not packaging
 HEAVY_TESTS := (spark or packaging) and not emr_env
 
 unit-core: $(STAMP)
-	$(BIN)/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15 \
-	    -m '$(CORE_TESTS)' --ignore=tests/scripts
+	$(PYTEST_UNIT) -m '$(CORE_TESTS)'
 
 unit-heavy: $(STAMP)
-	$(BIN)/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15 \
-	    -m '$(HEAVY_TESTS)' --ignore=tests/scripts
+	$(PYTEST_UNIT) -m '$(HEAVY_TESTS)'
 
 test-core:
 	$(MAKE) -j3 --output-sync=target $(STAMP) $(FAUXQS_STAMP) $(INFRA_STAMP)

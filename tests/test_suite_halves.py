@@ -19,12 +19,6 @@ def makefile_value(name: str) -> str:
     return value.strip()
 
 
-def unit_marks() -> str:
-    """The marker expression of `make unit`, the main suite of `make test`."""
-    (marks,) = re.findall(r"^unit:.*\n(?:\t.*\n)*?.*-m '([^']+)'", MAKEFILE, re.MULTILINE)
-    return marks
-
-
 def selects(expression: str, marks: set[str]) -> bool:
     """pytest's -m: marker names joined by and, or, not and parentheses, as in Python."""
     assert re.fullmatch(r"[\w\s()]+", expression), expression
@@ -51,7 +45,7 @@ def test_the_two_halves_run_what_make_unit_runs() -> None:
 
     core, heavy = half(makefile_value("CORE_TESTS")), half(makefile_value("HEAVY_TESTS"))
     assert not core & heavy
-    assert core | heavy == half(unit_marks())
+    assert core | heavy == half(makefile_value("UNIT_TESTS"))
     assert any(node.startswith("tests/integration/test_wheel.py::") for node in heavy)
     assert any(node.startswith("tests/cost/test_cost_report.py::") for node in heavy)
     assert any(node.startswith("tests/integration/test_worker.py::") for node in core)
