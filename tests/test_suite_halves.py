@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
+
+from _pytest.mark.expression import Expression
 
 ROOT = Path(__file__).resolve().parents[1]
 MAKEFILE = (ROOT / "Makefile").read_text()
@@ -20,10 +21,8 @@ def makefile_value(name: str) -> str:
 
 
 def selects(expression: str, marks: set[str]) -> bool:
-    """pytest's -m: marker names joined by and, or, not and parentheses, as in Python."""
-    assert re.fullmatch(r"[\w\s()]+", expression), expression
-    names: defaultdict[str, bool] = defaultdict(bool, {mark: True for mark in marks})
-    return bool(eval(expression, {"__builtins__": {}}, names))  # noqa: S307
+    """Whether `-m expression` selects a test with these markers, by pytest's own parser."""
+    return Expression.compile(expression).evaluate(lambda name, /, **_: name in marks)
 
 
 def test_the_two_halves_run_what_make_unit_runs() -> None:
