@@ -262,11 +262,20 @@ def test_the_worker_publishes_its_backlog_on_every_flush(make_settings: Any, sqs
         wait_for(lambda: max(backlog()["BacklogVisible"], default=0) > 0, timeout=30)
         wait_for(lambda: max(backlog()["BacklogDue"], default=0) > 0, timeout=30)
     seen = backlog()
+    objects = emf.parse("".join(lines).splitlines())
+    held = sum(emf.values(objects, Destination=fast.queue_prefix + "orders")["Held"])
     requeued = running.worker.stats.events["delay.requeued"]
     assert len(seen["BacklogVisible"]) == len(seen["BacklogDue"]) >= 2  # one each per flush
-    # What the queue shows, not inflated by the worker: 300, and on a starved machine one
-    # batch more (its loop's only batch in hand, visible again once a slow send outlasted
-    # its visibility, beside its requeues: 308 seen once, when moto took 30 s to start it).
+    # What the queue shows, not inflated by the worker: 300, and on a starved machine more,
+    # as SQS would show it too:
+    # - one batch (its loop's only batch in hand, visible again once a slow send outlasted
+    #   its visibility, beside its requeues: 308 seen once, when moto took 30 s to start it);
+    # - one copy per held message: a requeue that timed out on the worker's side may still
+    #   have reached the queue, and its original waits out a backoff before its retry is
+    #   deduplicated and it is deleted (330 seen in CI, after three timed-out batches);
+    # - one copy per failed delete: its original comes back after its visibility timeout.
     batch = 10
-    assert max(seen["BacklogVisible"]) <= 300 + batch and max(seen["BacklogDue"]) <= requeued
+    extra = batch + held + running.worker.stats.events["delete_failed"]
+    assert max(seen["BacklogVisible"]) <= 300 + extra, (seen["BacklogVisible"], held)
+    assert max(seen["BacklogDue"]) <= requeued
     assert all(v >= 0 for v in seen["BacklogVisible"] + seen["BacklogDue"])
