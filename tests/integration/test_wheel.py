@@ -127,8 +127,9 @@ def test_the_wheel_with_no_extras_then_each_extra(
 
     _pip(venv, f"sqsdelay[emulator] @ {wheel.as_uri()}")
     demo = _run(venv, user, "demo", cwd=work)
-    assert demo.returncode == 0, demo.stderr[-2000:]
+    assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-2000:]
     assert "delivered 8/8 (and 2 cancelled)" in demo.stdout and "early 0" in demo.stdout
+    assert "lateness agrees within" in demo.stdout
     assert "cost report skipped: the cost report needs pyspark, pandas, matplotlib: pip " in (
         " ".join(demo.stdout.split())
     )
