@@ -13,7 +13,7 @@ sqsdelay to the queue's delay queue (`<namespace>_<queue>-delay.fifo`, created b
 the body dramatiq-sqs would have sent; `sqsdelay worker <namespace>_<queue>` hands it over when
 it is due and the Dramatiq worker runs it as an ordinary message. A delay within
 SQSDELAY_MAX_NATIVE_DELAY_SECONDS, and a message without a delay, are sent by dramatiq-sqs
-itself, exactly as before.
+itself, a fraction of a second rounded up (dramatiq-sqs rounds it down): never early.
 
 What this relies on in dramatiq-sqs 0.4 (`dramatiq_sqs/broker.py`, `SQSBroker`):
 - `enqueue(message, *, delay)` sends `b64encode(message.encode())` with `DelaySeconds = delay //
@@ -37,6 +37,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqsdelay import errors
+from sqsdelay.core import delays
 from sqsdelay.extras import require
 
 require("dramatiq", "sqsdelay.dramatiq")
@@ -80,11 +81,10 @@ class SQSBroker(dramatiq_sqs.SQSBroker):
         self, message: dramatiq.Message[Any], *, delay: int | None = None
     ) -> dramatiq.Message[Any]:
         native = self.sqsdelay_settings.max_native_delay_seconds
-        # Within the native delay: as dramatiq-sqs sends it (a negative or odd value too).
-        # Beyond it, even by a fraction: dramatiq-sqs would round it down into DelaySeconds
-        # (2,563 ms on a 2 s cycle ran 0.56 s early); sqsdelay is never early.
+        # Within the native delay: dramatiq-sqs sends it, rounded up to whole seconds first
+        # (`native_delay`). Beyond it, even by a fraction: through sqsdelay.
         if delay is None or not delay > native * 1000:
-            result: dramatiq.Message[Any] = super().enqueue(message, delay=delay)
+            result: dramatiq.Message[Any] = super().enqueue(message, delay=native_delay(delay))
             return result
         queue_name = message.queue_name
         self._ensure_queue(queue_name)
@@ -117,6 +117,16 @@ class SQSBroker(dramatiq_sqs.SQSBroker):
         if self._sender is None:
             self._sender = Sender(self.sqsdelay_settings, client=self.sqs.meta.client)
         return self._sender
+
+
+def native_delay(delay: int | None) -> int | None:
+    """The delay to give dramatiq-sqs, which sends `delay // 1000` as DelaySeconds: a
+    positive number of milliseconds rounded up to whole seconds, so that SQS never runs it
+    early (2,563 ms would be DelaySeconds 2, 0.56 s early). Anything else (None, 0, a
+    negative or non-integer value) is left as dramatiq-sqs treats it."""
+    if isinstance(delay, int) and not isinstance(delay, bool) and delay > 0:
+        return delays.whole_seconds(delay) * 1000
+    return delay
 
 
 def _milliseconds(delay: float) -> timedelta:
