@@ -22,15 +22,16 @@ from sqsdelay.cost.fold import (
     reduced,
 )
 from sqsdelay.cost.inputs import KINDS, PRICED, carried_over
-from sqsdelay.cost.pricing import Pricing, Quantities, park_break_even_seconds, quantities
+from sqsdelay.cost.pricing import (
+    AT_SEND,
+    Pricing,
+    Quantities,
+    park_break_even_seconds,
+    quantities,
+)
 from sqsdelay.cost.session import SparkOps
 
 QUANTITY_SUMS = [f.name for f in fields(Quantities) if f.name != "messages"]
-
-
-# Quantities that happen when the message is sent (the count and the first send); the rest
-# (the worker's passes and the hand-over) are spread over the message's life.
-AT_SEND = ("routed", "chunks", "routed_chunks")
 
 
 @dataclass

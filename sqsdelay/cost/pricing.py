@@ -185,6 +185,16 @@ class Quantities:
     staged_chunks: Any = 0
     staged_batch_chunks: Any = 0  # started 64 KiB of a forwarded batch of `batch_fill`
     fifo_now_chunks: Any = 0  # ... without a delay: its send is a FIFO request
+    # fifo_destination * chunks (= staged_chunks + fifo_now_chunks), counted at send as
+    # `chunks` is: what the Scheduler what-if sends into a FIFO destination instead of a
+    # standard one. Taken from `chunks` on another basis, a month could go negative.
+    fifo_chunks: Any = 0
+
+
+# Quantities that happen when the message is sent (the count and the first send); the rest
+# (the worker's passes and the hand-over) are spread over the message's life. A model's
+# requests per usage month are these weighted so (`cost.job.aggregate`).
+AT_SEND = ("routed", "chunks", "routed_chunks", "fifo_chunks")
 
 
 def quantities(
@@ -233,6 +243,7 @@ def quantities(
         staged_chunks=staged * chunks,
         staged_batch_chunks=staged * forward_batch,
         fifo_now_chunks=(fifo_destination - staged) * chunks,
+        fifo_chunks=fifo_destination * chunks,
     )
 
 
@@ -297,8 +308,8 @@ class Requests:
             batched_fifo=batched_fifo,
             batched_standard=q.batch_chunks / f + q.chunks - q.routed_chunks + forward_standard,
             scheduler_invocations=q.routed,
-            # a FIFO destination's chunks are staged_chunks + fifo_now_chunks (linear)
-            scheduler_standard=q.chunks - q.staged_chunks - q.fifo_now_chunks,
+            # all at send, as its invocations: a FIFO destination's sends are FIFO requests
+            scheduler_standard=q.chunks - q.fifo_chunks,
             parked_fifo=batched_fifo - loop_of_parked + parked_hop,
             parked_standard=q.batch_chunks / f + q.chunks - q.routed_chunks + forward_standard,
             parked_invocations=q.parked,
@@ -309,7 +320,7 @@ class Requests:
             * (q.cycles - q.parked_cycles + q.parked),
             exact_destination_fifo=q.staged_chunks + q.fifo_now_chunks,
             batched_destination_fifo=destination_fifo,
-            scheduler_fifo=q.staged_chunks + q.fifo_now_chunks,
+            scheduler_fifo=q.fifo_chunks,
         )
 
 

@@ -1,13 +1,25 @@
+import math
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from sqsdelay.cost.money import estimate, tiered_cost
-from sqsdelay.cost.pricing import PythonOps, idle_polls_per_month, load_pricing, requests
+from sqsdelay.cost.pricing import (
+    AT_SEND,
+    PythonOps,
+    Quantities,
+    Requests,
+    idle_polls_per_month,
+    load_pricing,
+    quantities,
+    requests,
+)
 from sqsdelay.errors import ConfigError
 
 OPS = PythonOps()
@@ -187,3 +199,44 @@ def test_settings_find_the_park_threshold_without_loading_the_price_list() -> No
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["690", "False"]
+
+
+# One message: its delay, size, whether its destination is FIFO, the month it was sent in
+# (of six), and the shares of its life in that month and the ones after.
+MESSAGE = st.tuples(
+    st.integers(0, 10**8),
+    st.integers(0, 1_048_576),
+    st.sampled_from([0, 1]),
+    st.integers(0, 2),
+    st.lists(st.integers(0, 100), min_size=1, max_size=4),
+)
+
+
+@given(st.lists(MESSAGE, min_size=1, max_size=8), st.sampled_from([10_020, 2**62]))
+def test_every_models_requests_by_usage_month_are_never_negative_and_add_up(
+    messages: list[tuple[int, int, int, int, list[int]]], park_after: int
+) -> None:
+    """As the cost job weights them: quantities at send (`AT_SEND`) in the month a message
+    was sent, the others by the share of its life in each month (a delay of 0: all in the
+    month it was sent). A FIFO destination's Scheduler what-if showed negative standard
+    requests in the months after the send (its chunks counted at send, its staged chunks
+    over the life)."""
+    months: list[dict[str, float]] = [{f.name: 0.0 for f in fields(Quantities)} for _ in range(6)]
+    whole = {f.name: 0.0 for f in fields(Quantities)}
+    for delay, size, fifo, sent, shares in messages:
+        q = quantities(delay, size, ops=OPS, park_after=park_after, fifo_destination=fifo)
+        if delay == 0 or not any(shares):
+            shares = [1]
+        for i, share in enumerate(shares):
+            life = share / sum(shares)
+            for name, value in vars(q).items():
+                at_send = name in (*AT_SEND, "messages")
+                months[sent + i][name] += value * ((i == 0) if at_send else life)
+        for name, value in vars(q).items():
+            whole[name] += value
+    by_month = [vars(Requests.of(Quantities(**m))) for m in months]
+    total: dict[str, Any] = vars(Requests.of(Quantities(**whole)))
+    for month in by_month:
+        assert not {k: v for k, v in month.items() if v < -1e-6}
+    for name, value in total.items():
+        assert math.isclose(sum(m[name] for m in by_month), value, rel_tol=1e-9, abs_tol=1e-6)
