@@ -77,6 +77,30 @@ def inspect(settings: Settings, queues: Sequence[str], *, client: Any = None) ->
     return states
 
 
+def lambda_problems(
+    settings: Settings, functions: Sequence[str], *, client: Any = None
+) -> list[Any]:
+    """The worker functions whose recursive loop detection would stop them
+    (core/lambda_checks.py); lambda:GetFunctionRecursionConfig on each."""
+    from sqsdelay.aws.clients import service_kwargs
+    from sqsdelay.core.lambda_checks import recursion_problem
+
+    if client is None:
+        import boto3
+
+        client = boto3.client("lambda", **service_kwargs(settings))
+    problems = []
+    for function in functions:
+        try:
+            reply = client.get_function_recursion_config(FunctionName=function)
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, "GetFunctionRecursionConfig", function) from None
+        problem = recursion_problem(function, reply)
+        if problem is not None:
+            problems.append(problem)
+    return problems
+
+
 @dataclass(frozen=True)
 class Replay:
     """Where a dead-lettered message goes back to, and with which attributes (pure)."""

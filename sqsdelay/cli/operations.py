@@ -113,9 +113,16 @@ def inspect(
     all_queues: Annotated[
         bool, typer.Option("--all", help="every delay queue under SQSDELAY_QUEUE_PREFIX")
     ] = False,
+    lambdas: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--lambda",
+            help="a Lambda worker function to check too (its recursive loop detection)",
+        ),
+    ] = None,
 ) -> int:
     """Configuration check plus visible / in-flight / delayed counts of every queue."""
-    from sqsdelay.aws.operations import discovered
+    from sqsdelay.aws.operations import discovered, lambda_problems
     from sqsdelay.aws.operations import inspect as inspect_queues
 
     settings = settings_of(ctx)
@@ -150,6 +157,10 @@ def inspect(
         )
     console = Console(width=160)
     console.print(table)
+    for p in lambda_problems(settings, lambdas or []):
+        print(f"lambda {p.queue}: problem: {p.problem}")
+        problems += 1
+        fixes.append(p.fix)
     for fix in fixes:  # plain lines, so that they can be copied whole
         print(f"fix: {fix}")
     _print_metrics(console, settings_of(ctx), queues)

@@ -1,0 +1,34 @@
+"""What can be wrong with a Lambda worker function, and its fix (pure).
+
+The worker sends every message back to the delay queue that triggers it, once a cycle.
+Lambda's recursive loop detection, on by default (`Terminate`), stops invoking a function
+for a message after about 16 such hops, so a delay longer than 16 cycles stops moving and
+expires in the delay queue (docs/lambda-recursion.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqsdelay.core.queue_checks import Problem
+
+ALLOW = "Allow"
+
+
+def recursion_problem(function: str, reply: Mapping[str, Any]) -> Problem | None:
+    """GetFunctionRecursionConfig's reply for `function`: a problem unless it is Allow (an
+    absent value is Lambda's default, Terminate)."""
+    loop = reply.get("RecursiveLoop") or "Terminate"
+    if loop == ALLOW:
+        return None
+    return Problem(
+        queue=function,
+        problem=(
+            f"Lambda function {function!r} has recursive loop detection {loop!r}: it stops "
+            "after about 16 cycles of a message, which then expires in the delay queue"
+        ),
+        fix=(
+            f"aws lambda put-function-recursion-config --function-name {function} "
+            "--recursive-loop Allow (infra/worker-lambda.yaml sets RecursiveLoop: Allow)"
+        ),
+    )
