@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import functools
 import operator
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqsdelay.core.queues import SERVING_QUEUE_ENDINGS
-from sqsdelay.cost import localpaths
+from sqsdelay.cost import formats
 from sqsdelay.errors import InvalidInput
 
 CUR2 = "CUR 2.0"
@@ -144,49 +143,43 @@ def kind_of(columns: Sequence[str], path: str) -> str:
 _BILL_SUFFIXES = {".parquet": "parquet", ".csv": "csv"}
 # Only the data files of an export folder (its metadata/ holds JSON manifests), at any depth.
 _BILL_FILES = {"parquet": "*.parquet", "csv": "*.{csv,csv.gz}"}
-
-
-def _format_of(path: str) -> str | None:
-    name = path.rstrip("/").lower().removesuffix(".gz")
-    return next((f for s, f in _BILL_SUFFIXES.items() if name.endswith(s)), None)
+_GLOB = set("*?[]{}")
 
 
 def bill_format(paths: Sequence[str]) -> str:
     """The bill's format: by a file's name; inside a local folder (as AWS Data Exports
     writes it, `BILLING_PERIOD=…/…snappy.parquet`), by the files in it at any depth; Parquet,
-    CUR 2.0's default, for a folder Spark reads (S3, HDFS)."""
-    found = set()
-    for path in paths:
-        fmt = _format_of(path)
-        if fmt is None and localpaths.certainly_local(path) and os.path.isdir(path):
-            inside = {_format_of(f) for _, _, files in os.walk(path) for f in files}
-            kinds = sorted(k for k in inside if k is not None)
-            if len(kinds) != 1:
-                what = "both Parquet and CSV files" if kinds else "no .parquet or .csv(.gz) files"
-                raise InvalidInput(
-                    f"the bill folder {path} holds {what}: give the export's data folder, "
-                    "or --bill-format parquet|csv"
-                )
-            fmt = kinds[0]
-        found.add(fmt or "parquet")
-    if len(found) != 1:
-        raise InvalidInput(
-            "the bills mix Parquet and CSV: give one format per run (--bill-format parquet|csv)"
-        )
-    return found.pop()
+    CUR 2.0's default, for a folder Spark reads (S3, HDFS) or a name that says no format."""
+    return formats.format_of(
+        paths, _BILL_SUFFIXES, what="bill", option="--bill-format parquet|csv", otherwise="parquet"
+    )
+
+
+def data_files(fmt: str, paths: Sequence[str]) -> str:
+    """The `pathGlobFilter` that reads a folder's data files only. Spark applies it to a file
+    named outright as well, so the last part of each path given is admitted as it is: a
+    file called `cur_export` or `bill.gz` is read, as the format given."""
+    named = [_escaped(p.rstrip("/").rsplit("/", 1)[-1]) for p in paths if not _GLOB & set(p)]
+    return "{" + ",".join([_BILL_FILES[fmt], *(n for n in named if n)]) + "}"
+
+
+def _escaped(name: str) -> str:
+    """A name as Hadoop's glob matches it literally."""
+    return "".join("\\" + c if c in "\\*?[]{}," else c for c in name)
 
 
 def _read(spark: Any, paths: Sequence[str], fmt: str) -> Any:
     fmt = bill_format(paths) if fmt == "auto" else fmt
     if fmt not in _BILL_FILES:
         raise InvalidInput(f"unknown bill format {fmt!r}: use parquet or csv")
-    # Folders at any depth, their data files only; a file named outright is read as it is.
-    reader = spark.read.options(recursiveFileLookup="true", pathGlobFilter=_BILL_FILES[fmt])
-    files = [p for p in paths if _format_of(p) is not None]
-    folders = [p for p in paths if _format_of(p) is None]
+    # Folders at any depth, their data files only; a file whose name says its format is read
+    # as it is, and one whose name does not passes the filter by its name.
+    folders = [p for p in paths if formats.format_of_name(p, _BILL_SUFFIXES) is None]
+    files = [p for p in paths if p not in folders]
     frames = []
     if folders:
-        frames.append(_load(reader, folders, fmt))
+        filtered = {"recursiveFileLookup": "true", "pathGlobFilter": data_files(fmt, folders)}
+        frames.append(_load(spark.read.options(**filtered), folders, fmt))
     if files:
         frames.append(_load(spark.read, files, fmt))
     return functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from sqsdelay.core import defaults, quotas
+from sqsdelay.cost import formats
 from sqsdelay.errors import InvalidInput
 
 
@@ -41,22 +42,10 @@ _SUFFIXES |= {".jsonl": "json", ".ndjson": "json", ".log": "json"}
 
 
 def detect_format(paths: Sequence[str]) -> str:
-    """The input format from the paths' suffixes (`.gz` aside); every path must agree. A path
-    without a telling suffix (a directory, an S3 prefix) needs --format."""
-    found = set()
-    for path in paths:
-        name = path.rstrip("/").lower().removesuffix(".gz").removesuffix(".snappy")
-        suffix = name[name.rfind(".") :] if "." in name.rsplit("/", 1)[-1] else ""
-        if suffix not in _SUFFIXES:
-            raise InvalidInput(
-                f"cannot tell the format of {path!r} from its name: give --format "
-                f"{'|'.join(FORMATS)}"
-            )
-        found.add(_SUFFIXES[suffix])
-    if len(found) != 1:
-        mixed = ", ".join(sorted(found))
-        raise InvalidInput(f"the inputs mix formats ({mixed}): give one format per run")
-    return found.pop()
+    """The input format from the paths' suffixes (`.gz` aside), or for a local folder from
+    the data files in it, as the bill's (`formats.format_of`); every path must agree. Any
+    other path without a telling suffix (an S3 prefix, a Firehose object) needs --format."""
+    return formats.format_of(paths, _SUFFIXES, what="input", option=f"--format {'|'.join(FORMATS)}")
 
 
 # Row kinds, as small integers on the rows (cheap to group by) and as names in the aggregate.

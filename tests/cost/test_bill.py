@@ -219,6 +219,44 @@ def test_a_bill_folder_with_no_data_files_says_so(tmp_path: Path) -> None:
     assert bill_format(["s3://bucket/exports/sqs-cur2/"]) == "parquet"  # CUR 2.0's default
 
 
+def test_a_bill_file_whose_name_says_no_format_is_read_as_the_format_given(
+    spark: Any, events: Path, tmp_path: Path
+) -> None:
+    """`--bill cur_export --bill-format parquet`: Spark applies the folders' file filter to a
+    file named outright too, so these were read as nothing ("Unable to infer schema")."""
+    cur2().to_parquet(tmp_path / "cur_export")
+    with gzip.open(tmp_path / "bill.gz", "wt") as f:
+        cur2().to_csv(f, index=False)
+    cur2().to_csv(tmp_path / "BILL.CSV", index=False)
+    done = report(spark, events, tmp_path, [str(tmp_path / "cur_export")], bill_format="parquet")
+    assert rows(done) == expected()
+    known = spark.createDataFrame([("orders",)], ["destination"])
+    for name, fmt in (("bill.gz", "csv"), ("BILL.CSV", "csv"), ("BILL.CSV", "auto")):
+        booked = read_bill(spark, [str(tmp_path / name)], Resources(known), fmt).collect()
+        assert sum(r["lines"] for r in booked) == 5, (name, fmt)  # orders' four, the credit
+
+
+def test_an_input_folder_is_read_as_a_bill_folder_is(
+    spark: Any, events: Path, tmp_path: Path
+) -> None:
+    """`--input DIR` of Parquet files (with Spark's `_SUCCESS` beside them) needed --format."""
+    folder = tmp_path / "events" / "day=2026-01-01"
+    folder.mkdir(parents=True)
+    (folder / "part-00000.parquet").write_bytes(events.read_bytes())
+    (folder / "_SUCCESS").write_bytes(b"")
+    cur2().to_parquet(tmp_path / "cur.parquet")
+    done = run_report(
+        inputs=[str(tmp_path / "events")],
+        output=str(tmp_path / "report"),
+        pricing=PRICING,
+        spark=spark,
+        bills=[str(tmp_path / "cur.parquet")],
+        registry_table="sqsdelay-scheduled",
+        schedule_group="sqsdelay",
+    )
+    assert rows(done) == expected()
+
+
 def test_focus_gives_the_same_reconciliation(spark: Any, events: Path, tmp_path: Path) -> None:
     bill = tmp_path / "focus.parquet"
     focus().to_parquet(bill)
