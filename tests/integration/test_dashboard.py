@@ -38,8 +38,11 @@ SQS_METRICS = {
 }
 
 
+TOPIC = f"arn:aws:sns:{cfn.REGION}:{cfn.ACCOUNT}:sqsdelay-alarms"  # AlarmTopicArn is required
+
+
 def rendered(**params: str) -> dict[str, Any]:
-    return cfn.Renderer(cfn.load("dashboard.yaml"), params).resources()
+    return cfn.Renderer(cfn.load("dashboard.yaml"), {"AlarmTopicArn": TOPIC, **params}).resources()
 
 
 def dashboard_metrics(body: dict[str, Any]) -> dict[str, set[str]]:
@@ -113,7 +116,10 @@ def test_the_stack_deploys_and_the_alarms_are_accepted(moto_url: str, prefix: st
     cf.create_stack(
         StackName=f"{prefix}dashboard",
         TemplateBody=(cfn.INFRA / "dashboard.yaml").read_text(),
-        Parameters=[{"ParameterKey": "QueuePrefix", "ParameterValue": prefix}],
+        Parameters=[
+            {"ParameterKey": "QueuePrefix", "ParameterValue": prefix},
+            {"ParameterKey": "AlarmTopicArn", "ParameterValue": TOPIC},
+        ],
         Capabilities=["CAPABILITY_IAM"],
     )
     stack = cf.describe_stacks(StackName=f"{prefix}dashboard")["Stacks"][0]

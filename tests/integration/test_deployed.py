@@ -27,7 +27,7 @@ from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.integration.test_aws_lambda import invoke_as_lambda, lambda_record
 from tests.integration.test_container import one, stages
-from tests.support import cfn
+from tests.support import cfn, iam
 from tests.support.crash import crash_before_delete
 from tests.support.workerkit import Collector
 
@@ -52,7 +52,9 @@ def ecs_container(params: dict[str, Any]) -> dict[str, Any]:
     return dict(container)
 
 
+TOPIC = f"arn:aws:sns:{cfn.REGION}:{cfn.ACCOUNT}:sqsdelay-alarms"  # AlarmTopicArn is required
 ECS_PARAMS = {
+    "AlarmTopicArn": TOPIC,
     "Queues": "orders,billing",
     "CycleSeconds": 5,
     "ImageUri": "sqsdelay-worker",
@@ -157,7 +159,12 @@ def test_a_stop_never_strands_a_message_about_to_become_visible(
     assert logged(events, "delay.handed_over")
 
 
-LAMBDA_PARAMS = {"DestinationName": "orders", "CycleSeconds": 1, "ImageUri": "sqsdelay-lambda"}
+LAMBDA_PARAMS = {
+    "DestinationName": "orders",
+    "CycleSeconds": 1,
+    "ImageUri": "sqsdelay-lambda",
+    "AlarmTopicArn": TOPIC,
+}
 
 
 def lambda_function(prefix: str) -> dict[str, Any]:
@@ -242,21 +249,28 @@ def deploy(cf: Any, name: str, template: str, params: dict[str, str]) -> None:
 
 
 @pytest.mark.filterwarnings("ignore:Tried to parse AWS..CloudWatch..Alarm")
+@pytest.mark.filterwarnings("ignore:Tried to parse AWS..SQS..QueuePolicy")
 def test_queue_stacks_pass_the_installer_check_and_outlive_their_stacks(
     cloudformation: Any, env: dict[str, str], prefix: str, sqs: Any
 ) -> None:
     """queues.yaml and error-queue.yaml deploy into moto's CloudFormation; `sqsdelay install
     --check` then finds nothing to fix. moto 5.2.5's CloudFormation skips the alarms
     (AWS::CloudWatch::Alarm: "not supported by moto's CloudFormation implementation"), so
-    only the queues are deployed for real; cfn-lint checks the alarms."""
+    only the queues are deployed for real; cfn-lint checks the alarms. It skips the queue
+    policies (AWS::SQS::QueuePolicy) too: tests/integration/test_iam.py evaluates them."""
     stack = prefix.rstrip("-")
-    deploy(cloudformation, f"{stack}-error", "error-queue.yaml", {"QueuePrefix": prefix})
+    deploy(
+        cloudformation,
+        f"{stack}-error",
+        "error-queue.yaml",
+        {"QueuePrefix": prefix, "AlarmTopicArn": TOPIC},
+    )
     for name in ("orders", "billing"):
         deploy(
             cloudformation,
             f"{stack}-{name}",
             "queues.yaml",
-            {"QueuePrefix": prefix, "DestinationName": name},
+            {"QueuePrefix": prefix, "DestinationName": name, "AlarmTopicArn": TOPIC},
         )
     check = subprocess.run(
         [sys.executable, "-m", "sqsdelay", "install", "orders", "billing", "--check"],
@@ -408,15 +422,8 @@ def granted(statements: list[dict[str, Any]]) -> set[tuple[str, str]]:
 
 
 def role_statements(resources: dict[str, Any], role: str) -> list[dict[str, Any]]:
-    statements = []
-    for res in resources.values():
-        props = res["Properties"]
-        if res["Type"] == "AWS::IAM::Role" and res is resources[role]:
-            for policy in props.get("Policies", []):
-                statements += policy["PolicyDocument"]["Statement"]
-        if res["Type"] == "AWS::IAM::RolePolicy" and props["RoleName"] == f"<{role}>":
-            statements += props["PolicyDocument"]["Statement"]
-    return statements
+    """The role's statements, its policy variables (the ECS role's tags) resolved."""
+    return iam.role_statements(resources, role)
 
 
 def used(calls: Any) -> set[tuple[str, str]]:
@@ -587,8 +594,9 @@ def test_readme_deployment_section_names_every_template_parameter() -> None:
 
 
 PARKING = {"Parking": "scheduler", "ScheduleGroupName": "sqsdelay"}
-# error-queue.yaml names the role after the prefix; the worker stacks derive its ARN.
-SCHEDULER_ROLE = f"arn:{cfn.PARTITION}:iam::{cfn.ACCOUNT}:role/sqsdelay-scheduler"
+# error-queue.yaml names the role after the prefix and the Region; the worker stacks derive
+# its ARN.
+SCHEDULER_ROLE = f"arn:{cfn.PARTITION}:iam::{cfn.ACCOUNT}:role/sqsdelay-scheduler-{cfn.REGION}"
 
 
 @pytest.mark.parametrize(
@@ -664,23 +672,25 @@ def test_the_scheduler_role_may_only_send_to_delay_queues_and_the_error_queue() 
     import fnmatch
 
     template = cfn.load("error-queue.yaml")
-    off = cfn.Renderer(template, {"QueuePrefix": "p-"}).resources()
+    base = {"QueuePrefix": "p-", "AlarmTopicArn": TOPIC}
+    off = cfn.Renderer(template, base).resources()
     assert "SchedulerRole" not in off and "ScheduleGroup" not in off
-    on = cfn.Renderer(template, {"QueuePrefix": "p-", "Parking": "scheduler"}).resources()
+    on = cfn.Renderer(template, {**base, "Parking": "scheduler"}).resources()
     assert on["ScheduleGroup"]["Properties"]["Name"] == "sqsdelay"
     role = on["SchedulerRole"]["Properties"]
-    assert role["RoleName"] == "p-sqsdelay-scheduler"  # what the worker stacks pass
+    assert role["RoleName"] == f"p-sqsdelay-scheduler-{cfn.REGION}"  # what the worker stacks pass
     (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
     statements = [st for p in role["Policies"] for st in p["PolicyDocument"]["Statement"]]
     assert {st["Action"] for st in statements} == {"sqs:SendMessage"}
-    patterns = [st["Resource"] for st in statements]
+    patterns = [str(r) for st in statements for r in iam.as_list(st["Resource"])]
 
     def allowed(queue: str) -> bool:
         arn = cfn.sqs_arn(queue)
-        return any(arn == p or fnmatch.fnmatchcase(arn, str(p)) for p in patterns)
+        return any(arn == p or fnmatch.fnmatchcase(arn, p) for p in patterns)
 
     assert allowed("p-orders-delay.fifo") and allowed("p-billing-delay.fifo")
+    assert allowed("p-orders-delay-fifo.fifo")  # a FIFO destination's delay queue
     assert not allowed("p-orders") and not allowed("q-orders-delay.fifo")
-    error = [p for p in patterns if not str(p).endswith("-delay.fifo")]
-    assert len(error) == 1  # the error queue (Scheduler's dead-letter queue), by reference
+    error = [p for p in patterns if not p.endswith(("-delay.fifo", "-delay-fifo.fifo"))]
+    assert error == ["<ErrorQueue.Arn>"]  # Scheduler's dead-letter queue, by reference

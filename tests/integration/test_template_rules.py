@@ -9,7 +9,12 @@ import pytest
 
 from tests.support import cfn
 
-ECS = {"ImageUri": "sqsdelay-worker", "Subnets": ["subnet-1"], "SecurityGroups": ["sg-1"]}
+ECS = {
+    "ImageUri": "sqsdelay-worker",
+    "Subnets": ["subnet-1"],
+    "SecurityGroups": ["sg-1"],
+    "AlarmTopicArn": f"arn:aws:sns:{cfn.REGION}:{cfn.ACCOUNT}:alarms",
+}
 
 
 def broken(params: dict[str, Any]) -> list[str]:
@@ -49,5 +54,6 @@ def test_the_rule_is_written_the_way_cloudformation_reads_it() -> None:
             return found.union(*(functions(v) for v in node.values()))
         return set()
 
-    rules = cfn.load("worker-ecs.yaml")["Rules"]
-    assert rules and functions(rules) <= allowed
+    for template in ("worker-ecs.yaml", "error-queue.yaml"):
+        rules = cfn.load(template)["Rules"]
+        assert rules and functions(rules) <= allowed, template
