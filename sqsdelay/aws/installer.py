@@ -27,13 +27,12 @@ log = get_logger("sqsdelay.aws.installer")
 
 
 def queue_tags(spec: QueueSpec, settings: Settings) -> dict[str, str]:
-    """The error queue is shared by every destination: it names none. A staging queue is
-    part of its destination's delays."""
+    """The component by the queue's role (`tags.queue_component`). The error queue is
+    shared by every destination: it names none."""
+    component = tags.queue_component(spec.role)
     if spec.role == "error":
-        return tags.tags("error-queue")
-    destination = trio(spec.requested, settings).destination
-    component: tags.Component = "destination-queue" if spec.role == "destination" else "delay-queue"
-    return tags.tags(component, destination)
+        return tags.tags(component)
+    return tags.tags(component, trio(spec.requested, settings).destination)
 
 
 @dataclass

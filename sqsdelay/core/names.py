@@ -111,6 +111,11 @@ def delay_queue_name(destination: str) -> str:
     return name
 
 
+def staging_queue_of(destination: str) -> str:
+    """A FIFO destination's staging queue by the rule alone, unchecked (as `delay_queue_of`)."""
+    return destination.removesuffix(wirenames.FIFO_SUFFIX) + wirenames.STAGING_QUEUE_SUFFIX
+
+
 def staging_queue_name(destination: str) -> str:
     """A FIFO destination's staging queue, `<base>-fifo-staging` (standard, so that it takes
     a per-message DelaySeconds): the last hop waits there, and the worker forwards it."""
@@ -123,7 +128,7 @@ def staging_queue_name(destination: str) -> str:
             f"that its delay and staging queues fit SQS's {quotas.MAX_QUEUE_NAME_LENGTH}-"
             "character limit (a send without delay needs neither)"
         )
-    return destination.removesuffix(wirenames.FIFO_SUFFIX) + wirenames.STAGING_QUEUE_SUFFIX
+    return staging_queue_of(destination)
 
 
 def error_queue_name(error_queue: str, prefix: str = "") -> str:

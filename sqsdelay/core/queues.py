@@ -15,15 +15,25 @@ Role = Literal["destination", "delay", "staging", "error"]
 ERROR_QUEUE_RETENTION_SECONDS = quotas.MAX_RETENTION_SECONDS
 # How a destination's own queues are named after it: (the queue's ending, what replaces it
 # to give the destination's name). Discovery finds delay queues by the first two; the bill
-# books a queue's lines to its destination by all three, in Spark, where no Python runs.
+# books a queue's lines to its destination by all three, with their roles, in Spark, where
+# no Python runs.
 DELAY_QUEUE_ENDINGS = (
     (wirenames.DELAY_QUEUE_SUFFIX, ""),
     (wirenames.FIFO_DELAY_QUEUE_SUFFIX, wirenames.FIFO_SUFFIX),
 )
-SERVING_QUEUE_ENDINGS = (
-    *DELAY_QUEUE_ENDINGS,
-    (wirenames.STAGING_QUEUE_SUFFIX, wirenames.FIFO_SUFFIX),
+SERVING_QUEUE_ENDINGS: tuple[tuple[str, str, Role], ...] = (
+    *((ending, back, "delay") for ending, back in DELAY_QUEUE_ENDINGS),
+    (wirenames.STAGING_QUEUE_SUFFIX, wirenames.FIFO_SUFFIX, "staging"),
 )
+
+
+def handover_queue(destination: str) -> tuple[Role, str]:
+    """The queue a destination's hand-overs land in, by the names alone (the cost report
+    prices what the log says, it does not check names): a FIFO destination's staging queue,
+    else the destination itself. Its standard requests are that queue's."""
+    if names.is_fifo(destination):
+        return "staging", names.staging_queue_of(destination)
+    return "destination", destination
 
 
 @dataclass(frozen=True)

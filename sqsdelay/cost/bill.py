@@ -11,12 +11,12 @@ The two are told apart by their columns, not by file names.
 from __future__ import annotations
 
 import functools
-import operator
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqsdelay.core import tags
 from sqsdelay.core.queues import SERVING_QUEUE_ENDINGS
 from sqsdelay.cost import formats
 from sqsdelay.errors import InvalidInput
@@ -76,12 +76,8 @@ SOURCE = {
 SQS, DYNAMODB = "AWSQueueService", "AmazonDynamoDB"
 # Components a line is booked to; the destination queue's lines cannot be split: the
 # hand-overs land there, among the application's own sends and receives.
-DELAY_QUEUE, DESTINATION_QUEUE, REGISTRY, SCHEDULE_GROUP = (
-    "delay-queue",
-    "destination-queue",
-    "registry",
-    "schedule-group",
-)
+DELAY_QUEUE, DESTINATION_QUEUE = tags.queue_component("delay"), tags.queue_component("destination")
+REGISTRY, SCHEDULE_GROUP = "registry", "schedule-group"
 UNATTRIBUTED = "unattributed"  # SQS lines without a resource id (credits, mostly)
 
 
@@ -223,19 +219,19 @@ def read_bill(spark: Any, paths: Sequence[str], resources: Resources, fmt: str =
     tagged = F.col("tags").getItem("sqsdelay_component")
     named = F.col("tags").getItem("sqsdelay_destination")
     component = F.when(tagged.isin(*TAGGED), tagged)
-    # a destination's delay queue, or a FIFO one's delay and staging queues
-    delay_queue = functools.reduce(
-        operator.or_, (queue.endswith(ending) for ending, _ in SERVING_QUEUE_ENDINGS)
-    )
-    component = component.when(sqs & delay_queue, DELAY_QUEUE)
-    component = component.when(sqs & F.col("_known").isNotNull(), DESTINATION_QUEUE)
+    # a destination's delay queue, or a FIFO one's delay and staging queues, by the
+    # component of their role, as the installer tags them
+    for ending, _, role in SERVING_QUEUE_ENDINGS:
+        component = component.when(sqs & queue.endswith(ending), tags.queue_component(role))
+    destination_queue = sqs & F.col("_known").isNotNull()
+    component = component.when(destination_queue, tags.queue_component("destination"))
     component = component.when(sqs & (resource == ""), UNATTRIBUTED)
     destination = (
         F.when(tagged == REGISTRY, F.lit("(registry)"))
         .when(tagged == SCHEDULE_GROUP, F.lit("(schedule group)"))
         .when(tagged.isin(*TAGGED) & named.isNotNull(), named)
     )
-    for ending, replaced in SERVING_QUEUE_ENDINGS:
+    for ending, replaced, _ in SERVING_QUEUE_ENDINGS:
         base = F.regexp_replace(queue, re.escape(ending) + "$", "")
         destination = destination.when(
             sqs & queue.endswith(ending), F.concat(base, F.lit(replaced))

@@ -16,7 +16,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from sqsdelay.core import names, tags, wirenames
+from sqsdelay.core import names, tags
+from sqsdelay.core.queues import Role, handover_queue
 from sqsdelay.cost.pricing import Pricing
 
 COLUMNS = [
@@ -44,14 +45,6 @@ def _period(month: str) -> tuple[str, str]:
     return start.isoformat().replace("+00:00", "Z"), end.isoformat().replace("+00:00", "Z")
 
 
-def standard_queue_of(destination: str) -> str:
-    """Where a destination's standard requests go: itself, or a FIFO one's staging queue
-    (by the name alone: the report prices what the log says, it does not check names)."""
-    if not names.is_fifo(destination):
-        return destination
-    return destination.removesuffix(wirenames.FIFO_SUFFIX) + wirenames.STAGING_QUEUE_SUFFIX
-
-
 def focus_rows(
     requests: Any, registry_units: Any, pricing: Pricing, registry_table: str | None
 ) -> Any:
@@ -76,14 +69,19 @@ def focus_rows(
         rows.append(dict(zip(COLUMNS, values, strict=True)))
 
     tier = pricing.sqs_tiers[0]
+
+    def tagged(role: Role, destination: str) -> dict[str, str]:  # as the installer tags it
+        return tags.tags(tags.queue_component(role), destination)
+
     for (destination, month), r in requests.iterrows():
         queue = names.delay_queue_of(destination)
         add(month, SQS, queue, float(r["fifo"]), "Requests", tier.fifo_per_million,
-            tags.tags("delay-queue", destination))  # fmt: skip
-        add(month, SQS, standard_queue_of(destination), float(r["standard"]), "Requests",
-            tier.standard_per_million, tags.tags("destination-queue", destination))  # fmt: skip
+            tagged("delay", destination))  # fmt: skip
+        role, standard_queue = handover_queue(destination)
+        add(month, SQS, standard_queue, float(r["standard"]), "Requests",
+            tier.standard_per_million, tagged(role, destination))  # fmt: skip
         add(month, SQS, destination, float(r.get("destination_fifo", 0.0)), "Requests",
-            tier.fifo_per_million, tags.tags("destination-queue", destination))  # fmt: skip
+            tier.fifo_per_million, tagged("destination", destination))  # fmt: skip
         add(month, SCHEDULER, destination, float(r["invocations"]), "Invocations",
             pricing.scheduler_per_million, tags.tags("schedule-group", destination))  # fmt: skip
     if registry_table is None:

@@ -253,14 +253,14 @@ def focus_rows(per_month: Any, units: Any, pricing: Pricing, registry_table: str
     destination = F.col("destination")
 
     def line(service: str, resource: Any, quantity: Any, unit: str, per_million: float,
-             component: tags.Component, named: Any) -> Any:  # fmt: skip
+             component: Any, named: Any) -> Any:  # fmt: skip
         return F.struct(
             F.lit(service).alias("service"),
             resource.alias("resource"),
             quantity.cast("double").alias("quantity"),
             F.lit(unit).alias("unit"),
             F.lit(per_million / 1e6).alias("price"),
-            F.lit(component).alias("component"),
+            F.lit(component).alias("component"),  # a name, or a column of them
             named.cast("string").alias("named"),
         )
 
@@ -274,22 +274,26 @@ def focus_rows(per_month: Any, units: Any, pricing: Pricing, registry_table: str
             F.lit(wirenames.FIFO_DELAY_QUEUE_SUFFIX),
         ),
     ).otherwise(F.concat(destination, F.lit(wirenames.DELAY_QUEUE_SUFFIX)))
-    # focus.standard_queue_of, in Spark: a FIFO destination's standard requests are its
-    # staging queue's
+    # queues.handover_queue, in Spark: a FIFO destination's standard requests are its
+    # staging queue's, tagged as its role is
+    staged = destination.endswith(fifo)
     standard_queue = F.when(
-        destination.endswith(fifo),
+        staged,
         F.concat(
             F.regexp_replace(destination, re.escape(fifo) + "$", ""),
             F.lit(wirenames.STAGING_QUEUE_SUFFIX),
         ),
     ).otherwise(destination)
+    standard_component = F.when(staged, F.lit(tags.queue_component("staging"))).otherwise(
+        F.lit(tags.queue_component("destination"))
+    )
     per_resource = [
         line(SQS, delay_queue, F.col("fifo") + F.col("idle_poll_requests"), "Requests",
-             tier.fifo_per_million, "delay-queue", destination),
+             tier.fifo_per_million, tags.queue_component("delay"), destination),
         line(SQS, standard_queue, F.col("standard") + F.col("staging_poll_requests"),
-             "Requests", tier.standard_per_million, "destination-queue", destination),
+             "Requests", tier.standard_per_million, standard_component, destination),
         line(SQS, destination, F.col("destination_fifo"), "Requests", tier.fifo_per_million,
-             "destination-queue", destination),
+             tags.queue_component("destination"), destination),
         line(SCHEDULER, destination, F.col("invocations"), "Invocations",
              pricing.scheduler_per_million, "schedule-group", destination),
     ]  # fmt: skip

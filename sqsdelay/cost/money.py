@@ -122,6 +122,8 @@ def priced(agg: Any, p: Pricing, *, cycle_seconds: int, batch_fill: int) -> Any:
     df["estimated_invocations"] = route.invocations
     # FIFO requests on a FIFO destination itself (its forwards), beside the delay queue's
     df["estimated_destination_fifo"] = df["batched_destination_fifo"]
+    # standard requests on a FIFO destination's staging queue (either route), apart
+    df["estimated_staging"] = df["batched_staging"]
     return df
 
 

@@ -189,12 +189,18 @@ class Quantities:
     # `chunks` is: what the Scheduler what-if sends into a FIFO destination instead of a
     # standard one. Taken from `chunks` on another basis, a month could go negative.
     fifo_chunks: Any = 0
+    # What lands in a FIFO destination's staging queue, apart from a standard destination's
+    # hand-overs (its bill is the delays', `tags.queue_component`): the hand-overs of routed
+    # messages (fifo_destination * batch_chunks), and the sender's own sends of delays
+    # within the cycle (at send, as `chunks`).
+    staged_handover_batch_chunks: Any = 0
+    staged_direct_chunks: Any = 0
 
 
 # Quantities that happen when the message is sent (the count and the first send); the rest
 # (the worker's passes and the hand-over) are spread over the message's life. A model's
 # requests per usage month are these weighted so (`cost.job.aggregate`).
-AT_SEND = ("routed", "chunks", "routed_chunks", "fifo_chunks")
+AT_SEND = ("routed", "chunks", "routed_chunks", "fifo_chunks", "staged_direct_chunks")
 
 
 def quantities(
@@ -244,6 +250,8 @@ def quantities(
         staged_batch_chunks=staged * forward_batch,
         fifo_now_chunks=(fifo_destination - staged) * chunks,
         fifo_chunks=fifo_destination * chunks,
+        staged_handover_batch_chunks=fifo_destination * batch,
+        staged_direct_chunks=staged * (1 - routed) * chunks,
     )
 
 
@@ -271,6 +279,9 @@ class Requests:
     # sends without a delay), apart from the delay queue's; the staging queue's are standard.
     exact_destination_fifo: Any = 0
     batched_destination_fifo: Any = 0  # the parked worker's too
+    # The standard requests of the batched and parked workers that are a FIFO destination's
+    # staging queue's (all of its standard requests; a standard destination has none).
+    batched_staging: Any = 0
     scheduler_fifo: Any = 0  # the Scheduler alternative's sends into a FIFO destination
 
     @classmethod
@@ -320,6 +331,8 @@ class Requests:
             * (q.cycles - q.parked_cycles + q.parked),
             exact_destination_fifo=q.staged_chunks + q.fifo_now_chunks,
             batched_destination_fifo=destination_fifo,
+            batched_staging=(q.staged_handover_batch_chunks + q.staged_batch_chunks + q.staged) / f
+            + q.staged_direct_chunks,
             scheduler_fifo=q.fifo_chunks,
         )
 

@@ -16,9 +16,10 @@ from sqsdelay.errors import InvalidInput
 def reconcile(
     by_dest_month: Any, rows: Any, bill: Any, pricing: Pricing
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Per destination and month: the estimate of the delay queue's requests next to the
-    bill's lines of that queue (at public prices, and as paid). The registry's and the
-    schedule group's lines get rows of their own."""
+    """Per destination and month: the estimate of its delay-queue component's requests
+    (the delay queue's, and a FIFO destination's staging queue's) next to the bill's lines
+    of those queues (at public prices, and as paid). The registry's and the schedule
+    group's lines get rows of their own."""
     if bill is None:
         return [], []
     import pandas as pd
@@ -39,8 +40,8 @@ def reconcile(
             "The bill has no delay queue lines (names ending in -delay.fifo): check the "
             "export's period and that it includes resource ids."
         )
-    estimated = by_dest_month[["delay_queue_cost", "delay_queue_requests"]].rename(
-        columns={"delay_queue_cost": "estimated_usd", "delay_queue_requests": "estimated"}
+    estimated = by_dest_month[["delays_cost", "delays_requests"]].rename(
+        columns={"delays_cost": "estimated_usd", "delays_requests": "estimated"}
     )
     own = bill[bill["component"].isin([b.DELAY_QUEUE, b.REGISTRY, b.SCHEDULE_GROUP])]
     billed = own.groupby(["destination", "month"])[["list", "billed", "requests"]].sum()
@@ -59,7 +60,7 @@ def reconcile(
             "list_usd": round_money(float(r["list"])),
             "billed_usd": round_money(float(r["billed"])),
             "variance_usd": round_money(float(r["list"] - r["estimated_usd"])),
-            # SQS requests (the delay queue's), where both sides count them
+            # SQS requests (the delay and staging queues'), where both sides count them
             "estimated_requests": round(float(r["estimated"])),
             "billed_requests": round(float(r["requests"])),
         }

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from sqsdelay.core import tags
+from sqsdelay.core.queues import Role
 from sqsdelay.cost import focus as focus_rows
 from sqsdelay.cost.bands import BAND_ORDER
 from sqsdelay.cost.job import Aggregate
@@ -61,6 +63,7 @@ SUMS = [
     "estimated_fifo",
     "estimated_destination_fifo",
     "estimated_standard",
+    "estimated_staging",
     "estimated_invocations",
 ] + [f"{m}_{x}" for m in MODELS for x in ("requests", "cost")]
 
@@ -250,11 +253,24 @@ def _by_destination_and_month(
         by_dest_month["idle_poll_requests"] * fifo_price
         + by_dest_month["staging_poll_requests"] * pricing.standard_price
     )
-    # The delay queue's own requests (FIFO), like for like with its lines in a bill.
+    # The delay queue's own requests (FIFO), and a FIFO destination's staging queue's
+    # (standard), each with its long polls.
     by_dest_month["delay_queue_requests"] = (
         by_dest_month["estimated_fifo"] + by_dest_month["idle_poll_requests"]
     )
     by_dest_month["delay_queue_cost"] = by_dest_month["delay_queue_requests"] * fifo_price
+    by_dest_month["staging_requests"] = (
+        by_dest_month["estimated_staging"] + by_dest_month["staging_poll_requests"]
+    )
+    # Like for like with the bill's lines of the destination's delay-queue component: the
+    # queues whose role is booked to it (`tags.queue_component`, as the installer tags them).
+    queues: dict[Role, tuple[Any, float]] = {
+        "delay": (by_dest_month["delay_queue_requests"], fifo_price),
+        "staging": (by_dest_month["staging_requests"], pricing.standard_price),
+    }
+    booked = [r for r in queues if tags.queue_component(r) == tags.queue_component("delay")]
+    by_dest_month["delays_requests"] = sum(queues[r][0] for r in booked)
+    by_dest_month["delays_cost"] = sum(queues[r][0] * queues[r][1] for r in booked)
     by_month = by_dest_month.groupby(level="month").sum()
     by_month["estimated_cost"] = _estimated(by_month, pricing, free_tier)
     by_destination = by_dest_month.groupby(level="destination").sum()

@@ -437,3 +437,59 @@ def test_a_fifo_destinations_delay_and_staging_queues_are_booked_to_it(
     booked = read_bill(spark, [str(path)], Resources(known)).collect()
     got = sorted((r["component"], r["destination"], round(r["list"], 2)) for r in booked)
     assert got == [("delay-queue", "shop.fifo", 0.6), ("destination-queue", "shop.fifo", 1.0)]
+
+
+def test_a_fifo_destinations_staging_queue_reconciles_with_its_bill_lines(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The bill books `shop-fifo-staging` to the delay-queue component of `shop.fifo` (by
+    name, and by the tag `install` gives it); the estimate counts its standard requests
+    there too, so a bill that matches the model shows no variance, folded or not. FOCUS tags
+    the staging queue as the installer does."""
+    from sqsdelay.aws.installer import queue_tags
+    from sqsdelay.core.queues import QueueSpec
+    from sqsdelay.settings import Settings
+
+    # 1,000 messages of 60 s (the sender's send into staging: 1 request, and the forward's
+    # receive and delete, a tenth each) and 1,000 of 1,800 s (first send 1 and one batched
+    # pass 0.2, FIFO; the hand-over, receive and delete a tenth each, standard), sent from
+    # 1 to 21 January: 20 days of long polls on each queue, 86,400.
+    times = pd.date_range("2026-01-01", "2026-01-21", periods=2_000, tz="UTC").floor("us")
+    events = tmp_path / "events.parquet"
+    pd.DataFrame(
+        {
+            "event": "delay.scheduled",
+            "timestamp": times,
+            "destination": "shop.fifo",
+            "delay_seconds": [60, 1800] * 1_000,
+            "size_bytes": 100,
+        }
+    ).to_parquet(events, coerce_timestamps="us")
+    delay_queue, staging = 1_200 + 86_400, 1_200 + 300 + 86_400
+    lines = cur2().iloc[[0, 3, 3]].reset_index(drop=True)
+    lines["line_item_resource_id"] = [
+        f"{ACCOUNT}:shop-delay-fifo.fifo", f"{ACCOUNT}:shop-fifo-staging", f"{ACCOUNT}:shop.fifo"
+    ]  # fmt: skip
+    lines["line_item_usage_amount"] = [delay_queue, staging, 100.0]
+    public = [delay_queue * 0.5e-6, staging * 0.4e-6, 0.00005]
+    for column in ("pricing_public_on_demand_cost", "line_item_unblended_cost"):
+        lines[column] = public
+    lines["line_item_net_unblended_cost"] = public
+    bill = tmp_path / "cur.parquet"
+    lines.to_parquet(bill)
+    for top, name in ((200, "shop.fifo"), (0, "(other 1 destinations)")):
+        out = tmp_path / f"top{top}"
+        done = run_report(inputs=[str(events)], output=str(out), pricing=PRICING, spark=spark,
+                          bills=[str(bill)], top=top)  # fmt: skip
+        [row] = done.summary["reconciliation"]
+        assert (row["destination"], row["month"]) == (name, "2026-01")
+        assert row["estimated_requests"] == row["billed_requests"] == delay_queue + staging
+        assert row["list_usd"] == row["estimated_usd"] == 0.08  # 0.0438 + 0.03516
+        assert row["variance_usd"] == 0.0
+        focus = pd.read_csv(out / "estimate-focus.csv").set_index("ResourceId")
+        installed = Settings(max_native_delay_seconds=900)
+        for role, queue in (("delay", "shop-delay-fifo.fifo"), ("staging", "shop-fifo-staging"),
+                            ("destination", "shop.fifo")):  # fmt: skip
+            tagged = queue_tags(QueueSpec(role, queue, "shop.fifo"), installed)
+            assert json.loads(focus.loc[queue, "Tags"]) == tagged, (top, queue)
+        assert focus.loc["shop-fifo-staging", "PricingQuantity"] == pytest.approx(staging)

@@ -240,3 +240,16 @@ def test_every_models_requests_by_usage_month_are_never_negative_and_add_up(
         assert not {k: v for k, v in month.items() if v < -1e-6}
     for name, value in total.items():
         assert math.isclose(sum(m[name] for m in by_month), value, rel_tol=1e-9, abs_tol=1e-6)
+
+
+@given(st.integers(0, 10**8), st.integers(0, 1_048_576), st.sampled_from([0, 1]))
+def test_a_fifo_destinations_standard_requests_are_its_staging_queues(
+    delay: int, size: int, fifo: int
+) -> None:
+    """The estimate books them to the delay-queue component, as the bill books the staging
+    queue's lines: all of them, for either route, and none of a standard destination's."""
+    for park_after in (10_020, 2**62):
+        q = quantities(delay, size, ops=OPS, park_after=park_after, fifo_destination=fifo)
+        r = Requests.of(q)
+        assert r.batched_staging == pytest.approx(fifo * r.batched_standard)
+        assert r.batched_staging == pytest.approx(fifo * r.parked_standard)
