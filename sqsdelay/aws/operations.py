@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -14,7 +13,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sqsdelay.aws.clients import sync_client, translate
 from sqsdelay.aws.installer import Installer, QueueReport
 from sqsdelay.aws.queues import QueueResolver
-from sqsdelay.core import discovery, names, quotas, wire, wirenames
+from sqsdelay.core import discovery, identity, names, quotas, wire, wirenames
 from sqsdelay.core.batch_decisions import from_boto
 from sqsdelay.core.decision import parse_natural
 from sqsdelay.core.types import Attributes
@@ -181,7 +180,7 @@ def replay_errors(
                 result.skipped[m.message_id] = plan
                 left.append(m.receipt_handle)
                 continue
-            dedup = hashlib.sha256(f"replay|{m.message_id}".encode()).hexdigest()
+            dedup = identity.replay_dedup_id(m.message_id)
             try:
                 sqs.send_message(
                     QueueUrl=delay_url,

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, TypedDict
 
 from sqsdelay.aws.queues import ParkTargets, QueueResolver
-from sqsdelay.core import batching, parking, registry, schedules, send, tracing
+from sqsdelay.core import batching, identity, parking, registry, schedules, send, tracing
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.delays import DelayLike, delay_milliseconds
 from sqsdelay.core.flows import Call, Flow, gather
@@ -317,7 +317,7 @@ class SenderCore:
 
     def _check_findable(self, what: str, message_id: str) -> None:
         """Before a cancel or a reschedule: a valid id, and somewhere to find it."""
-        registry.check_message_id(message_id)
+        identity.check_message_id(message_id)
         if self._table is None and self.settings.parking == "off":
             raise ConfigError(
                 f"{what} needs the registry (SQSDELAY_REGISTRY=dynamodb) or a parked message "
@@ -344,7 +344,7 @@ class SenderCore:
         if self.settings.parking == "scheduler" and outcome != "too-late":
             # Parked: delete the schedule too (with a record, that is tidying: the worker
             # drops a cancelled message whatever brings it back).
-            name = parking.schedule_name(trio.delay, message_id)
+            name = identity.schedule_name(trio.delay, message_id)
             cycle = self.settings.max_native_delay_seconds
             group = self.settings.schedule_group
             try:
@@ -397,7 +397,7 @@ class SenderCore:
             if status != "done":
                 outcome = "unknown" if status == "unknown" else "too-late"
         if self.settings.parking == "scheduler" and outcome == "rescheduled":
-            name = parking.schedule_name(trio.delay, message_id)
+            name = identity.schedule_name(trio.delay, message_id)
             moved = yield from schedules.move(
                 name,
                 self.settings.schedule_group,

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqsdelay.core import defaults, names, parking, quotas, wire, wirenames
+from sqsdelay.core import defaults, identity, names, parking, quotas, wire, wirenames
 from sqsdelay.core.delays import whole_seconds
+from sqsdelay.core.identity import forward_dedup_id as forward_dedup_id  # older callers' name
 from sqsdelay.core.types import Attributes, InvalidDelayAction, Target
 from sqsdelay.errors import InvalidMessage
 
@@ -204,13 +205,6 @@ class Limits:
     max_delay_seconds: int = defaults.DEFAULT_MAX_DELAY_SECONDS
 
 
-def requeue_dedup_id(received: Received) -> str:
-    """Same physical message, same id: a retried requeue inside the FIFO dedup window is
-    dropped by SQS, while every new cycle (a new SQS MessageId) gets a fresh id."""
-    origin = received.system.get("MessageDeduplicationId", "")
-    return hashlib.sha256(f"{origin}|{received.message_id}".encode()).hexdigest()
-
-
 def _timestamp(system: Mapping[str, str], name: str) -> int:
     value = system.get(name)
     ms = parse_natural(value)
@@ -355,8 +349,11 @@ def decide(
         except InvalidMessage as exc:
             problem = str(exc)
             continue
-        group = received.system.get("MessageGroupId") or received.message_id
-        dedup = requeue_dedup_id(received)
+        system = received.system
+        group = identity.requeue_group_id(system.get("MessageGroupId"), received.message_id)
+        dedup = identity.requeue_dedup_id(
+            system.get("MessageDeduplicationId", ""), received.message_id
+        )
         crossed = utc_month(sent) != utc_month(first_now)
         requeue = Requeue(remaining, due, candidate, group, dedup, first_in_month=crossed)
         return _parked(requeue, whole_seconds(due - first_now), lim) or requeue
@@ -376,14 +373,6 @@ def _gave_up(
     reason = f"failed {own_failures} times (SQSDELAY_MAX_ATTEMPTS={lim.max_attempts})"
     reason += f"; last error: {last_error}" if last_error else ""
     return _poison(received, reason, source_queue, lim)
-
-
-def forward_dedup_id(message_id: str, send_key: str) -> str:
-    """The FIFO destination's deduplication id of one send of a message: its own id and the
-    send's key (its due time in epoch ms), so that every copy of that send (a retried
-    hand-over, a redelivered forward, a lost answer) has the same one, while a new send of the
-    same id (a Celery retry keeps its task id) is not dropped by SQS's five-minute window."""
-    return hashlib.sha256(f"sqsdelay|{message_id}|{send_key}".encode()).hexdigest()
 
 
 def forward(
@@ -422,8 +411,11 @@ def forward(
     # The send's due time, which its hand-over into staging carries; without it (no room),
     # this staging message alone: its redelivery is still dropped.
     due = parse_natural(_string(received.attributes, wirenames.DUE_AT_ATTRIBUTE))
-    key = str(due) if due is not None else f"sqs:{received.message_id}"
-    return Forward(attrs, group, forward_dedup_id(ident, key), wait)
+    if due is not None:
+        dedup = identity.forward_dedup_id(ident, due)
+    else:
+        dedup = hashlib.sha256(f"sqsdelay|{ident}|sqs:{received.message_id}".encode()).hexdigest()
+    return Forward(attrs, group, dedup, wait)
 
 
 def _fraction_left(received: Received, local_now_ms: int, offset_ms: int | None) -> int:
@@ -481,8 +473,8 @@ def _hand_over(
     staging: bool = False,
 ) -> HandOver | Poison:
     """To a FIFO destination's staging queue, the group rides in its attribute, with the due
-    time as the forward's deduplication key (`forward_dedup_id`); to a standard destination,
-    a group becomes the message's MessageGroupId (SQS fair queues)."""
+    time as the forward's deduplication key (`identity.forward_dedup_id`); to a standard
+    destination, a group becomes the message's MessageGroupId (SQS fair queues)."""
     problem = ""
     group = _string(received.attributes, wirenames.GROUP_ID_ATTRIBUTE)
     candidates = [_with_message_id(received), _without_own(received.attributes)]

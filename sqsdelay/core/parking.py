@@ -9,7 +9,6 @@ the last hop is the ordinary loop, exact to the second. See docs/parking.md.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -104,18 +103,6 @@ def fire_ms_of(expression: str) -> int | None:
         return None
     when = datetime.strptime(expression[3:-1], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
     return int(when.timestamp() * 1000)
-
-
-def schedule_name(delay_queue: str, message_id: str) -> str:
-    """One name per message and delay queue, from the id `send` printed: a retried create
-    after a crash meets its own schedule, and `cancel` finds it from that id alone."""
-    digest = hashlib.sha256(f"{delay_queue}|{message_id}".encode()).hexdigest()
-    return f"sqsdelay-{digest[:48]}"
-
-
-def dedup_id(message_id: str, due_ms: int) -> str:
-    """The id Scheduler's send carries: a second invocation within 5 minutes is dropped."""
-    return hashlib.sha256(f"parked|{message_id}|{due_ms}".encode()).hexdigest()
 
 
 def back_attributes(attributes: Attributes, due_ms: int, fire_ms: int) -> Attributes:

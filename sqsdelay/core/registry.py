@@ -25,7 +25,6 @@ each other have exactly one winner:
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,7 +32,7 @@ from typing import Any, Final, Literal
 
 from sqsdelay.core.flows import Call, Fault, Flow
 from sqsdelay.core.types import CancelOutcome
-from sqsdelay.errors import InvalidInput, RegistryError
+from sqsdelay.errors import RegistryError
 
 State = Literal["scheduled", "handed-over", "cancelled"]
 STATES: Final[tuple[State, ...]] = ("scheduled", "handed-over", "cancelled")
@@ -65,18 +64,6 @@ TTL_ATTRIBUTE: Final = "expires_at"
 # The table's problems that `install` can switch off in place.
 TTL_OFF: Final = f"time to live is not enabled on {TTL_ATTRIBUTE}"
 RECOVERY_OFF: Final = "point-in-time recovery is off"
-# A message id is the FIFO group and deduplication id of its delay-queue messages: SQS's rule.
-_MESSAGE_ID = re.compile(r"[A-Za-z0-9!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]{1,128}", re.ASCII)
-
-
-def check_message_id(message_id: str) -> str:
-    if not _MESSAGE_ID.fullmatch(message_id):
-        raise InvalidInput(
-            f"the message id {message_id[:140]!r} is not 1 to 128 letters, digits or "
-            "punctuation (it is the FIFO group id of its delay-queue messages): pick a key "
-            "such as an order number or a UUID"
-        )
-    return message_id
 
 
 def iso_utc(epoch_ms: int) -> str:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from sqsdelay.core import parking
+from sqsdelay.core import identity, parking
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.flows import Call, Fault, Flow
 from sqsdelay.core.types import CancelOutcome
@@ -102,7 +102,7 @@ def _moved_input(input_text: str, message_id: str, due_ms: int, fire_ms: int) ->
     # it sets a string and a number value, alike in the JSON form (binary ones stay base64)
     attributes = request.get("MessageAttributes", {})
     request["MessageAttributes"] = parking.back_attributes(attributes, due_ms, fire_ms)
-    request["MessageDeduplicationId"] = parking.dedup_id(message_id, due_ms)
+    request["MessageDeduplicationId"] = identity.park_dedup_id(message_id, due_ms)
     return request
 
 

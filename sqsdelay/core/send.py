@@ -7,8 +7,6 @@ for the worker.
 
 from __future__ import annotations
 
-import hashlib
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,8 +14,8 @@ from typing import Any, TypedDict
 
 from sqsdelay.core import (
     batching,
-    decision,
     defaults,
+    identity,
     names,
     nservicebus,
     parking,
@@ -156,7 +154,7 @@ def plan(
     limits: SendLimits,
     *,
     now: float,
-    new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+    new_id: Callable[[], str] = identity.new_message_id,
     ambient_trace: str | None = None,
 ) -> PlannedSend:
     """Validate a message and decide where and how it is sent. No I/O. `ambient_trace` is
@@ -188,7 +186,7 @@ def plan(
     attributes: Attributes = dict(message.attributes)
     wire.check_user_attributes(attributes)
     # One id names the message everywhere: envelope, NServiceBus.MessageId, group, dedup.
-    ident = registry.check_message_id(message.id) if message.id is not None else new_id()
+    ident = identity.check_message_id(message.id) if message.id is not None else new_id()
     body = message.body
     nsb_id: str | None = None
     if limits.wire_format == "nservicebus":
@@ -213,7 +211,7 @@ def plan(
     if where == "direct" and group is not None and fifo and not millis:
         target = destination  # a FIFO destination, now
         request["MessageGroupId"] = group
-        request["MessageDeduplicationId"] = decision.forward_dedup_id(ident, str(send_key))
+        request["MessageDeduplicationId"] = identity.forward_dedup_id(ident, send_key)
     elif where == "direct" and group is not None and fifo:
         staged = True
         # SQS takes no per-message delay on a FIFO queue: its staging queue does, and the
@@ -242,7 +240,7 @@ def plan(
         # One group per message, so no message ever blocks another; its deduplication id is
         # this send's, so that SQS's five minutes never swallow a new send of the same id.
         request["MessageGroupId"] = nsb_id = ident
-        request["MessageDeduplicationId"] = hashlib.sha256(f"{ident}|{now}".encode()).hexdigest()
+        request["MessageDeduplicationId"] = identity.send_dedup_id(ident, now)
     if nsb_id is not None:
         attributes[wirenames.MESSAGE_ID_ATTRIBUTE] = wire.string_attribute(nsb_id)
     # No room: the fraction of a second goes first (whole seconds, rounded up), then the
@@ -302,13 +300,13 @@ def park_request(
     try:
         wire.check_fits(body, attrs, limits.max_message_bytes)
         return parking.create_schedule_request(
-            name=parking.schedule_name(planned.queue, ident),
+            name=identity.schedule_name(planned.queue, ident),
             fire_ms=fire,
             target=target,
             body=body,
             attributes=attrs,
             group_id=ident,
-            dedup=parking.dedup_id(ident, due),
+            dedup=identity.park_dedup_id(ident, due),
             trace_header=planned.trace_header,
         )
     except InvalidMessage:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqsdelay.core import batching, parking, schedules, tracing
+from sqsdelay.core import batching, identity, parking, schedules, tracing
 from sqsdelay.core.backoff import retry_backoff_seconds, visibility_seconds
 from sqsdelay.core.batch_decisions import Outgoing, decide_batch, outgoing
 from sqsdelay.core.decision import Forward, HandOver, Park, Received
@@ -225,13 +225,13 @@ class _Step(StepClaims):
             return "no park target"
         try:
             return parking.create_schedule_request(
-                name=parking.schedule_name(self.queues.delay, d.message_id),
+                name=identity.schedule_name(self.queues.delay, d.message_id),
                 fire_ms=d.fire_ms,
                 target=self.target,
                 body=out.source.body,
                 attributes=d.attributes,
                 group_id=d.fallback.group_id,
-                dedup=parking.dedup_id(d.message_id, d.due_ms),
+                dedup=identity.park_dedup_id(d.message_id, d.due_ms),
                 trace_header=tracing.carried(out.source.system),
             )
         except InvalidMessage as exc:

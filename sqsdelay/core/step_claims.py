@@ -8,14 +8,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from sqsdelay.core import registry, wirenames
+from sqsdelay.core import identity, registry, wirenames
 from sqsdelay.core.backoff import visibility_seconds
 from sqsdelay.core.batch_decisions import Outgoing
 from sqsdelay.core.decision import HandOver, Received
 from sqsdelay.core.delays import whole_seconds
 from sqsdelay.core.flows import Fault, Flow
 from sqsdelay.core.metrics import CANCELLED
-from sqsdelay.core.step_ends import PARK_SHARE, SEND_SHARE, StepBase, event_ids, registry_id
+from sqsdelay.core.step_ends import PARK_SHARE, SEND_SHARE, StepBase, event_ids
 from sqsdelay.core.wire import number_attribute
 from sqsdelay.logs import get_logger
 
@@ -34,7 +34,11 @@ class StepClaims(StepBase):
         another copy), give a rescheduled message its new due time, hold what the registry
         could not answer for (backing off; never the error queue). Messages without a record
         (NServiceBus's, or sent without the registry) go on as they came."""
-        ids = {r.message_id: i for r in received if (i := registry_id(r)) is not None}
+        ids = {
+            r.message_id: i
+            for r in received
+            if (i := identity.registry_id(r.attributes)) is not None
+        }
         if not ids:
             return received
         timeout = self._registry_timeout(PARK_SHARE)

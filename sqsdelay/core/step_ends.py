@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqsdelay.core import parking, registry, wirenames
+from sqsdelay.core import identity, parking, registry
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.batch_decisions import Outgoing
 from sqsdelay.core.clock import ClockOffset
@@ -82,20 +82,14 @@ class StepState:
             self.newest.pop(r.message_id, None)
 
 
-def registry_id(received: Received) -> str | None:
-    """The key of a message's record: the id `send` printed (NServiceBus.MessageId)."""
-    value = received.attributes.get(wirenames.MESSAGE_ID_ATTRIBUTE)
-    text = value.get("StringValue") if value else None
-    try:
-        return registry.check_message_id(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-
-
 def event_ids(received: Received) -> dict[str, str]:
     """How events name a message: `message_id`, its own id (the one `send` printed and
     `cancel` takes; a foreign message's group id), and this hop's `sqs_message_id`."""
-    own = registry_id(received) or received.system.get("MessageGroupId") or received.message_id
+    own = (
+        identity.registry_id(received.attributes)
+        or received.system.get("MessageGroupId")
+        or received.message_id
+    )
     return {"message_id": own, "sqs_message_id": received.message_id}
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqsdelay.core import defaults, quotas, wire, wirenames
+from sqsdelay.core import defaults, identity, quotas, wire, wirenames
 from sqsdelay.core.backoff import BackoffTimer, retry_backoff_seconds
 from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import (
@@ -21,8 +21,6 @@ from sqsdelay.core.decision import (
     Requeue,
     decide,
     forward,
-    forward_dedup_id,
-    requeue_dedup_id,
     utc_month,
 )
 from sqsdelay.dev.simulation import simulate
@@ -79,7 +77,7 @@ def test_requeue_keeps_the_group_and_derives_the_dedup_id_from_the_message_id() 
     assert isinstance(a, Requeue) and isinstance(b, Requeue)
     assert a.group_id == b.group_id == "g1"
     assert a.dedup_id != b.dedup_id and len(a.dedup_id) <= quotas.MAX_DEDUP_ID_LENGTH
-    assert a.dedup_id == requeue_dedup_id(msg(message_id="A"))
+    assert a.dedup_id == identity.requeue_dedup_id("d1", "A")
 
 
 def test_redelivery_uses_the_local_clock_corrected_by_the_offset() -> None:
@@ -382,7 +380,7 @@ def test_a_forward_deduplicates_every_copy_of_one_send_but_never_a_new_send() ->
     assert isinstance(one, Forward) and one == copy
     assert one.request() == {
         "MessageGroupId": "order-7",
-        "MessageDeduplicationId": forward_dedup_id("m-1", str(T + 5000)),
+        "MessageDeduplicationId": identity.forward_dedup_id("m-1", T + 5000),
     }
     assert set(one.attributes) == {"Color", wirenames.MESSAGE_ID_ATTRIBUTE}  # no DueAt
     other = forward(staged("order-7", "m-2"), lim=LIM)
@@ -394,9 +392,11 @@ def test_a_forward_deduplicates_every_copy_of_one_send_but_never_a_new_send() ->
     bare = forward(staged("g", "m-1", due=None), lim=LIM)
     again = forward(staged("g", "m-1", due=None), lim=LIM)
     assert isinstance(bare, Forward) and isinstance(again, Forward)
-    assert bare.dedup_id == again.dedup_id == forward_dedup_id("m-1", "sqs:s1")
+    assert bare.dedup_id == again.dedup_id == identity._sha256("sqsdelay|m-1|sqs:s1")
     foreign = forward(staged("g", None, due=None), lim=LIM)  # no id of ours: SQS's id
-    assert isinstance(foreign, Forward) and foreign.dedup_id == forward_dedup_id("s1", "sqs:s1")
+    assert isinstance(foreign, Forward) and foreign.dedup_id == identity._sha256(
+        "sqsdelay|s1|sqs:s1"
+    )
 
 
 def test_a_hand_over_into_staging_carries_its_due_time_and_to_a_fair_queue_its_group() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sqsdelay.core import registry, wirenames
+from sqsdelay.core import identity, registry, wirenames
 from sqsdelay.core.decision import Limits, Received
 from sqsdelay.core.flows import Call
 from sqsdelay.core.step import StepConfig, StepState, handle
@@ -190,7 +190,7 @@ def test_whatever_a_producer_wrote_as_the_id_every_record_ends_once(
         for k in next(iter(c.params["RequestItems"].values()))["Keys"]
     ]
     for key in asked:
-        registry.check_message_id(key.split("/", 1)[1])  # only valid ids were looked up
+        identity.check_message_id(key.split("/", 1)[1])  # only valid ids were looked up
 
 
 # ---- one message, one handler: the interleavings of docs/registry.md ("Which interleavings

@@ -15,7 +15,7 @@ import pytest
 
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender
-from sqsdelay.core import parking, wirenames
+from sqsdelay.core import identity, parking, wirenames
 from sqsdelay.core.decision import Limits, Park, Received, Requeue, decide
 from sqsdelay.cost.money import estimate
 from sqsdelay.cost.pricing import load_pricing, park_break_even_seconds
@@ -181,7 +181,7 @@ def test_parked_at_send_arrives_never_early_with_one_schedule(
     result = sender.send("orders", "hello", delay=10, attributes=attrs)
     assert result.route == "parked" and result.sqs_message_id is None
     (s,) = schedules(scheduler, parked)
-    assert s["Name"] == parking.schedule_name(
+    assert s["Name"] == identity.schedule_name(
         f"{parked.queue_prefix}orders-delay.fifo", result.message_id
     )
     assert not [c for c in calls if c.startswith("SendMessage")]  # no SQS send at send time

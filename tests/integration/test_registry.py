@@ -27,7 +27,7 @@ from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.lambda_driver import Handler
 from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.cli import app
-from sqsdelay.core import parking, registry
+from sqsdelay.core import identity, registry
 from sqsdelay.core.flows import Call, Fault, Reply
 from sqsdelay.dev import emulator
 from sqsdelay.errors import ConfigError, InvalidDelay, InvalidInput, RegistryError
@@ -245,7 +245,7 @@ def test_cancel_and_reschedule_a_parked_message(
     due["later"] = sender.reschedule("orders", "later", delay=11)[1]
     due["soon"] = sender.reschedule("orders", "soon", delay=2)[1]
     left = {s["Name"] for s in scheduler.list_schedules(**name)["Schedules"]}
-    assert parking.schedule_name(f"{parked.queue_prefix}orders-delay.fifo", "soon") not in left
+    assert identity.schedule_name(f"{parked.queue_prefix}orders-delay.fifo", "soon") not in left
     collector = Collector(sqs, urls["orders"])
     with RunningWorker(parked, ["orders"]):
         collector.until(3, timeout=40)
