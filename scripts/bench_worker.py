@@ -10,7 +10,11 @@
 - burst (fauxqs only): 50,000 messages over 8 destinations, all due within the same 60 s,
   loaded into the delay queues ahead of time; hand-over rate against the raw capacity, lateness,
   early/lost/duplicates, the worker's peak RSS and CPU per 1,000 messages against the raw loop's
-  (`--only burst` also runs the raw loop on the worker's client settings);
+  (`--only burst` also runs the raw loop on the worker's client settings). With
+  `--short-batches K` the worker reaches fauxqs through a proxy that answers each delay-queue
+  receive with 1..K messages, as SQS does (docs/short-batches.md); the issue's case is
+  `--only burst --short-batches 3 --burst-messages 300 --burst-destinations 1
+  --burst-window 1`;
 - parking (moto only: it has Scheduler's API, and the emulator fires the schedules): one long
   delay per message, unparked, parked by the worker and parked at send, in the same run:
   SQS requests and Scheduler calls per message, early and lost messages;
@@ -28,6 +32,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -56,6 +61,9 @@ from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.core import wirenames
 from sqsdelay.core.batch_decisions import SYSTEM_ATTRIBUTES
 from sqsdelay.settings import Settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.faultproxy import FaultProxy
 
 FAR = {wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000000"}}
 
@@ -348,16 +356,25 @@ def _proc_cpu_seconds(pid: int) -> float:
 
 
 def burst_phase(
-    url: str, count: int, raw: dict[str, Any], cycle: int = BURST_CYCLE
+    url: str,
+    count: int,
+    raw: dict[str, Any] | None,
+    cycle: int = BURST_CYCLE,
+    *,
+    destinations: int = 8,
+    window: float | None = None,
+    short_batches: int = 0,
+    latency_ms: float = 0,
 ) -> dict[str, Any]:
-    """`count` messages over 8 destinations, all due within the same 60 s, loaded into the
-    delay queues while no worker runs; the worker starts as the first one falls due and has
-    to hand over the lot. When each one became visible comes from the worker's own
-    `delay.handed_over` events (logged as each send's answer arrives: the time plus its
-    DelaySeconds); consumers drain the destinations to find early, lost and duplicated
-    messages (their receive times also bound the lateness from above, lag included)."""
-    names = [f"b{i}" for i in range(8)]
-    window = BURST_WINDOW * cycle // BURST_CYCLE
+    """`count` messages over `destinations`, all due within the same `window` seconds (60 s
+    at the default cycle), loaded into the delay queues while no worker runs; the worker
+    starts as the first one falls due and has to hand over the lot. When each one became
+    visible comes from the worker's own `delay.handed_over` events (logged as each send's
+    answer arrives: the time plus its DelaySeconds); consumers drain the destinations to find
+    early, lost and duplicated messages (their receive times also bound the lateness from
+    above, lag included). `short_batches` K: the worker's receives bring 1..K messages."""
+    names = [f"b{i}" for i in range(destinations)]
+    window = BURST_WINDOW * cycle / BURST_CYCLE if window is None else window
     urls = install(url, "burst-", names, cycle=cycle)
     t0 = time.time() + cycle + cycle / 2  # the preload has half a cycle; all visible by then
     dues_ms = [int((t0 + window * i / count) * 1000) for i in range(count)]
@@ -366,8 +383,21 @@ def burst_phase(
     preload_seconds = time.monotonic() - loading
     if time.time() + cycle > t0:
         raise SystemExit(f"the preload took {preload_seconds:.0f} s: lower --burst-messages")
-    env = env_for(url, "burst-", max_native_delay_seconds=cycle, wait_time_seconds=1, concurrency=4)
-    time.sleep(max(0.0, t0 - 3 - time.time()))  # start the worker just before the burst
+    proxy = FaultProxy(url) if short_batches or latency_ms else None
+    if proxy is not None:
+        if short_batches:
+            proxy.short_batches(short_batches)
+        proxy.latency(latency_ms)
+    env = env_for(
+        proxy.url if proxy else url,
+        "burst-",
+        max_native_delay_seconds=cycle,
+        wait_time_seconds=1,
+        concurrency=4,
+    )
+    # Start the worker shortly before the burst: its start-up (imports, its first counts)
+    # takes a few seconds on a busy machine, and must not count as lateness.
+    time.sleep(max(0.0, t0 - 10 - time.time()))
     with tempfile.TemporaryFile("w+") as log:
         proc = start_worker(env, names, log)
         cpu_start = None
@@ -385,6 +415,8 @@ def burst_phase(
         proc.wait(timeout=60)
         log.seek(0)
         events = [json.loads(x) for x in log if x.startswith("{")]
+    if proxy is not None:
+        proxy.close()
     stopped = next(e for e in events if e["event"] == "worker.stopped")
     moved = sum(n for k, n in stopped["messages"].items() if k.startswith("delay."))
     handed = [e for e in events if e["event"] == "delay.handed_over"]
@@ -395,15 +427,19 @@ def burst_phase(
     rate = len(handed) / max(0.001, span)
     due_by_body = {f"burst {i}": due / 1000 for i, due in enumerate(dues_ms)}
     received = [times[0] - due_by_body[body] for body, times in seen.items()]
+    capacity = raw["messages_per_second"] if raw else float("nan")
     return {
         "messages": count,
         "destinations": len(names),
         "window_seconds": window,
+        "receives": f"1..{short_batches} messages (proxy)" if short_batches else "as served",
+        "receives_shortened": proxy.receives_shortened if proxy else 0,
+        "added_latency_ms": latency_ms,
         "preload_seconds": round(preload_seconds, 1),
         "first_due_to_last_visible_seconds": round(max(visible) - t0, 2),
         "hand_over_seconds": round(span, 2),
         "hand_over_rate_per_second": round(rate, 1),
-        "hand_over_rate_vs_raw_capacity": round(rate / raw["messages_per_second"], 2),
+        "hand_over_rate_vs_raw_capacity": round(rate / capacity, 2),
         "lateness_p50_s": round(percentile(late, 0.5), 3),
         "lateness_p99_s": round(percentile(late, 0.99), 3),
         "lateness_max_s": round(max(late, default=float("nan")), 3),
@@ -419,9 +455,15 @@ def burst_phase(
         "worker_requests_per_message": round(stopped["requests_total"] / max(1, moved), 3),
         "worker_peak_rss_mib": round(peak_rss, 1),
         "worker_cpu_seconds_per_1000_messages": round(cpu / max(1, moved) * 1000, 3),
-        "raw_loop_cpu_seconds_per_1000_messages": raw["cpu_seconds_per_1000_messages"],
-        "cpu_vs_raw_loop": round(
-            cpu / max(1, moved) * 1000 / raw["cpu_seconds_per_1000_messages"], 2
+        **(
+            {
+                "raw_loop_cpu_seconds_per_1000_messages": raw["cpu_seconds_per_1000_messages"],
+                "cpu_vs_raw_loop": round(
+                    cpu / max(1, moved) * 1000 / raw["cpu_seconds_per_1000_messages"], 2
+                ),
+            }
+            if raw
+            else {}
         ),
     }
 
@@ -673,6 +715,28 @@ def main() -> None:
         help="the burst's cycle and window, in seconds (tiny for a smoke run)",
     )
     parser.add_argument(
+        "--burst-destinations", type=int, default=8, help="destinations the burst is spread over"
+    )
+    parser.add_argument(
+        "--burst-window",
+        type=float,
+        help="seconds within which the burst is due (default: the cycle's share of 60 s)",
+    )
+    parser.add_argument(
+        "--short-batches",
+        type=int,
+        default=0,
+        metavar="K",
+        help="the burst's worker receives 1..K messages a receive (1-9), as from SQS",
+    )
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0,
+        help="the burst's worker requests reach the emulator this much later (SQS's round "
+        "trip: about 10-30 ms; loopback: 1-2)",
+    )
+    parser.add_argument(
         "--parking-wait-time-seconds",
         type=int,
         default=20,
@@ -698,6 +762,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     logs.configure("json", "WARNING")  # stdout is for the JSON result only
+    shape = burst_shape(args)
     if args.only in ("parking", "parking-speed", "registry"):
         emulator = EmulatorProcess("moto")
         try:
@@ -720,7 +785,9 @@ def main() -> None:
                 # the same loop on the worker's client settings (no validation, fixed
                 # User-Agent): what is left is the worker's own cost
                 lean = raw_phase(emulator.url, args.queues, 400, args.seconds, worker_config())
-                burst = burst_phase(emulator.url, args.burst_messages, raw, args.burst_cycle)
+                burst = burst_phase(
+                    emulator.url, args.burst_messages, raw, args.burst_cycle, **shape
+                )
                 burst["cpu_vs_raw_loop_on_worker_client"] = round(
                     burst["worker_cpu_seconds_per_1000_messages"]
                     / lean["cpu_seconds_per_1000_messages"],
@@ -739,6 +806,17 @@ def main() -> None:
     print(json.dumps({kind: bench(kind, args) for kind in kinds}, indent=2))
 
 
+def burst_shape(args: argparse.Namespace) -> dict[str, Any]:
+    if not 0 <= args.short_batches <= 9:
+        raise SystemExit("--short-batches takes 1..9 (0: receives as the emulator serves them)")
+    return {
+        "destinations": args.burst_destinations,
+        "window": args.burst_window,
+        "short_batches": args.short_batches,
+        "latency_ms": args.latency_ms,
+    }
+
+
 def bench(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     emulator = EmulatorProcess(kind)
     # moto's request cost grows with queue depth, so it gets a shallow backlog
@@ -754,7 +832,11 @@ def bench(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         )
         if args.burst_messages and kind == "fauxqs":  # moto would take hours for 50,000
             out["burst"] = burst_phase(
-                emulator.url, args.burst_messages, out["raw_batch_capacity"], args.burst_cycle
+                emulator.url,
+                args.burst_messages,
+                out["raw_batch_capacity"],
+                args.burst_cycle,
+                **burst_shape(args),
             )
         if kind == "moto":
             out["parking"] = parking_phase(

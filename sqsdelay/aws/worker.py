@@ -20,7 +20,7 @@ import contextlib
 import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aioboto3
@@ -38,7 +38,7 @@ from sqsdelay.aws.clients import (
 )
 from sqsdelay.aws.emf import EmfWriter
 from sqsdelay.aws.queues import QueueResolver, check_queue
-from sqsdelay.core import discovery, idle, quotas
+from sqsdelay.core import discovery, heartbeat, idle, quotas
 from sqsdelay.core.backlog import Backlog
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.batch_decisions import SYSTEM_ATTRIBUTES, from_boto
@@ -47,15 +47,20 @@ from sqsdelay.core.flows import Call, Fault, Flow, adrive, adrive_until_pause
 from sqsdelay.core.metrics import RECEIVE_FAILURES
 from sqsdelay.core.outcomes import Outcome, Stats
 from sqsdelay.core.queues import QueueSpec, QueueTrio
+from sqsdelay.core.receive_loops import QueueDemand
 from sqsdelay.core.step import extend
 from sqsdelay.errors import InvalidQueueName, ReceiveUnavailable, SqsDelayError
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
 
 log = get_logger("sqsdelay.aws.worker")
-# Per receive loop: a batch that waits out its hand-overs' fractions of a second mostly
-# sleeps, so this bounds memory, not work.
+# Per receive loop, in full batches' worth of messages: a batch that waits out its
+# hand-overs' fractions of a second mostly sleeps, so this bounds memory, not work. Counted in
+# messages, not batches: SQS's short batches (1..3 of 10) would fill a room of batches with a
+# fifth of the messages.
 PAUSING_BATCHES = 8
+# How often the event loop's lag is sampled (core.heartbeat): a sleeper's wake-up, 20 a second.
+LAG_SAMPLE_S = 0.05
 
 
 @dataclass
@@ -66,7 +71,9 @@ class QueueLoops:
     loops: int = 0
     peak_loops: int = 0
     gone: bool = False  # discovery dropped it: its loops end after their current poll
-    full: bool = False  # its last receive came back full: more is waiting (core.backlog)
+    # What its receives showed: drained (an empty one), and how many loops it may have
+    # (core.receive_loops: a short batch is no sign of a drained queue on SQS)
+    demand: QueueDemand = field(default_factory=QueueDemand)
     counted_at: float = float("-inf")  # when its counts were last checked (core.idle)
 
 
@@ -113,7 +120,8 @@ class Worker:
         # Receives back off on their own: a working receive says nothing about sends.
         self.receive_breaker = BackoffTimer()
         self._stop = asyncio.Event()
-        # Batches finishing on their own after a pause (`_finish`), at most this many at once.
+        # Messages in batches finishing on their own after a pause (`_finish`), at most this
+        # many at once.
         self._pausing = Capacity(self._pausing_room(len(self.queues)))
         # An empty delay queue is checked at this period instead of long-polled (core.idle).
         self._idle_period = idle.check_period(
@@ -126,6 +134,10 @@ class Worker:
         self._caller: AsyncCaller | None = None
         self._poller: AsyncCaller | None = None
         self._polls = 0  # long polls the pool has room for (extra loops stay below it)
+        # How late the event loop runs, and how long batches take (core.heartbeat), on the
+        # real monotonic clock: they size the receive visibility and hold back receives.
+        self._lag = heartbeat.Recent()
+        self._batch_seconds = heartbeat.Recent()
         self._extra = 0  # receive loops beyond each queue's first, over all queues
 
     def stop(self) -> None:
@@ -150,8 +162,10 @@ class Worker:
         if self.discovering:
             self._polls, pool = DISCOVERY_POLLS, DISCOVERY_CALLS
         else:
-            self._polls = len(self.queues) * self.concurrency
-            pool = max(10, self._polls * 2)
+            # up to ten loops a queue's concurrency when its batches are short (a cap on
+            # connections, made as they are needed, not memory)
+            self._polls = len(self.queues) * self.concurrency * quotas.MAX_BATCH_ENTRIES
+            pool = max(10, self._polls)
         _allow_files(self._polls + pool + 64)
         polls = client_kwargs(
             self.settings,
@@ -194,15 +208,17 @@ class Worker:
                 )
             self._last_receive_ok = self._clock()
             stats_task = asyncio.create_task(self._report_stats())
+            lag_task = asyncio.create_task(self._measure_lag())
             async with asyncio.TaskGroup() as tg:
                 self._group = tg
                 for q in self.queues:
                     self._spawn(tg, q)
                 if self.discovering:
                     tg.create_task(self._discovery_loop(tg))
-            stats_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await stats_task
+            for task in (stats_task, lag_task):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         self.flush_metrics()
         log.info("worker.stopped", **self.stats.as_dict())
         if self._fatal is not None:
@@ -234,9 +250,9 @@ class Worker:
         self.metrics.flush(self.stats.tally, self.state.offset.estimate(), backlog)
 
     async def _count_backlog(self) -> None:
-        """The visible messages of the queues whose receives come back full; the others are
-        kept up with and count 0 (core.backlog)."""
-        busy = [q for q in self.queues if q.full]
+        """The visible messages of the queues whose receives bring messages; the drained ones
+        count 0 (core.backlog)."""
+        busy = [q for q in self.queues if not q.demand.drained]
         for q in self.queues:
             self.backlog.counted(q.trio.delay, 0)
         attribute = idle.COUNTS[0]  # ApproximateNumberOfMessages: the visible ones
@@ -253,11 +269,44 @@ class Worker:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._stop.wait(), timeout=seconds)
 
-    def _receive_call(self, q: QueueLoops) -> Call:
+    async def _measure_lag(self) -> None:
+        """Sample how late the event loop wakes a sleeper, every LAG_SAMPLE_S."""
+        while True:
+            asked = time.monotonic() + LAG_SAMPLE_S
+            await asyncio.sleep(LAG_SAMPLE_S)
+            now = time.monotonic()
+            self._lag.add(now, max(0.0, now - asked))
+
+    def lag_seconds(self) -> float:
+        """The event loop's largest recent lag."""
+        return self._lag.largest(time.monotonic())
+
+    def receive_visibility(self) -> int:
+        """What a receive asks for now: the short visibility, or more while the loop lags
+        or batches take long (core.heartbeat)."""
+        now = time.monotonic()
+        return heartbeat.receive_visibility(
+            self.settings.receive_visibility(),
+            self.settings.visibility_timeout_seconds,
+            self._lag.largest(now),
+            self._batch_seconds.largest(now),
+        )
+
+    async def _calm(self, visibility: int) -> bool:
+        """Wait while the event loop lags too much to take a batch (backpressure); whether
+        it calmed before the worker stopped."""
+        while heartbeat.lagging(self.lag_seconds(), visibility):
+            self.stats.events["receive_held_back"] += 1
+            await self._wait_or_stop(LAG_SAMPLE_S)
+            if self._stop.is_set():
+                return False
+        return True
+
+    def _receive_call(self, q: QueueLoops, visibility: int) -> Call:
         params = {
             "MaxNumberOfMessages": quotas.MAX_BATCH_ENTRIES,
             "WaitTimeSeconds": self.settings.wait_time_seconds,
-            "VisibilityTimeout": self.settings.receive_visibility(),
+            "VisibilityTimeout": visibility,
             "MessageAttributeNames": ["All"],
             "MessageSystemAttributeNames": list(SYSTEM_ATTRIBUTES),
         }
@@ -342,11 +391,12 @@ class Worker:
             self._spawn(tg, q)
 
     def _pausing_room(self, queues: int) -> int:
-        return PAUSING_BATCHES * self.concurrency * queues
+        return PAUSING_BATCHES * quotas.MAX_BATCH_ENTRIES * self.concurrency * queues
 
     @property
     def pausing_room(self) -> int:
-        """How many batches may finish on their own at once (PAUSING_BATCHES per loop)."""
+        """How many messages may sit in batches finishing on their own at once
+        (PAUSING_BATCHES full batches per loop)."""
         return self._pausing.size
 
     async def _problems(self, t: QueueTrio) -> list[str]:
@@ -392,22 +442,26 @@ class Worker:
 
     async def _receive_loop(self, tg: asyncio.TaskGroup, q: QueueLoops, *, first: bool) -> None:
         """The first loop of a queue polls it for as long as it is drained, beginning with its
-        counts (core.idle); the others are extra loops for a backlog, and end when a receive
-        comes back empty, or before their next one once any loop of the queue has seen it
-        drained (each extra loop polling once more, into an empty queue, was most of the
-        empty receives of a draining backlog)."""
+        counts (core.idle); the others are extra loops for a backlog. Each receive that brings
+        messages, however few, starts another (within the concurrency): SQS returns short
+        batches while more wait. An extra loop ends when a receive comes back empty, or before
+        its next one once any loop of the queue has (each extra loop polling once more, into
+        an empty queue, was most of the empty receives of a draining backlog)."""
         empty = first  # the first loop starts as if its last receive had brought nothing
         try:
             while not self._stop.is_set() and not q.gone:
-                if not first and not q.full:
+                if not first and q.demand.drained:
                     return  # another loop's receive found the backlog drained: no empty poll
                 # a staging queue takes DelaySeconds under 900 s: long-polled, even empty
                 if empty and self._idle_period is not None and not q.trio.forwards:
                     await self._wait_while_empty(q, self._idle_period)
                     if self._stop.is_set() or q.gone:
                         break
+                visibility = self.receive_visibility()
+                if not await self._calm(visibility):
+                    break
                 assert self._poller is not None, "the worker is not running"
-                [reply] = await self._poller([self._receive_call(q)])
+                [reply] = await self._poller([self._receive_call(q, visibility)])
                 if reply.fault is not None:
                     if self.discovering and reply.fault.code in MISSING_QUEUE_CODES:
                         self._drop(q, "deleted")  # once: not a receive failure to retry
@@ -417,12 +471,12 @@ class Worker:
                 self._last_receive_ok = self._clock()
                 self.receive_breaker.success(q.trio.delay)
                 messages: list[dict[str, Any]] = list(reply.response.get("Messages", []))
-                q.full = len(messages) == quotas.MAX_BATCH_ENTRIES
-                if q.full and self._room_for_a_loop(q):
-                    self._spawn(tg, q)  # there is a backlog: poll in parallel
+                q.demand.received(len(messages))
+                if messages and self._room_for_a_loop(q):
+                    self._spawn(tg, q)  # more may be waiting: poll in parallel
                 empty = not messages
                 if messages:
-                    await self._process(q.trio, messages)
+                    await self._process(q.trio, messages, visibility)
                 elif not first:
                     return  # idle: back to a single long poll per queue
         finally:
@@ -430,17 +484,20 @@ class Worker:
             self._extra -= not first
 
     def _room_for_a_loop(self, q: QueueLoops) -> bool:
-        """An extra loop for a busy queue, within its concurrency, and only while the polls'
-        pool has a connection to spare beyond one per queue (and an eighth kept for queues
-        found later): a busy queue takes spare connections, never another queue's."""
+        """An extra loop for a busy queue, within its concurrency (counted in full batches:
+        core.receive_loops), and only while the polls' pool has a connection to spare beyond
+        one per queue (and an eighth kept for queues found later): a busy queue takes spare
+        connections, never another queue's."""
         reserve = self._polls // 8 if self.discovering else 0
         spare = self._polls - len(self.queues) - self._extra - reserve
-        return q.loops < self.concurrency and spare > 0 and not self._stop.is_set()
+        allowed = q.demand.loops_allowed(self.concurrency)
+        return q.loops < allowed and spare > 0 and not self._stop.is_set()
 
-    async def _process(self, trio: QueueTrio, raw: list[dict[str, Any]]) -> None:
+    async def _process(self, trio: QueueTrio, raw: list[dict[str, Any]], visibility: int) -> None:
         received = [from_boto(m) for m in raw]
         outcome = Outcome()
-        beat = asyncio.create_task(self._keep_hidden(trio, received, outcome))
+        started = time.monotonic()
+        beat = asyncio.create_task(self._keep_hidden(trio, received, outcome, visibility))
         try:
             flow = self.batches.flow(
                 received,
@@ -455,13 +512,24 @@ class Worker:
             now_ms = int(self._clock() * 1000)
             self.backlog.requeued(now_ms, self.stats.events["delay.requeued"])
             if pending is not None:  # hand-overs waiting out their fraction of a second
-                await self._pausing.acquire()  # bounds the batches finishing on their own
-                assert self._group is not None, "the worker is not running"
-                self._group.create_task(self._finish(flow, pending, trio, len(raw), beat))
-                return
+                if self._pausing.try_acquire(len(raw)):
+                    assert self._group is not None, "the worker is not running"
+                    finish = self._finish(flow, pending, trio, len(raw), beat, started)
+                    self._group.create_task(finish)
+                    return
+                # No room: this loop finishes the batch itself and receives nothing more
+                # until it is done (waiting for room instead held its hand-overs past due).
+                await adrive(flow, self.caller, pending=pending)
         except Exception:  # a fault of ours: the batch comes back after its visibility timeout
             log.exception("batch.failed", queue=trio.delay, count=len(raw))
+        await self._done(beat, started)
+
+    async def _done(self, beat: asyncio.Task[None], started: float) -> None:
+        """A batch is out of hand: its heartbeat stops, and its time sizes the next
+        receives' visibility (core.heartbeat)."""
         await _stopped(beat)
+        now = time.monotonic()
+        self._batch_seconds.add(now, now - started)
 
     async def _finish(
         self,
@@ -470,6 +538,7 @@ class Worker:
         trio: QueueTrio,
         n: int,
         beat: asyncio.Task[None],
+        started: float,
     ) -> None:
         """The rest of a batch after its first pause, while its loop polls again: the waiting
         hand-overs, then the deletes (and backoffs) of the whole batch. Its requeues were sent
@@ -480,21 +549,22 @@ class Worker:
         except Exception:
             log.exception("batch.failed", queue=trio.delay, count=n)
         finally:
-            await _stopped(beat)
-            self._pausing.release()
+            await self._done(beat, started)
+            self._pausing.release(n)
 
     async def _keep_hidden(
-        self, trio: QueueTrio, received: list[Received], outcome: Outcome
+        self, trio: QueueTrio, received: list[Received], outcome: Outcome, short: int
     ) -> None:
         """The batch's heartbeat: received with a short visibility, a batch still in hand at
-        half of it is extended to the visibility timeout (again at half of that, while it
-        lasts). Most batches end before the first beat and cost nothing. A failed extension is
-        retried sooner; if the message comes back meanwhile, the copy is released (the step's
-        in-hand set) and the registry claim keeps other workers from handing it over."""
-        short, full = self.settings.receive_visibility(), self.settings.visibility_timeout_seconds
+        half of it, less the loop's recent lag, is extended to the visibility timeout (again
+        at half of that, while it lasts). Most batches end before the first beat and cost
+        nothing. A failed extension is retried sooner; if the message comes back meanwhile,
+        the copy is released (the step's in-hand set) and the registry claim keeps other
+        workers from handing it over."""
+        full = self.settings.visibility_timeout_seconds
         if short >= full:
             return
-        wait = short / 2
+        wait = max(LAG_SAMPLE_S, short / 2 - self.lag_seconds())
         timeout = min(self.settings.call_timeout_seconds, short / 2)
         warned = False
         while True:  # until cancelled (the caller re-raises a cancellation wait_for lost)

@@ -6,51 +6,26 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
+from sqsdelay.aws import worker as worker_module
 from sqsdelay.aws.capacity import Capacity
 from sqsdelay.aws.worker import PAUSING_BATCHES, Worker
 from sqsdelay.settings import Settings
 
 
-def test_holders_wait_for_room_and_a_shrink_waits_for_releases() -> None:
-    async def run() -> list[str]:
-        cap, done = Capacity(2), []
-
-        async def hold(tag: str, release: asyncio.Event) -> None:
-            await cap.acquire()
-            done.append(tag)
-            await release.wait()
-            cap.release()
-
-        gates = [asyncio.Event() for _ in range(4)]
-        tasks = [asyncio.create_task(hold(f"t{i}", g)) for i, g in enumerate(gates)]
-        await asyncio.sleep(0)
-        assert done == ["t0", "t1"] and cap.held == 2
-        cap.resize(-1)  # one place fewer: t2 waits for two releases
-        gates[0].set()
-        await asyncio.sleep(0.01)
-        assert done == ["t0", "t1"] and cap.held == 1
-        gates[1].set()
-        await asyncio.sleep(0.01)
-        assert done == ["t0", "t1", "t2"]
-        cap.resize(+1)
-        await asyncio.sleep(0.01)
-        assert done == ["t0", "t1", "t2", "t3"] and cap.held == 2
-        for g in gates:
-            g.set()
-        await asyncio.gather(*tasks)
-        assert cap.held == 0
-        # a waiter that is cancelled leaves no trace
-        full = Capacity(0)
-        waiter = asyncio.create_task(full.acquire())
-        await asyncio.sleep(0)
-        waiter.cancel()
-        await asyncio.gather(waiter, return_exceptions=True)
-        full.resize(1)
-        await full.acquire()
-        assert full.held == 1
-        return done
-
-    asyncio.run(run())
+def test_units_fit_or_are_refused_and_a_shrink_waits_for_releases() -> None:
+    cap = Capacity(20)
+    assert cap.try_acquire(10) and cap.try_acquire(7)
+    assert not cap.try_acquire(4) and cap.held == 17  # refused whole, nothing taken
+    assert cap.try_acquire(3) and cap.held == 20
+    cap.resize(-15)  # below what is held: the holders keep their units
+    assert cap.size == 5 and not cap.try_acquire(1)
+    cap.release(10)
+    cap.release(7)
+    assert cap.held == 3 and cap.try_acquire(2) and not cap.try_acquire(1)
+    cap.resize(-100)
+    assert cap.size == 0 and not cap.try_acquire(1)
 
 
 def test_a_queue_dropped_and_added_fifty_times_leaves_the_room_where_it_started() -> None:
@@ -68,12 +43,41 @@ def test_a_queue_dropped_and_added_fifty_times_leaves_the_room_where_it_started(
         start = worker.pausing_room
         await worker._refresh(None, ["p-steady-delay.fifo"])  # type: ignore[arg-type]
         steady = worker.pausing_room
-        assert steady == start + PAUSING_BATCHES * 3
+        assert steady == start + PAUSING_BATCHES * 10 * 3
         for _ in range(50):
             await worker._refresh(None, ["p-steady-delay.fifo", "p-flaky-delay.fifo"])  # type: ignore[arg-type]
-            assert worker.pausing_room == steady + PAUSING_BATCHES * 3
+            assert worker.pausing_room == steady + PAUSING_BATCHES * 10 * 3
             await worker._refresh(None, ["p-steady-delay.fifo"])  # type: ignore[arg-type]
         assert worker.pausing_room == steady
         assert len(spawned) == 51  # steady once, flaky each time it came back
 
     asyncio.run(run())
+
+
+def test_a_batch_that_finds_no_room_is_finished_by_its_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Discovery dropped the destination's last queue while its batch was paused: the room
+    is 0. The batch's hand-overs are still made, by its own loop, and nothing waits for room
+    (a waiting acquire never returned there, and SIGTERM never completed)."""
+    settings = Settings(region="us-east-1", queue_prefix="p-", concurrency=3)
+    worker = Worker(settings, ["*"])
+    assert worker.pausing_room == 0  # nothing found yet, or the last queue dropped
+    driven: list[Any] = []
+
+    async def until_pause(flow: Any, caller: Any) -> list[str]:
+        return ["a hand-over waiting out its fraction of a second"]
+
+    async def drive(flow: Any, caller: Any, pending: Any = None) -> None:
+        driven.append(pending)
+
+    monkeypatch.setattr(worker_module, "adrive_until_pause", until_pause)
+    monkeypatch.setattr(worker_module, "adrive", drive)
+    worker.batches.flow = lambda *a, **k: "flow"  # type: ignore[method-assign,assignment,return-value]
+    worker._caller = object()  # type: ignore[assignment]
+    raw = [{"MessageId": "m1", "ReceiptHandle": "r1", "Body": "b"}]
+    trio = worker.resolver.trio_of_delay_queue("p-orders-delay.fifo")
+
+    asyncio.run(asyncio.wait_for(worker._process(trio, raw, 3), timeout=5))
+    assert driven == [["a hand-over waiting out its fraction of a second"]]
+    assert worker._pausing.held == 0

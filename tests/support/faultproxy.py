@@ -7,6 +7,11 @@ that share of requests (drawn at random, seeded) reach the server and drops the 
 before its answer comes back: the call took effect, and the client never hears of it.
 `hang(api, times)` holds those requests without an answer until the client gives up (a
 stalled call; the server never sees it). `down()` refuses and drops everything until `up()`.
+`short_batches(k)` answers receives from delay queues with 1..k messages, as SQS does below
+about 1,000 messages in a queue (docs/short-batches.md): the emulators fill every batch.
+`latency(ms)` holds each request that long before passing it on: SQS answers in about ten to
+a few tens of milliseconds, the emulators on loopback in one or two, so a worker that waits
+on its calls one after another looks fast on them and is slow on SQS.
 `seen` counts the requests by API.
 
 `routes` sends other services elsewhere: {b"DynamoDB_": url} makes a connection whose first
@@ -22,6 +27,7 @@ import re
 import select
 import socket
 import threading
+import time
 from collections import Counter
 from urllib.parse import urlparse
 
@@ -43,6 +49,9 @@ class FaultProxy:
         self.cut_requests: list[bytes] = []  # the start of each request whose answer was cut
         self._response_share = 0.0
         self._random = random.Random(0)
+        self._short: tuple[int, bytes, random.Random] | None = None
+        self._latency = 0.0
+        self.receives_shortened = 0
         self._closing = False
         self._sockets: set[socket.socket] = set()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -58,6 +67,34 @@ class FaultProxy:
     def cut_responses(self, share: float, seed: int = 0) -> None:
         with self._lock:
             self._response_share, self._random = share, random.Random(seed)
+
+    def short_batches(self, most: int, queues: bytes = b"-delay", seed: int = 0) -> None:
+        """From now on, a receive from a queue whose URL holds `queues` asks for a number of
+        messages drawn from 1..`most` instead of its MaxNumberOfMessages: what a client of
+        SQS sees when the queue's messages are spread over many servers."""
+        assert 1 <= most <= 9, "the rewrite keeps the request's length: one digit"
+        with self._lock:
+            self._short = (most, queues, random.Random(seed))
+
+    def latency(self, ms: float) -> None:
+        """Every request from now on reaches the server `ms` later (each connection on its
+        own, as on a network: requests in parallel are delayed in parallel)."""
+        self._latency = ms / 1000
+
+    def _shorten(self, data: bytes) -> bytes:
+        """`"MaxNumberOfMessages": 10` becomes `"MaxNumberOfMessages":  3`: the body keeps
+        its length, so Content-Length (and the signature, which emulators do not check)
+        stand."""
+        with self._lock:
+            short = self._short
+            found = _MAX_10.search(data) if short is not None else None
+            if short is None or found is None or short[1] not in data:
+                return data
+            most, _, draw = short
+            self.receives_shortened += 1
+            n = draw.randint(1, most)
+        wanted = b'"MaxNumberOfMessages":%d' % n
+        return data[: found.start()] + wanted.ljust(len(found.group())) + data[found.end() :]
 
     def _cut_response(self, data: bytes) -> bool:
         """Whether to lose the answer to this request (only a chunk that starts a request
@@ -136,7 +173,9 @@ class FaultProxy:
             self._hold(client)
             return None
         lose_answer = lose_answer or self._cut_response(data)
-        server.sendall(data)
+        if self._latency and (b"X-Amz-Target" in data or b"x-amz-target" in data):
+            time.sleep(self._latency)  # this connection's thread: a network round trip
+        server.sendall(self._shorten(data))
         return lose_answer
 
     def _upstream_for(self, data: bytes) -> tuple[str, int]:
@@ -191,6 +230,9 @@ class FaultProxy:
             for s in (client, server):
                 with contextlib.suppress(OSError):
                     s.close()
+
+
+_MAX_10 = re.compile(rb'"MaxNumberOfMessages": ?10')
 
 
 def _address(url: str) -> tuple[str, int]:

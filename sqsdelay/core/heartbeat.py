@@ -1,0 +1,56 @@
+"""How long a received batch asks to stay out of sight, and when the worker stops taking
+batches, from the event loop's own lag (pure).
+
+A worker at the machine's limit is an event loop that runs late: a heartbeat due at half the
+receive visibility fires after it, its extension fails, the batch comes back and another loop
+receives a second copy (issue 45: 330 duplicates with 240 failed extensions in a saturated
+burst). The heartbeat must not lose to the work it protects:
+- the visibility a receive asks for covers what a batch really takes plus the lag, twice over
+  (the first beat fires at half of it, late by the lag, and its call takes up to a batch's
+  time); at ease that is the configured receive visibility (3 s), so a lost receive answer
+  still costs seconds;
+- while the loop lags by more than a quarter of that, the receive loops take no new batch
+  (backpressure): what is in hand is finished first.
+`Recent` keeps the largest of the recent samples: a loop that lagged a second ago may lag
+again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+WINDOW_S = 5.0
+
+
+@dataclass
+class Recent:
+    """The largest sample of the last `window_s` seconds (monotonic time)."""
+
+    window_s: float = WINDOW_S
+    _samples: deque[tuple[float, float]] = field(default_factory=deque)
+
+    def add(self, now: float, value: float) -> None:
+        # a new sample makes older, smaller ones irrelevant: a deque of decreasing values
+        while self._samples and self._samples[-1][1] <= value:
+            self._samples.pop()
+        self._samples.append((now, value))
+
+    def largest(self, now: float) -> float:
+        while self._samples and self._samples[0][0] < now - self.window_s:
+            self._samples.popleft()
+        return self._samples[0][1] if self._samples else 0.0
+
+
+def receive_visibility(short: int, full: int, lag_s: float, batch_s: float) -> int:
+    """The VisibilityTimeout of a receive: the configured short one, or more when the loop
+    lags or batches take long, so that the first beat (at half of it) lands in time; never
+    above the visibility timeout the extension asks for."""
+    need = math.ceil(2 * (2 * lag_s + batch_s))
+    return min(full, max(short, need))
+
+
+def lagging(lag_s: float, visibility: int) -> bool:
+    """Whether the loop lags too much to take another batch."""
+    return lag_s > visibility / 4

@@ -1,0 +1,48 @@
+"""How many receive loops a delay queue needs, from what SQS tells a client (pure).
+
+SQS spreads a queue's messages over many servers and answers a receive with what the servers
+it asked hold: below about 1,000 messages a receive most likely brings fewer than the 10 asked
+for, even while more wait (docs/short-batches.md). So a short batch says nothing about the
+backlog; the evidence is:
+- a receive that brought messages, however few: more may wait, so the queue may have another
+  loop;
+- a receive that came back empty: nothing was visible for a whole long poll, so the queue is
+  drained and its extra loops end;
+- the batches' size: the worker's concurrency is counted in full batches in hand, so a queue
+  whose receives bring 2 messages may have five times the loops of one whose receives are
+  full (as many requests per message, as many messages in hand).
+The emulators fill every batch; a rule tuned on them (a short batch means drained) polled a
+burst with one loop on SQS and handed it over seconds late (issue 45).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sqsdelay.core import quotas
+
+# Weight of the newest batch in the running mean: a burst's first few receives move it.
+NEWEST = 0.3
+
+
+@dataclass
+class QueueDemand:
+    """What one queue's receives have shown."""
+
+    drained: bool = True  # its last receive came back empty (or it has not been polled)
+    mean_batch: float = quotas.MAX_BATCH_ENTRIES  # messages a non-empty receive brings
+
+    def received(self, count: int) -> None:
+        self.drained = count == 0
+        if count:
+            self.mean_batch += NEWEST * (count - self.mean_batch)
+
+    def loops_allowed(self, concurrency: int) -> int:
+        """`concurrency` loops of full batches' worth: more loops when batches are short,
+        never more than one a message of a full batch (batches of 1)."""
+        per_loop = max(1.0, self.mean_batch)
+        return min(
+            concurrency * quotas.MAX_BATCH_ENTRIES,
+            math.ceil(concurrency * quotas.MAX_BATCH_ENTRIES / per_loop),
+        )
