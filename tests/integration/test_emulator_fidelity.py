@@ -1,6 +1,8 @@
 """The embedded emulator behaves as SQS does where moto 5.2 does not (sqsdelay.dev.sqs_fidelity):
-the FIFO deduplication window outlives a delete, and a long poll returns a message of a group
-as soon as the group's message in flight is deleted. Over HTTP, on the suite's emulator."""
+the FIFO deduplication window outlives a delete (per group with DeduplicationScope
+messageGroup), and a long poll returns a message of a group as soon as the group's message in
+flight is deleted, or a message as soon as it is released. Over HTTP, on the suite's
+emulator."""
 
 from __future__ import annotations
 
@@ -15,9 +17,53 @@ from sqsdelay.settings import Settings
 from tests.support.workerkit import Collector, RunningWorker
 
 
-def _fifo(sqs: Any) -> str:
+def _fifo(sqs: Any, **attributes: str) -> str:
     name = f"f{uuid.uuid4().hex[:8]}.fifo"
-    return str(sqs.create_queue(QueueName=name, Attributes={"FifoQueue": "true"})["QueueUrl"])
+    queue = sqs.create_queue(QueueName=name, Attributes={"FifoQueue": "true", **attributes})
+    return str(queue["QueueUrl"])
+
+
+def test_a_long_poll_returns_a_message_as_soon_as_it_is_released(sqs: Any) -> None:
+    """A worker releases a message it cannot move now (visibility 0, or a short backoff):
+    SQS hands it to the long poll waiting on the queue at once (moto alone: after 1.00 s)."""
+    url = _fifo(sqs)
+    sqs.send_message(QueueUrl=url, MessageBody="m1", MessageGroupId="G", MessageDeduplicationId="1")
+    [m1] = sqs.receive_message(QueueUrl=url, VisibilityTimeout=30)["Messages"]
+    got: dict[str, Any] = {}
+
+    def poll() -> None:
+        got["reply"] = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=20)
+        got["at"] = time.monotonic()
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    time.sleep(0.3)  # the poll is waiting
+    released = time.monotonic()
+    sqs.change_message_visibility(
+        QueueUrl=url, ReceiptHandle=m1["ReceiptHandle"], VisibilityTimeout=0
+    )
+    poller.join(25)
+    assert [m["Body"] for m in got["reply"]["Messages"]] == ["m1"]
+    assert got["at"] - released < 0.5
+
+
+def test_with_message_group_scope_the_same_deduplication_id_in_another_group_is_kept(
+    sqs: Any,
+) -> None:
+    """High-throughput FIFO (DeduplicationScope=messageGroup) deduplicates within a group:
+    moto compared the id across the queue while the first copy was queued."""
+    url = _fifo(sqs, DeduplicationScope="messageGroup", FifoThroughputLimit="perMessageGroupId")
+    for group in ("A", "B", "A"):
+        sqs.send_message(
+            QueueUrl=url, MessageBody=group, MessageGroupId=group, MessageDeduplicationId="same"
+        )
+    bodies = []
+    for _ in range(3):
+        bodies += [
+            m["Body"]
+            for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        ]
+    assert sorted(bodies) == ["A", "B"]  # A's second copy is dropped, B is its own
 
 
 def test_a_long_poll_returns_a_message_of_a_group_once_its_message_in_flight_is_deleted(
