@@ -9,7 +9,6 @@ between them read each other (the due time, the attributes a hop carries, the li
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -408,13 +407,13 @@ def forward(
     except InvalidMessage as exc:
         return _poison(received, f"cannot forward: {exc}", source_queue, lim)
     wait = _fraction_left(received, local_now_ms, offset_ms)
-    # The send's due time, which its hand-over into staging carries; without it (no room),
-    # this staging message alone: its redelivery is still dropped.
+    # The send's due time, which its hand-over into staging carries. Without it (no room)
+    # what every copy carries unchanged: not the staging message's SQS id, new per copy.
     due = parse_natural(_string(received.attributes, wirenames.DUE_AT_ATTRIBUTE))
     if due is not None:
         dedup = identity.forward_dedup_id(ident, due)
     else:
-        dedup = hashlib.sha256(f"sqsdelay|{ident}|sqs:{received.message_id}".encode()).hexdigest()
+        dedup = identity.forward_dedup_id_by_content(ident, received.body, received.attributes)
     return Forward(attrs, group, dedup, wait)
 
 

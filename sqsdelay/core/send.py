@@ -244,7 +244,7 @@ def plan(
     if nsb_id is not None:
         attributes[wirenames.MESSAGE_ID_ATTRIBUTE] = wire.string_attribute(nsb_id)
     # No room: the fraction of a second goes first (whole seconds, rounded up), then the
-    # staging send's due time (the forward then deduplicates by the staging message alone).
+    # staging send's due time (the forward then deduplicates by the id and the content).
     for optional in (wirenames.DELAY_MS_ATTRIBUTE, wirenames.DUE_AT_ATTRIBUTE):
         if len(attributes) > quotas.MAX_MESSAGE_ATTRIBUTES:
             attributes.pop(optional, None)

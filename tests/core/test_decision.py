@@ -388,15 +388,15 @@ def test_a_forward_deduplicates_every_copy_of_one_send_but_never_a_new_send() ->
     # A Celery retry keeps its task id: a new send, a new due time, never dropped by SQS.
     retry = forward(staged("order-7", "m-1", "s3", due=T + 185_000), lim=LIM)
     assert isinstance(retry, Forward) and retry.dedup_id != one.dedup_id
-    # No due time (no room, or a message staged by hand): this staging message alone.
+    # No due time (no room): the id and what every copy carries, whatever its SQS id.
     bare = forward(staged("g", "m-1", due=None), lim=LIM)
-    again = forward(staged("g", "m-1", due=None), lim=LIM)
+    again = forward(staged("g", "m-1", "s2", due=None), lim=LIM)
     assert isinstance(bare, Forward) and isinstance(again, Forward)
-    assert bare.dedup_id == again.dedup_id == identity._sha256("sqsdelay|m-1|sqs:s1")
+    assert bare.dedup_id == again.dedup_id != one.dedup_id
+    carried = staged("g", "m-1", due=None).attributes
+    assert bare.dedup_id == identity.forward_dedup_id_by_content("m-1", "body", carried)
     foreign = forward(staged("g", None, due=None), lim=LIM)  # no id of ours: SQS's id
-    assert isinstance(foreign, Forward) and foreign.dedup_id == identity._sha256(
-        "sqsdelay|s1|sqs:s1"
-    )
+    assert isinstance(foreign, Forward) and foreign.dedup_id != bare.dedup_id
 
 
 def test_a_hand_over_into_staging_carries_its_due_time_and_to_a_fair_queue_its_group() -> None:

@@ -40,6 +40,8 @@ PINNED = {
     "park": "4ede3b84b708bff76f13bf37d031dc4c033a47bd1c04d16645129c73b58ac8c9",
     "park at send": "333fcf01785ae9a0ceba5b5137f546377a7972be8610722fa82db36afcc33a5a",
     "replay": "2b464329422be20b7993ac583e97368069acda11bc2d3cf6b131ee1039a4486e",
+    # Added with issue 45 §4.2 (a staging message without room for sqsdelay.DueAt).
+    "forward by content": "fc77086718757517355432594d650d512166226b1b1fbd127f3d16a125957a6f",
 }
 
 
@@ -52,6 +54,12 @@ def test_the_functions_give_the_values_the_code_gave_before_it_moved() -> None:
     assert identity.schedule_name("p-orders-delay.fifo", "order-1") == PINNED["schedule"]
     assert identity.park_dedup_id("order-1", T + 5000) == PINNED["park"]
     assert identity.replay_dedup_id("err-1") == PINNED["replay"]
+    content: Attributes = {
+        "a": wire.string_attribute("v"),
+        "bin": {"DataType": "Binary", "BinaryValue": b"\x00\x01"},
+    }
+    by_content = identity.forward_dedup_id_by_content("order-1", "b", content)
+    assert by_content == PINNED["forward by content"]
 
 
 def test_the_callers_give_the_values_they_gave_before() -> None:
@@ -113,7 +121,7 @@ nows = st.floats(min_value=1e9, max_value=4e9, allow_nan=False)
 user_attributes = st.dictionaries(
     st.from_regex(r"[a-z][a-z0-9]{0,9}", fullmatch=True),
     st.text(alphabet=string.ascii_letters, min_size=1, max_size=8),
-    max_size=7,
+    max_size=8,  # eight: no room for sqsdelay.DueAt on the staging message
 )
 
 
@@ -184,6 +192,27 @@ def test_every_copy_of_a_send_into_a_fifo_destination_is_forwarded_with_one_key(
         if isinstance(f := forward(r, lim=Limits()), Forward)
     }
     assert len(keys) == 1 and within_sqs_limits(keys.pop())
+
+
+def test_copies_of_a_send_with_eight_attributes_are_forwarded_once() -> None:
+    """Issue 45 §4.2: eight attributes of the caller's leave no room for sqsdelay.DueAt in
+    the staging message; every copy (a botocore retry, a lost answer) must still give the
+    forward one deduplication key, and a new send of the id (a Celery retry counts its
+    retries in the body) another."""
+    eight = {f"a{i}": wire.string_attribute("v") for i in range(8)}
+
+    def staged_send(body: str, now: float) -> Any:
+        message = Message(body, delay=5, id="task-1", group_id="g", attributes=eight)
+        return plan("orders.fifo", message, LIMITS, now=now)
+
+    planned = staged_send('{"retries": 0}', NOW)
+    assert wirenames.DUE_AT_ATTRIBUTE not in planned.request["MessageAttributes"]
+    one, two = (forward(r, lim=Limits()) for r in copies(planned, "s1", "s2"))
+    assert isinstance(one, Forward) and isinstance(two, Forward)
+    assert one.dedup_id == two.dedup_id
+    retry = staged_send('{"retries": 1}', NOW + 180)
+    (three,) = (forward(r, lim=Limits()) for r in copies(retry, "s3"))
+    assert isinstance(three, Forward) and three.dedup_id != one.dedup_id
 
 
 @given(ids, nows, st.floats(0.001, 60))
