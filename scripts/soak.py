@@ -386,11 +386,7 @@ class Soak:
     def lost_handover_answers(self) -> int:
         """Entries of hand-over sends (to a destination, not a delay queue) whose answers the
         proxy cut: each may be delivered twice (docs/registry.md, case 6)."""
-        return sum(
-            request.count(b'"Id"')
-            for request in self.faulty.cut_requests
-            if b"AmazonSQS.SendMessage" in request and b"-delay.fifo" not in request
-        )
+        return sum(self.faulty.cut_hand_over_bodies().values())
 
     def close(self) -> None:
         for proxy in (self.faulty, self.clean):

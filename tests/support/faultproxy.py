@@ -22,6 +22,7 @@ one endpoint can front an SQS emulator without DynamoDB and a moto server that h
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import re
 import select
@@ -75,6 +76,34 @@ class FaultProxy:
         assert 1 <= most <= 9, "the rewrite keeps the request's length: one digit"
         with self._lock:
             self._short = (most, queues, random.Random(seed))
+
+    def cut_answers(self) -> Counter[str]:
+        """The cut answers by what they answered: the API, and for a send whether it went
+        to a delay queue (a requeue) or elsewhere (a hand-over, or the error queue)."""
+        found: Counter[str] = Counter()
+        for request in self.cut_requests:
+            api = re.search(rb"AmazonSQS\.(\w+)", request)
+            name = api.group(1).decode() if api else "other"
+            if name.startswith("SendMessage"):
+                name += " (requeue)" if b"-delay" in request else " (hand-over)"
+            found[name] += 1
+        return found
+
+    def cut_hand_over_bodies(self) -> Counter[str]:
+        """For each message body, how many hand-over sends that carried it had their answer
+        cut: each may deliver it once more (at least once)."""
+        found: Counter[str] = Counter()
+        for request in self.cut_requests:
+            if b"AmazonSQS.SendMessage" not in request or b"-delay" in request:
+                continue
+            body = request.partition(b"\r\n\r\n")[2]
+            try:
+                sent = json.loads(body)
+            except ValueError:  # cut short at 4 KiB: a test's bodies are small
+                continue
+            entries = sent.get("Entries", [sent])
+            found.update(str(e.get("MessageBody")) for e in entries)
+        return found
 
     def latency(self, ms: float) -> None:
         """Every request from now on reaches the server `ms` later (each connection on its
