@@ -23,12 +23,8 @@ def _fifo(sqs: Any, **attributes: str) -> str:
     return str(queue["QueueUrl"])
 
 
-def test_a_long_poll_returns_a_message_as_soon_as_it_is_released(sqs: Any) -> None:
-    """A worker releases a message it cannot move now (visibility 0, or a short backoff):
-    SQS hands it to the long poll waiting on the queue at once (moto alone: after 1.00 s)."""
-    url = _fifo(sqs)
-    sqs.send_message(QueueUrl=url, MessageBody="m1", MessageGroupId="G", MessageDeduplicationId="1")
-    [m1] = sqs.receive_message(QueueUrl=url, VisibilityTimeout=30)["Messages"]
+def _long_poll(sqs: Any, url: str) -> tuple[dict[str, Any], threading.Thread]:
+    """A 20 s long poll in a thread: its reply and when it came, once the thread ends."""
     got: dict[str, Any] = {}
 
     def poll() -> None:
@@ -37,6 +33,16 @@ def test_a_long_poll_returns_a_message_as_soon_as_it_is_released(sqs: Any) -> No
 
     poller = threading.Thread(target=poll)
     poller.start()
+    return got, poller
+
+
+def test_a_long_poll_returns_a_message_as_soon_as_it_is_released(sqs: Any) -> None:
+    """A worker releases a message it cannot move now (visibility 0, or a short backoff):
+    SQS hands it to the long poll waiting on the queue at once (moto alone: after 1.00 s)."""
+    url = _fifo(sqs)
+    sqs.send_message(QueueUrl=url, MessageBody="m1", MessageGroupId="G", MessageDeduplicationId="1")
+    [m1] = sqs.receive_message(QueueUrl=url, VisibilityTimeout=30)["Messages"]
+    got, poller = _long_poll(sqs, url)
     time.sleep(0.3)  # the poll is waiting
     released = time.monotonic()
     sqs.change_message_visibility(
@@ -72,14 +78,7 @@ def test_a_long_poll_returns_a_message_of_a_group_once_its_message_in_flight_is_
     url = _fifo(sqs)
     sqs.send_message(QueueUrl=url, MessageBody="m1", MessageGroupId="G", MessageDeduplicationId="1")
     [m1] = sqs.receive_message(QueueUrl=url)["Messages"]
-    got: dict[str, Any] = {}
-
-    def poll() -> None:
-        got["reply"] = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=20)
-        got["at"] = time.monotonic()
-
-    poller = threading.Thread(target=poll)
-    poller.start()
+    got, poller = _long_poll(sqs, url)
     sqs.send_message(QueueUrl=url, MessageBody="m2", MessageGroupId="G", MessageDeduplicationId="2")
     time.sleep(0.3)  # the poll is waiting, m2 behind m1 in its group
     assert "reply" not in got

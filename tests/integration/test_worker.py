@@ -329,6 +329,16 @@ def test_lost_answers_cost_seconds_not_the_visibility_timeout(
     assert p50 <= 3 and worst <= 15
 
 
+def short_visibility(make_settings: Callable[..., Settings]) -> Settings:
+    """A 1 s receive visibility, extended to 30 s: a batch in hand needs its heartbeat."""
+    return make_settings(
+        max_native_delay_seconds=CYCLE,
+        receive_visibility_seconds=1,
+        visibility_timeout_seconds=30,
+        wait_time_seconds=1,
+    )
+
+
 def slow_hand_over(
     make_settings: Callable[..., Settings],
     sqs: Any,
@@ -337,12 +347,7 @@ def slow_hand_over(
 ) -> tuple[Settings, dict[str, str]]:
     """A worker whose first hand-over's send takes 3 s, three times the receive visibility
     (1 s); its extensions refused with `refuse_extensions` when given."""
-    s = make_settings(
-        max_native_delay_seconds=CYCLE,
-        receive_visibility_seconds=1,
-        visibility_timeout_seconds=30,
-        wait_time_seconds=1,
-    )
+    s = short_visibility(make_settings)
     urls = setup_queues(s, sqs)
     slow = {"sends": 1}
     real = AsyncCaller._one
@@ -541,12 +546,7 @@ def test_a_lagging_event_loop_neither_loses_its_batches_nor_duplicates_them(
     out: the batch came back to another loop while in hand. Now the visibility covers the
     lag and the batches' time, the beat allows for the lag, and the loops take no new batch
     while it lags (core.heartbeat)."""
-    s = make_settings(
-        max_native_delay_seconds=CYCLE,
-        receive_visibility_seconds=1,
-        visibility_timeout_seconds=30,
-        wait_time_seconds=1,
-    )
+    s = short_visibility(make_settings)
     urls = setup_queues(s, sqs)
     total = 40
     dest = Collector(sqs, urls["orders"])
