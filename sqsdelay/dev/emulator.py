@@ -12,16 +12,22 @@ the registry's cancel-versus-claim race is then the one DynamoDB has.
 moto's SQS forgets a FIFO deduplication id once its message is deleted, and its long poll
 misses messages of a group that was in flight when the poll started; the emulator keeps
 SQS's five-minute window and answers long polls as SQS does (`sqs_fidelity`).
+moto's Lambda has no recursive loop detection configuration (Get/PutFunctionRecursionConfig)
+and its CloudFormation drops a function's `RecursiveLoop`; the emulator keeps one per function,
+`Terminate` until put as Lambda does (`_teach_moto_recursion_config`), so that `sqsdelay
+inspect --lambda` runs against it as written.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import re
 import threading
 import time
+import urllib.parse
 import urllib.request
 from types import TracebackType
 from typing import Any
@@ -40,6 +46,7 @@ class Emulator:
 
         _teach_moto_percentiles()
         _serialise_moto_writes()
+        _teach_moto_recursion_config()
         sqs_fidelity.mend()
         self._server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
         self.url = ""
@@ -126,6 +133,59 @@ def _serialise_moto_writes() -> None:
 
         write.sqsdelay = True  # type: ignore[attr-defined]
         setattr(DynamoDBBackend, name, write)
+
+
+# Lambda's default for a function whose configuration was never put (Lambda developer guide,
+# "Use Lambda recursive loop detection").
+RECURSIVE_LOOP_DEFAULT = "Terminate"
+_RECURSIVE_LOOP = "sqsdelay_recursive_loop"  # kept on moto's function object: it dies with it
+
+
+def _teach_moto_recursion_config() -> None:
+    from moto.awslambda import urls
+    from moto.awslambda.exceptions import InvalidParameterValueException
+    from moto.awslambda.models import LambdaFunction
+    from moto.awslambda.responses import LambdaResponse
+
+    if getattr(LambdaResponse, "get_function_recursion_config", None) is not None:
+        return  # taught already, or moto learnt it: then its own answer stands
+    # The flask app of a moto service is built from this table at its first request, so the
+    # route is in place for every emulator started after this.
+    route = r"{0}/(?P<api_version>[^/]+)/functions/(?P<function_name>[\w_:%-]+)/recursion-config/?$"
+    urls.url_paths[route] = LambdaResponse.dispatch
+
+    def function(self: Any) -> Any:  # the path ends in /functions/NAME/recursion-config
+        name = urllib.parse.unquote(self.path.split("?")[0].rstrip("/").split("/")[-2])
+        return self.backend.get_function(name)  # ResourceNotFoundException if unknown
+
+    def get(self: Any) -> str:
+        loop = getattr(function(self), _RECURSIVE_LOOP, RECURSIVE_LOOP_DEFAULT)
+        return json.dumps({"RecursiveLoop": loop})
+
+    def put(self: Any) -> str:
+        loop = self.json_body.get("RecursiveLoop")
+        if loop not in ("Allow", "Terminate"):
+            raise InvalidParameterValueException(
+                f"RecursiveLoop must be Allow or Terminate: {loop!r}"
+            )
+        setattr(function(self), _RECURSIVE_LOOP, loop)
+        return json.dumps({"RecursiveLoop": loop})
+
+    LambdaResponse.get_function_recursion_config = get  # type: ignore[attr-defined]
+    LambdaResponse.put_function_recursion_config = put  # type: ignore[attr-defined]
+
+    original = LambdaFunction.create_from_cloudformation_json.__func__  # type: ignore[attr-defined]
+
+    def from_template(
+        cls: Any, resource_name: str, template: dict[str, Any], *a: Any, **kw: Any
+    ) -> Any:
+        fn = original(cls, resource_name, template, *a, **kw)
+        loop = template.get("Properties", {}).get("RecursiveLoop")
+        if loop is not None:
+            setattr(fn, _RECURSIVE_LOOP, loop)
+        return fn
+
+    LambdaFunction.create_from_cloudformation_json = classmethod(from_template)  # type: ignore[method-assign,assignment]
 
 
 class ScheduleRunner:

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
+import shlex
 import subprocess
 import sys
+import uuid
+import zipfile
 from typing import Any
+
+import boto3
+import pytest
 
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.operations import Replay, inspect, plan_replay, replay_errors
@@ -59,6 +66,110 @@ def test_inspect_cli(env: dict[str, str], sqs: Any) -> None:
         timeout=60,
     )
     assert missing.returncode == 1 and "queue does not exist" in missing.stdout
+
+
+def lambda_function(moto_url: str) -> tuple[Any, str]:
+    """A function in the emulator's Lambda (moto wants an existing role and a zip; it never
+    runs the code, so no Docker) and a Lambda client."""
+    kwargs = {"endpoint_url": moto_url, "region_name": "us-east-1"}
+    name = f"worker-{uuid.uuid4().hex[:8]}"
+    role = boto3.client("iam", **kwargs).create_role(
+        RoleName=name, AssumeRolePolicyDocument=json.dumps({"Statement": []})
+    )["Role"]["Arn"]
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as z:
+        z.writestr("handler.py", "def handler(event, context):\n    return None\n")
+    client = boto3.client("lambda", **kwargs)
+    client.create_function(
+        FunctionName=name,
+        Runtime="python3.12",
+        Role=role,
+        Handler="handler.handler",
+        Code={"ZipFile": code.getvalue()},
+    )
+    return client, name
+
+
+def test_inspect_lambda_cli_reports_terminate_and_its_fix_clears_it(
+    env: dict[str, str], moto_url: str
+) -> None:
+    """`sqsdelay inspect QUEUE --lambda FUNCTION` as the README writes it, against the
+    emulator's GetFunctionRecursionConfig: a new function has Lambda's default Terminate,
+    which is a problem (exit 1) with a fix; after the fix it passes."""
+    lam, function = lambda_function(moto_url)
+    subprocess.run(
+        [sys.executable, "-m", "sqsdelay", "install", "orders"], env=env, check=True,
+        capture_output=True,
+    )  # fmt: skip
+
+    def inspect_cli() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sqsdelay", "inspect", "orders", "--lambda", function],
+            env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    before = inspect_cli()
+    assert before.returncode == 1, before.stdout + before.stderr
+    assert f"lambda {function}: problem:" in before.stdout and "'Terminate'" in before.stdout
+    (fix,) = [x.removeprefix("fix: ") for x in before.stdout.splitlines() if "recursion" in x]
+    # the fix as printed, made with boto3 instead of the AWS CLI (not installed here)
+    argv = shlex.split(fix.split(" (")[0])
+    assert argv[:3] == ["aws", "lambda", "put-function-recursion-config"]
+    options = dict(zip(argv[3::2], argv[4::2], strict=True))
+    lam.put_function_recursion_config(
+        FunctionName=options["--function-name"], RecursiveLoop=options["--recursive-loop"]
+    )
+    after = inspect_cli()
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert "problem" not in after.stdout and "fix:" not in after.stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "sqsdelay", "inspect", "orders", "--lambda", "ghost"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert missing.returncode == 1 and "GetFunctionRecursionConfig" in missing.stderr
+
+
+def test_the_emulator_keeps_a_recursion_config_per_function_as_lambda_does(
+    moto_url: str,
+) -> None:
+    """What the CLI test relies on: Terminate until put, per function, by name or ARN; a
+    value other than Allow or Terminate is refused; CloudFormation's RecursiveLoop is kept
+    (moto itself drops it)."""
+    lam, one = lambda_function(moto_url)
+    _, other = lambda_function(moto_url)
+    arn = lam.get_function(FunctionName=one)["Configuration"]["FunctionArn"]
+    assert lam.get_function_recursion_config(FunctionName=one)["RecursiveLoop"] == "Terminate"
+    lam.put_function_recursion_config(FunctionName=arn, RecursiveLoop="Allow")
+    assert lam.get_function_recursion_config(FunctionName=one)["RecursiveLoop"] == "Allow"
+    assert lam.get_function_recursion_config(FunctionName=other)["RecursiveLoop"] == "Terminate"
+    with pytest.raises(lam.exceptions.InvalidParameterValueException):
+        lam.put_function_recursion_config(FunctionName=one, RecursiveLoop="Sometimes")
+    with pytest.raises(lam.exceptions.ResourceNotFoundException):
+        lam.get_function_recursion_config(FunctionName="ghost")
+    role = boto3.client("iam", endpoint_url=moto_url, region_name="us-east-1").get_role(
+        RoleName=one
+    )["Role"]["Arn"]
+    template = {
+        "Resources": {
+            "Function": {
+                "Type": "AWS::Lambda::Function",
+                "Properties": {
+                    "Role": role,
+                    "Runtime": "python3.12",
+                    "Handler": "index.handler",
+                    "Code": {"ZipFile": "def handler(event, context):\n    return None\n"},
+                    "RecursiveLoop": "Allow",
+                },
+            }
+        }
+    }
+    cf = boto3.client("cloudformation", endpoint_url=moto_url, region_name="us-east-1")
+    stack = f"s{uuid.uuid4().hex[:8]}"
+    cf.create_stack(StackName=stack, TemplateBody=json.dumps(template))
+    (resource,) = cf.describe_stack_resources(StackName=stack)["StackResources"]
+    deployed = resource["PhysicalResourceId"]
+    assert lam.get_function_recursion_config(FunctionName=deployed)["RecursiveLoop"] == "Allow"
+    cf.delete_stack(StackName=stack)
 
 
 def failure(queue: str, **record: Any) -> dict[str, Any]:
