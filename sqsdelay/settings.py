@@ -166,6 +166,11 @@ class Settings(BaseSettings):
         gt=0,
         description="worker: period of the worker.stats event and of the metrics",
     )
+    liveness_file: Path | None = Field(
+        default=None,
+        description="worker: a file its event loop touches every 5 s; a health check that "
+        "finds it older than a minute has found a wedged worker",
+    )
     metrics: Literal["emf", "off"] = Field(
         default="emf",
         description="worker and Lambda: CloudWatch embedded metric format lines on stdout, or off",

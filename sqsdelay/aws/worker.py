@@ -21,6 +21,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aioboto3
@@ -61,6 +62,8 @@ log = get_logger("sqsdelay.aws.worker")
 PAUSING_BATCHES = 8
 # How often the event loop's lag is sampled (core.heartbeat): a sleeper's wake-up, 20 a second.
 LAG_SAMPLE_S = 0.05
+# How often the liveness file (SQSDELAY_LIVENESS_FILE) is touched; a health check allows 60 s.
+LIVENESS_S = 5.0
 
 
 @dataclass
@@ -137,6 +140,7 @@ class Worker:
         # How late the event loop runs, and how long batches take (core.heartbeat), on the
         # real monotonic clock: they size the receive visibility and hold back receives.
         self._lag = heartbeat.Recent()
+        self._touch_warned = float("-inf")
         self._batch_seconds = heartbeat.Recent()
         self._extra = 0  # receive loops beyond each queue's first, over all queues
 
@@ -270,12 +274,25 @@ class Worker:
             await asyncio.wait_for(self._stop.wait(), timeout=seconds)
 
     async def _measure_lag(self) -> None:
-        """Sample how late the event loop wakes a sleeper, every LAG_SAMPLE_S."""
+        """Sample how late the event loop wakes a sleeper, every LAG_SAMPLE_S, and touch the
+        liveness file every LIVENESS_S: only a loop that runs touches it."""
+        touched = float("-inf")
         while True:
             asked = time.monotonic() + LAG_SAMPLE_S
             await asyncio.sleep(LAG_SAMPLE_S)
             now = time.monotonic()
             self._lag.add(now, max(0.0, now - asked))
+            if self.settings.liveness_file is not None and now - touched >= LIVENESS_S:
+                touched = now
+                self._touch(self.settings.liveness_file)
+
+    def _touch(self, path: Path) -> None:
+        try:
+            path.touch()
+        except OSError as exc:  # said once a minute at most: the health check will fail
+            if self._clock() - self._touch_warned >= 60:
+                self._touch_warned = self._clock()
+                log.warning("worker.liveness_file_failed", path=str(path), error=str(exc))
 
     def lag_seconds(self) -> float:
         """The event loop's largest recent lag."""
@@ -310,8 +327,10 @@ class Worker:
             "MessageAttributeNames": ["All"],
             "MessageSystemAttributeNames": list(SYSTEM_ATTRIBUTES),
         }
-        # No time limit of ours: WaitTimeSeconds and the client's read timeout bound it.
-        return Call("sqs", "ReceiveMessage", params, q.trio.delay)
+        # A deadline of its own: botocore's read timeout bounds one attempt only, and three
+        # attempts of a stalled poll (30 s each) outlasted ECS's stop timeout (75 s).
+        deadline = self.settings.wait_time_seconds + self.settings.call_timeout_seconds
+        return Call("sqs", "ReceiveMessage", params, q.trio.delay, deadline)
 
     def _receive_failed(self, q: QueueLoops, fault: Fault) -> float:
         """Back off after a failed receive; give up when receives fail for too long."""

@@ -15,6 +15,7 @@ import pytest
 import structlog
 
 from sqsdelay import logs
+from sqsdelay.aws import worker as worker_module
 from sqsdelay.aws.callers import AsyncCaller
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender
@@ -573,3 +574,61 @@ def test_a_lagging_event_loop_neither_loses_its_batches_nor_duplicates_them(
     print({k: stats[k] for k in ("extend_failed", "delay.copy_in_hand", "receive_held_back")})
     assert sorted(g.body for g in dest.got) == sorted(f"m{i}" for i in range(total))
     assert stats["extend_failed"] == 0 and stats["delay.copy_in_hand"] == 0
+
+
+def test_a_stalled_long_poll_is_given_up_at_its_own_deadline(
+    make_settings: Callable[..., Settings], sqs: Any, moto_url: str
+) -> None:
+    """A long poll the network stalls (no answer, connection open) is given up after its
+    wait and one call time limit, not after botocore's three 30 s attempts, which outlasted
+    ECS's 75 s stop timeout; the next poll moves the message."""
+    proxy = FaultProxy(moto_url)
+    s = make_settings(
+        endpoint_url=proxy.url,
+        max_native_delay_seconds=CYCLE,
+        wait_time_seconds=1,
+        call_timeout_seconds=1,
+    )
+    urls = setup_queues(s, sqs)
+    dest = Collector(sqs, urls["orders"])
+    try:
+        proxy.hang("ReceiveMessage", times=1)
+        started = time.monotonic()
+        with RunningWorker(s, ["orders"]) as running:
+            Sender(s, client=sqs).send("orders", "after the stall", delay=CYCLE + 1)
+            dest.until(1, timeout=30)
+            failures = running.worker.stats.tally.counts
+        took = time.monotonic() - started
+    finally:
+        proxy.close()
+    assert [g.body for g in dest.got] == ["after the stall"]
+    assert sum(n for (_, metric), n in failures.items() if metric == "ReceiveFailures") >= 1
+    assert took < 20  # the stalled attempt gave up after 2 s, not 30 or 90
+
+
+def test_the_liveness_file_is_touched_only_while_the_event_loop_runs(
+    make_settings: Callable[..., Settings], sqs: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQSDELAY_LIVENESS_FILE: the ECS task's health check fails once it is older than 60 s
+    (infra/worker-ecs.yaml). A wedged event loop keeps the process alive but stops touching
+    it."""
+    monkeypatch.setattr(worker_module, "LIVENESS_S", 0.2)
+    alive = tmp_path / "alive"
+    s = make_settings(max_native_delay_seconds=CYCLE, wait_time_seconds=1, liveness_file=alive)
+    setup_queues(s, sqs)
+    with RunningWorker(s, ["orders"]) as running:
+        wait_for(alive.exists, timeout=10)
+        first = alive.stat().st_mtime
+        wait_for(lambda: alive.stat().st_mtime > first, timeout=5)  # touched again
+        begun = threading.Event()
+
+        async def wedge() -> None:
+            begun.set()
+            time.sleep(1.5)  # noqa: ASYNC251 - a loop that is stuck
+
+        blocked = asyncio.run_coroutine_threadsafe(wedge(), running._loop)
+        assert begun.wait(timeout=5)
+        during = alive.stat().st_mtime
+        blocked.result(timeout=5)
+        assert time.time() - during >= 1.2  # not touched while the loop was stuck
+        wait_for(lambda: alive.stat().st_mtime > during, timeout=5)  # and again after
