@@ -2,8 +2,8 @@
 
 Two parts, published as `BacklogVisible` and `BacklogDue` (docs/metrics.md):
 - visible: the delay queues' ApproximateNumberOfMessages as last counted. The worker counts a
-  queue only while its receives come back full (more is waiting); a queue it keeps up with
-  counts 0. Every task of a service sees the same visible messages.
+  queue only while its receives bring messages (core.receive_loops); a drained queue counts
+  0. Every task of a service sees the same visible messages.
 - due: the task's own requeues that become visible within the next minute. A requeue is
   invisible for the delay queue's DelaySeconds (the cycle), so the task knows when each of
   its requeues comes back. Each task knows only its own.
