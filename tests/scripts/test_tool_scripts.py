@@ -23,6 +23,7 @@ RUN_BY = {
     "create_queues.py": "test_tool_scripts.py",
     "render_report.py": "test_tool_scripts.py",
     "timing_tests_in_a_row.sh": "test_tool_scripts.py",
+    "aws_smoke.py": "test_tool_scripts.py",
     "bench_sender.py": "test_bench_scripts.py",
     "bench_dramatiq.py": "test_bench_scripts.py",
     "bench_worker.py": "test_bench_scripts.py",
@@ -54,6 +55,28 @@ def test_moto_races() -> None:
     assert ddb["items_with_more_than_one_winner"] == 0  # the emulator's remedy holds
     fifo = run_script("moto_fifo_race.py", "--trials", "1")
     assert isinstance(fifo, dict) and fifo
+
+
+def test_aws_smoke_dry_run() -> None:
+    """The real-account smoke test's dry run: the four stacks deployed into the emulator's
+    CloudFormation, a short and a parked delay through each worker's stand-in, all torn down."""
+    out = run_script(
+        "aws_smoke.py", "--dry-run", "--cycles", "3,16", "--tolerance", "3", "--grace", "2"
+    )
+    assert out["ok"] and out["recursive_loop"] == "Allow" and not out["not_torn_down"]
+    assert sorted((m["worker"], m["delay_seconds"]) for m in out["messages"]) == [
+        ("ecs", 3), ("ecs", 16), ("lambda", 3), ("lambda", 16)
+    ]  # fmt: skip
+    assert all(m["copies"] == 1 for m in out["messages"])
+    # 16 s is past the park threshold at a 1 s cycle (11 s): each worker parks one, and the
+    # emulator's Scheduler sends both back
+    assert out["parked_by_workers"] == 2 and out["schedules_fired"] == 2
+    operations = [(c["service"], c["operation"]) for c in out["calls"]]
+    assert operations.count(("cloudformation", "CreateStack")) == 5
+    assert operations.count(("cloudformation", "DeleteStack")) == 5
+    assert operations.count(("sqs", "DeleteQueue")) == 5  # the queues the stacks retain
+    stacks = {c["StackName"] for c in out["calls"] if "StackName" in c}
+    assert all(s.startswith(out["prefix"]) for s in stacks) and len(stacks) == 5
 
 
 def test_create_queues(moto_url: str, prefix: str, sqs: Any) -> None:
