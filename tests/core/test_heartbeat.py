@@ -16,9 +16,7 @@ def test_at_ease_the_short_visibility_stands_and_a_lagging_loop_asks_for_more() 
     assert not lagging(0.5, 3) and lagging(0.8, 3)
 
 
-@given(
-    st.integers(1, 30), st.integers(1, 43_200), st.floats(0, 100), st.floats(0, 100)
-)
+@given(st.integers(1, 30), st.integers(1, 43_200), st.floats(0, 100), st.floats(0, 100))
 def test_the_first_beat_lands_in_time_whenever_the_timeout_allows(
     short: int, full: int, lag: float, batch: float
 ) -> None:
