@@ -16,9 +16,12 @@ RUN python -m venv /opt/venv \
 FROM python:3.11-slim-bookworm AS worker
 RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin sqsdelay
 COPY --from=build /opt/venv /opt/venv
+# SQSDELAY_LIVENESS_FILE: touched by the event loop every 5 s, for the ECS health check
+# (infra/worker-ecs.yaml), which reads the same path.
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
-    SQSDELAY_LOG_FORMAT=json
+    SQSDELAY_LOG_FORMAT=json \
+    SQSDELAY_LIVENESS_FILE=/tmp/sqsdelay-alive
 USER 10001
 # ECS sends SIGTERM and waits stopTimeout (75 s in infra/worker-ecs.yaml): polls in progress
 # return and the batch in hand is finished.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -57,7 +58,7 @@ ECS_PARAMS = {
     "AlarmTopicArn": TOPIC,
     "Queues": "orders,billing",
     "CycleSeconds": 5,
-    "ImageUri": "sqsdelay-worker",
+    "ImageUri": f"sqsdelay-worker@sha256:{'0' * 64}",  # by digest, as the template requires
     "Subnets": ["subnet-1"],
     "SecurityGroups": ["sg-1"],
 }
@@ -78,6 +79,8 @@ def start_worker_as_deployed(
         "PATH": f"{BIN}:{os.environ['PATH']}",
         "SQSDELAY_ENDPOINT_URL": moto_url,  # the only change
         "SQSDELAY_LOG_FILE": str(log_file),  # to watch it; stderr is awslogs in ECS
+        # the task's own /tmp in ECS; here a file of the test's, not the machine's /tmp
+        "SQSDELAY_LIVENESS_FILE": str(log_file.parent / "sqsdelay-alive"),
     }
     proc = subprocess.Popen(
         argv, env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
@@ -105,6 +108,8 @@ def test_ecs_worker_starts_as_the_image_and_task_definition_say(
     try:
         got = Collector(sqs, urls["orders"]).until(3, timeout=40)
         got += Collector(sqs, urls["billing"]).until(3, timeout=20)
+        # the running worker keeps its liveness file fresh: the task's health check passes
+        assert health_check(tmp_path / "sqsdelay-alive").returncode == 0
         began = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=container["StopTimeout"])
@@ -118,6 +123,60 @@ def test_ecs_worker_starts_as_the_image_and_task_definition_say(
         [f"o{i}" for i in range(3)] + [f"b{i}" for i in range(3)]
     )
     assert took < container["StopTimeout"]
+
+
+def health_check(liveness_file: Path) -> subprocess.CompletedProcess[str]:
+    """The task definition's health check as ECS runs it in the container, the image's
+    python being this one and the liveness file the given one."""
+    check = ecs_container({**ECS_PARAMS, "QueuePrefix": ""})["HealthCheck"]["Command"]
+    assert check[:2] == ["CMD", "python"]  # exec form: no shell in the command
+    image_file = image_env("worker")["SQSDELAY_LIVENESS_FILE"]
+    assert check[-1].count(f"'{image_file}'") == 1  # the path the worker touches
+    argv = [sys.executable, *check[2:-1], check[-1].replace(image_file, str(liveness_file))]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+
+
+def test_ecs_health_check_passes_while_the_worker_touches_its_file_and_fails_after(
+    tmp_path: Path,
+) -> None:
+    alive = tmp_path / "sqsdelay-alive"
+    assert health_check(alive).returncode != 0  # never touched: not started, or stuck early
+    alive.touch()
+    assert health_check(alive).returncode == 0
+    old = time.time() - 61
+    os.utime(alive, (old, old))
+    assert health_check(alive).returncode == 1  # a wedged loop stopped touching it
+
+
+def test_ecs_health_check_gives_a_starting_worker_time_and_a_wedged_one_none() -> None:
+    container = ecs_container({**ECS_PARAMS, "QueuePrefix": ""})
+    check = container["HealthCheck"]
+    # the worker touches the file every 5 s: 60 s is 12 missed touches, never one slow tick
+    assert "> 60)" in check["Command"][-1]
+    assert check["StartPeriod"] >= 10 and check["Timeout"] < check["Interval"]
+    # unhealthy within about 60 s + Retries x Interval of the last touch
+    assert check["Retries"] * check["Interval"] <= 120
+    # the root file system is read-only: the file's folder must be a volume of the task
+    assert container["ReadonlyRootFilesystem"] is True
+    (mount,) = container["MountPoints"]
+    assert mount["ContainerPath"] == os.path.dirname(image_env("worker")["SQSDELAY_LIVENESS_FILE"])
+
+
+@pytest.mark.parametrize(
+    ("uri", "allowed"),
+    [
+        (f"123456789012.dkr.ecr.us-east-1.amazonaws.com/sqsdelay-worker@sha256:{'a1' * 32}", True),
+        (f"sqsdelay-worker:1.2@sha256:{'0' * 64}", True),
+        ("123456789012.dkr.ecr.us-east-1.amazonaws.com/sqsdelay-worker:latest", False),
+        ("sqsdelay-worker", False),
+        (f"sqsdelay-worker@sha256:{'A' * 64}", False),
+        (f"sqsdelay-worker@sha256:{'0' * 63}", False),
+    ],
+)
+def test_ecs_image_is_named_by_digest(uri: str, allowed: bool) -> None:
+    """CloudFormation matches AllowedPattern against the whole value."""
+    pattern = cfn.load("worker-ecs.yaml")["Parameters"]["ImageUri"]["AllowedPattern"]
+    assert bool(re.fullmatch(pattern, uri)) is allowed
 
 
 def test_ecs_stop_timeout_covers_the_worst_graceful_stop() -> None:

@@ -17,7 +17,7 @@ PREFIX = "p-"
 TOPIC = f"arn:aws:sns:{cfn.REGION}:{cfn.ACCOUNT}:sqsdelay-alarms"
 KEY = f"arn:aws:kms:{cfn.REGION}:{cfn.ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 ECS = {
-    "ImageUri": "sqsdelay-worker",
+    "ImageUri": f"sqsdelay-worker@sha256:{'0' * 64}",
     "Subnets": ["subnet-1"],
     "SecurityGroups": ["sg-1"],
     "AlarmTopicArn": TOPIC,

@@ -10,7 +10,7 @@ import pytest
 from tests.support import cfn
 
 ECS = {
-    "ImageUri": "sqsdelay-worker",
+    "ImageUri": f"sqsdelay-worker@sha256:{'0' * 64}",
     "Subnets": ["subnet-1"],
     "SecurityGroups": ["sg-1"],
     "AlarmTopicArn": f"arn:aws:sns:{cfn.REGION}:{cfn.ACCOUNT}:alarms",
