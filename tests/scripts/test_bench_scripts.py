@@ -77,12 +77,16 @@ def test_bench_cost() -> None:
 
 
 def burst(short_batches: int) -> dict[str, Any]:
-    """The issue's burst (300 messages due within one second on one destination), the
-    worker's requests 20 ms from fauxqs as from SQS."""
+    """A burst of 200 messages due within one second on one destination, the worker's
+    requests 40 ms from fauxqs, as from SQS in another zone. (The issue's 300 at 20 ms is in
+    docs/short-batches.md; beside the rest of `make test` the machine is past its limit and
+    every request costs CPU, so the test keeps the burst smaller and the network slower: a
+    worker that polls one receive at a time is then seconds late, one that polls in parallel
+    is not.)"""
     out = run_script(
         "bench_worker.py",
-        *("--only", "burst", "--seconds", "1", "--latency-ms", "20"),
-        *("--burst-messages", "300", "--burst-destinations", "1", "--burst-window", "1"),
+        *("--only", "burst", "--seconds", "1", "--latency-ms", "40"),
+        *("--burst-messages", "200", "--burst-destinations", "1", "--burst-window", "1"),
         *("--burst-cycle", "5", "--short-batches", str(short_batches)),
     )
     result: dict[str, Any] = out["burst"]
@@ -96,6 +100,6 @@ def test_a_burst_with_short_receives_is_handed_over_about_as_fast_as_with_full_o
     queue polled the burst with one loop: p99 5 s against 0.07 s with full batches (issue
     45). The bar: p99 within max(1 s, 3x the full-batch run's)."""
     full, short = burst(0), burst(3)
-    assert short["receives_shortened"] >= 100  # 300 messages at 1..3 a receive
+    assert short["receives_shortened"] >= 66  # 200 messages at 1..3 a receive
     print(f"p99 full {full['lateness_p99_s']} s, short {short['lateness_p99_s']} s")
     assert short["lateness_p99_s"] <= max(1.0, 3 * full["lateness_p99_s"])
