@@ -19,28 +19,73 @@ from sqsdelay.cost.summary import Report
 
 
 def write_xlsx(report: Report, path: Path) -> Path:
-    """One sheet per table, with number formats and a totals row (openpyxl)."""
-    import pandas as pd
+    """One sheet per table, with number formats and a totals row. Streamed a row at a time
+    (openpyxl's write-only mode): cell by cell, 30,000 rows took 26 s."""
+    from openpyxl import Workbook
 
     formats = {COUNT: "#,##0", MONEY: "#,##0.00##"}
-    with pd.ExcelWriter(path, engine="openpyxl") as writer:
-        for name, table in report.tables.items():
-            df = rounded(table)  # the totals row adds up what the sheet shows
-            df.to_excel(writer, sheet_name=name)
-            sheet = writer.sheets[name]
-            columns = list(df.columns)
-            total_row = len(df) + 2
-            sheet.cell(row=total_row, column=1, value="total")
-            for column, _, kind in view(report, name):
-                col = columns.index(column) + 2
-                if kind == TEXT:
-                    continue
-                total = float(df[column].sum())
-                sheet.cell(row=total_row, column=col, value=round_money(total))
-                for row in range(2, total_row + 1):
-                    sheet.cell(row=row, column=col).number_format = formats[kind]
-            sheet.column_dimensions["A"].width = 24
+    book = Workbook(write_only=True)
+    for name, table in report.tables.items():
+        kinds = {column: kind for column, _, kind in view(report, name) if kind != TEXT}
+        df = rounded(table)  # the totals row adds up what the sheet shows
+        number_formats = [formats[kinds[c]] if c in kinds else None for c in df.columns]
+        _write_sheet(book.create_sheet(name), df, number_formats)
+    book.save(path)
     return path
+
+
+def _write_sheet(sheet: Any, df: Any, number_formats: list[str | None]) -> None:
+    """The index and the columns with their headings, then the totals of the formatted
+    columns; a column's format on its values and its total."""
+    from openpyxl.cell import WriteOnlyCell
+    from openpyxl.styles import Alignment, Border, Font, Side
+
+    thin = Side(style="thin")
+    # The headings and the index as pandas' to_excel styled them (the sheets were its).
+    heading = {
+        "font": Font(bold=True),
+        "border": Border(left=thin, right=thin, top=thin, bottom=thin),
+        "alignment": Alignment(horizontal="center", vertical="top"),
+    }
+
+    def cell(value: Any, **style: Any) -> Any:
+        made = WriteOnlyCell(sheet, value=value)
+        for key, setting in style.items():
+            setattr(made, key, setting)
+        return made
+
+    def formatted(value: Any, number_format: str | None) -> Any:
+        return value if number_format is None else cell(value, number_format=number_format)
+
+    sheet.column_dimensions["A"].width = 24
+    label = df.index.name
+    sheet.append(
+        [None if label is None else cell(label, **heading), *(cell(c, **heading) for c in df)]
+    )
+    columns = [df[c].tolist() for c in df.columns]
+    for i, index in enumerate(df.index.tolist()):
+        values = (_excel_value(column[i]) for column in columns)
+        sheet.append(
+            [
+                cell(index, **heading),
+                *(formatted(v, f) for v, f in zip(values, number_formats, strict=True)),
+            ]
+        )
+    totals = (
+        None if f is None else formatted(round_money(float(df[c].sum())), f)
+        for c, f in zip(df.columns, number_formats, strict=True)
+    )
+    sheet.append(["total", *totals])
+
+
+def _excel_value(value: Any) -> Any:
+    """A value as pandas' to_excel writes it: an empty cell for NaN, "inf" for infinity."""
+    if isinstance(value, float):
+        if value != value:
+            return None
+        if value in (float("inf"), float("-inf")):
+            return "inf" if value > 0 else "-inf"
+    return value
 
 
 def rounded(df: Any) -> Any:
