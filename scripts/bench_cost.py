@@ -17,12 +17,18 @@
   against DuckDB spreading the same messages over their usage months and summing the same
   bill lines in a fresh process (`spark_over_duckdb`; issue bar: at most 3, peak 1.2 GiB).
 
+DuckDB runs two formulations of the same work (tests/support/duckdb_cost.py): the fastest
+we found (`duckdb_same_aggregation`, `spark_over_duckdb`), and the lateral unnest this
+benchmark used until issue 46 (`duckdb_lateral_unnest`, `spark_over_duckdb_lateral_unnest`;
+`--references duckdb` leaves it out).
+
 One-shot figures are the median of --repeat runs (Parquet, DuckDB and JSON interleaved, so
 that a busy moment on the machine does not fall on one of them only); the range is printed
 next to it. Peak memory is the highest of all runs.
 
     .venv/bin/python scripts/bench_cost.py [--rows 10000000] [--warm-rows 50000000]
         [--json-rows 10000000] [--bill-rows 1000000] [--repeat 3] [--keep DIR]
+        [--references duckdb,duckdb_lateral_unnest]
 """
 
 from __future__ import annotations
@@ -39,6 +45,10 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+# The DuckDB references are shared with the parity tests (tests/support/duckdb_cost.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support import duckdb_cost
 
 SPEC = {
     "months": 12,
@@ -191,39 +201,11 @@ def _drop(run: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in run.items() if k != "stdout"}
 
 
-# What the report computes, in DuckDB: each message spread over the calendar months of its
-# delay (its share of the delay in each; the count and the send in the send month), with the
-# report's keys (destination, usage month, band, log2 bucket) and sums of per-message
-# quantities, on the same file. Every phase compares Spark with this, so that a ratio is of
-# like work (until 2026-11-25 the one-shot and warm references did not spread over months).
-DUCKDB_AGG = r"""
-WITH e AS (
-  SELECT destination, CAST("timestamp" AS TIMESTAMPTZ) AS ts, ceil(delay_seconds) AS n,
-    size_bytes AS size FROM read_parquet('{events}/*.parquet')),
-q AS (
-  SELECT *, greatest(ceil(n / 900) - 1, 0) AS k, greatest(ceil(size / 65536), 1) AS c,
-    CASE WHEN n > 900 THEN greatest(ceil(size * 10 / 65536), 1) ELSE 0 END AS b,
-    ts + to_seconds(n::BIGINT) AS due FROM e),
-life AS (
-  SELECT q.*, m AS month_start, (m = date_trunc('month', ts))::INT AS at_send,
-    CASE WHEN n = 0 THEN (m = date_trunc('month', ts))::DOUBLE
-      ELSE epoch(least(due, m + INTERVAL 1 MONTH) - greatest(ts, m)) / n END AS share
-  FROM q, unnest(generate_series(date_trunc('month', ts), date_trunc('month', due),
-    INTERVAL 1 MONTH)) AS t(m))
-SELECT destination, strftime(month_start, '%Y-%m') AS month,
-  (n > 900)::INT + (n > 3600)::INT + (n > 86400)::INT + (n > 2592000)::INT AS band,
-  floor(log2(greatest(n, 1)))::INT AS bucket,
-  sum(at_send) AS messages, sum(n * at_send) AS delay_seconds,
-  sum((n > 900)::INT * at_send) AS routed, sum(c * at_send) AS chunks,
-  sum(CASE WHEN n > 900 THEN c ELSE 0 END * at_send) AS routed_chunks,
-  sum(CASE WHEN n > 900 THEN n ELSE 0 END * share) AS routed_delay,
-  sum(k * share) AS cycles, sum(k * c * share) AS cycle_chunks, sum(b * share) AS batch_chunks,
-  sum(k * b * share) AS cycle_batch_chunks, min(ts) AS first_ts, max(ts) AS last_ts
-FROM life GROUP BY ALL
-"""
-SETTINGS = "SET TimeZone = 'UTC';\nSET enable_progress_bar = false;\n"
-# The one-shot and warm phases: the aggregation alone.
-DUCKDB_SQL = SETTINGS + DUCKDB_AGG
+# The DuckDB references (tests/support/duckdb_cost.py, which the parity tests hold to the
+# report's numbers): "duckdb", the fastest formulation of the report's aggregation we found,
+# which every ratio is against; "duckdb_lateral_unnest", the same work as this benchmark
+# wrote it until issue 46 (ten times slower), reported beside it.
+REFERENCES = list(duckdb_cost.AGGREGATIONS)
 
 DUCKDB_ONE_SHOT = """
 import sys, time
@@ -277,46 +259,28 @@ def generate_bill(rows: int, events: Path, path: Path) -> float:
     return round(time.perf_counter() - started, 1)
 
 
-# The job with a bill, in DuckDB: the same aggregation, and the bill's lines booked to
-# component, destination and usage month.
-BILL_PART = r"""
-CREATE TEMP TABLE bill AS
-SELECT CASE WHEN queue LIKE '%-delay.fifo' THEN 'delay-queue'
-    WHEN queue IN (SELECT DISTINCT destination FROM agg) THEN 'destination-queue' END AS component,
-  regexp_replace(queue, '-delay\.fifo$', '') AS destination,
-  strftime(line_item_usage_start_date, '%Y-%m') AS month,
-  sum(pricing_public_on_demand_cost) AS list,
-  sum(coalesce(line_item_net_unblended_cost, line_item_unblended_cost)) AS billed,
-  sum(line_item_usage_amount) AS requests, count(*) AS lines
-FROM (SELECT *, split_part(line_item_resource_id, ':', -1) AS queue
-      FROM read_parquet('{bill}')
-      WHERE line_item_product_code = 'AWSQueueService' AND line_item_line_item_type <> 'Tax')
-GROUP BY ALL HAVING component IS NOT NULL;
-SELECT (SELECT count(*) FROM agg) + (SELECT count(*) FROM bill);
-"""
-DUCKDB_BILL_SQL = "".join((SETTINGS, "CREATE TEMP TABLE agg AS ", DUCKDB_AGG, ";", BILL_PART))
-
-
-def duckdb_fresh(path: Path) -> dict[str, Any]:
-    run = timed_process([sys.executable, "-c", DUCKDB_ONE_SHOT, DUCKDB_SQL.format(events=path)])
+def duckdb_fresh(path: Path, name: str) -> dict[str, Any]:
+    sql = duckdb_cost.aggregation_sql(name, str(path))
+    run = timed_process([sys.executable, "-c", DUCKDB_ONE_SHOT, sql])
     inner, groups = run["stdout"].split()[-2:]
     return {**_drop(run), "query_seconds": float(inner), "groups": int(groups)}
 
 
-def duckdb_bill_fresh(events: Path, bill: Path) -> dict[str, Any]:
-    sql = DUCKDB_BILL_SQL.format(events=events, bill=bill)
+def duckdb_bill_fresh(events: Path, bill: Path, name: str) -> dict[str, Any]:
+    sql = duckdb_cost.bill_sql(name, str(events), str(bill))
     run = timed_process([sys.executable, "-c", DUCKDB_ONE_SHOT, sql])
     inner, _ = run["stdout"].split()[-2:]
     return {**_drop(run), "query_seconds": float(inner)}
 
 
-def duckdb_warm(path: Path) -> dict[str, Any]:
+def duckdb_warm(path: Path, name: str) -> dict[str, Any]:
     import duckdb
 
     con = duckdb.connect()
-    con.execute(DUCKDB_SQL.format(events=path)).fetchall()  # warm-up
+    sql = duckdb_cost.aggregation_sql(name, str(path))
+    con.execute(sql).fetchall()  # warm-up
     started = time.perf_counter()
-    groups = len(con.execute(DUCKDB_SQL.format(events=path)).fetchall())
+    groups = len(con.execute(sql).fetchall())
     return {"wall_seconds": round(time.perf_counter() - started, 2), "groups": groups}
 
 
@@ -337,6 +301,26 @@ def spark_warm(path: Path) -> dict[str, Any]:
     return {"wall_seconds": round(wall, 2), "rows": rows, "rows_per_second": round(rows / wall)}
 
 
+def ratios(spark: dict[str, Any], ducks: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Spark's wall time over each reference's: `spark_over_duckdb` against the first (the
+    fast one), `spark_over_<name>` against the others."""
+    first = next(iter(ducks))
+    return {
+        ("spark_over_duckdb" if name == first else f"spark_over_{name}"): round(
+            spark["wall_seconds"] / duck["wall_seconds"], 2
+        )
+        for name, duck in ducks.items()
+    }
+
+
+def against(spark: dict[str, Any], ducks: dict[str, dict[str, Any]], label: str) -> dict[str, Any]:
+    """The references' runs (the first under `label`, the others under their names) and
+    Spark's ratios to them."""
+    first = next(iter(ducks))
+    runs = {(label if name == first else name): duck for name, duck in ducks.items()}
+    return {**runs, **ratios(spark, ducks)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -351,7 +335,15 @@ def main() -> None:
         default="auto",
         help="SQSDELAY_SPARK_CLASS_ARCHIVE of the runs that measure the default (off: no dump)",
     )
+    parser.add_argument(
+        "--references",
+        default=",".join(REFERENCES),
+        help="DuckDB references to run, comma-separated; the first is the one ratios are against",
+    )
     args = parser.parse_args()
+    refs = args.references.split(",")
+    if not refs or not set(refs) <= set(REFERENCES):
+        parser.error(f"--references: some of {', '.join(REFERENCES)}")
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-cost-"))
     work.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"cores": os.cpu_count(), "master": "local[2]"}
@@ -370,28 +362,27 @@ def main() -> None:
         if args.rows:
             shutil.rmtree(work / "cache", ignore_errors=True)
             writing = spark_report(data["parquet"], work / "report-first", args.class_archive)
-            runs: dict[str, list[dict[str, Any]]] = {"spark": [], "duck": [], "json": []}
+            runs: dict[str, list[dict[str, Any]]] = {"spark": [], "json": []}
+            runs.update({name: [] for name in refs})
             for _ in range(args.repeat):
                 runs["spark"].append(
                     spark_report(data["parquet"], work / "report-parquet", args.class_archive)
                 )
-                runs["duck"].append(duckdb_fresh(data["parquet"]))
+                for name in refs:
+                    runs[name].append(duckdb_fresh(data["parquet"], name))
                 if args.json_rows:
                     runs["json"].append(
                         spark_report(data["json"], work / "report-json", args.class_archive)
                     )
-            spark, duck = median_of(runs["spark"]), median_of(runs["duck"])
+            spark = median_of(runs["spark"])
+            ducks = {name: median_of(runs[name]) for name in refs}
             off = spark_report(data["parquet"], work / "report-off", "off")
             results["one_shot_parquet"] = {
                 "rows": args.rows,
                 "spark_cost_report": spark,
-                "duckdb_same_aggregation": duck,
-                "spark_over_duckdb": round(spark["wall_seconds"] / duck["wall_seconds"], 2),
+                **against(spark, ducks, "duckdb_same_aggregation"),
                 "first_run_writing_class_archive": writing,
-                "class_archive_off": {
-                    **off,
-                    "spark_over_duckdb": round(off["wall_seconds"] / duck["wall_seconds"], 2),
-                },
+                "class_archive_off": {**off, **ratios(off, ducks)},
             }
         if args.rows and args.bill_rows:
             bill = work / f"bill-{args.bill_rows}.parquet"
@@ -399,29 +390,30 @@ def main() -> None:
                 results["generate_bill_seconds"] = generate_bill(
                     args.bill_rows, data["parquet"], bill
                 )
-            with_bill = {"spark": [], "duck": []}
+            with_bill: dict[str, list[dict[str, Any]]] = {"spark": []}
+            with_bill.update({name: [] for name in refs})
             for _ in range(args.repeat):
                 out = work / "report-bill"
                 with_bill["spark"].append(
                     spark_report(data["parquet"], out, args.class_archive, bill)
                 )
-                with_bill["duck"].append(duckdb_bill_fresh(data["parquet"], bill))
-            spark, duck = median_of(with_bill["spark"]), median_of(with_bill["duck"])
+                for name in refs:
+                    with_bill[name].append(duckdb_bill_fresh(data["parquet"], bill, name))
+            spark = median_of(with_bill["spark"])
+            ducks = {name: median_of(with_bill[name]) for name in refs}
             results["one_shot_with_bill"] = {
                 "rows": args.rows,
                 "bill_rows": args.bill_rows,
                 "spark_cost_report": spark,
-                "duckdb_same_join_and_sums": duck,
-                "spark_over_duckdb": round(spark["wall_seconds"] / duck["wall_seconds"], 2),
+                **against(spark, ducks, "duckdb_same_join_and_sums"),
             }
         if args.warm_rows:
             spark = spark_warm(data["warm"])
-            duck = duckdb_warm(data["warm"])
+            ducks = {name: duckdb_warm(data["warm"], name) for name in refs}
             results["warm_parquet"] = {
                 "rows": args.warm_rows,
                 "spark_aggregation": spark,
-                "duckdb_same_aggregation": duck,
-                "spark_over_duckdb": round(spark["wall_seconds"] / duck["wall_seconds"], 2),
+                **against(spark, ducks, "duckdb_same_aggregation"),
             }
         if args.json_rows:
             if args.rows:

@@ -1,7 +1,8 @@
 """The cost report against an independent engine: DuckDB SQL written from the price lists
 (not generated from `sqsdelay.cost.pricing`), on 200,000 generated event-log lines with the
 edge cases, must give the report's CSVs to the cent, usage months and prorated idle polling
-included."""
+included. So must the aggregations `scripts/bench_cost.py` times the report against
+(`tests/support/duckdb_cost.py`), priced here."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 from sqsdelay.cost.pricing import load_pricing
 from sqsdelay.cost.run import run_report
+from tests.support import duckdb_cost
 
 pytestmark = pytest.mark.spark
 ROWS = 200_000
@@ -262,32 +264,127 @@ def _cents(df: Any, columns: list[str]) -> Any:
     return out.sort_index()
 
 
-def test_report_matches_duckdb_to_the_cent(spark: Any, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def report(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The event log and the report on it, made once for the tests of this module."""
+    tmp_path = tmp_path_factory.mktemp("parity")
     log = tmp_path / "events.jsonl"
     event_log(log)
     out = tmp_path / "report"
     run_report(inputs=[str(log)], output=str(out), pricing=load_pricing(), spark=spark)
+    return log, out
+
+
+MONEY = [
+    "messages",
+    "delayed_messages",
+    "reference_cost",
+    "exact_cost",
+    "batched_cost",
+    "scheduler_cost",
+    "parked_cost",
+    "idle_poll_cost",
+]
+
+
+def test_report_matches_duckdb_to_the_cent(report: tuple[Path, Path]) -> None:
+    log, out = report
     want_month, want_dest = duckdb_tables(log)
     got_month = pd.read_csv(out / "by_month.csv", index_col="month")
     got_dest = pd.read_csv(out / "by_destination.csv", index_col="destination")
-    money = [
-        "messages",
-        "delayed_messages",
-        "reference_cost",
-        "exact_cost",
-        "batched_cost",
-        "scheduler_cost",
-        "parked_cost",
-        "idle_poll_cost",
-    ]
     assert "2025-12" in want_month.index and "lonely" in want_dest.index
     assert want_dest.loc["lonely", "messages"] == 1
     assert want_month["batched_cost"].sum() > 1  # enough money that cents can differ
     pd.testing.assert_frame_equal(
-        _cents(got_month, [*money, "estimated_cost"]),
-        _cents(want_month, [*money, "estimated_cost"]),
+        _cents(got_month, [*MONEY, "estimated_cost"]),
+        _cents(want_month, [*MONEY, "estimated_cost"]),
     )
-    pd.testing.assert_frame_equal(_cents(got_dest, money), _cents(want_dest, money))
+    pd.testing.assert_frame_equal(_cents(got_dest, MONEY), _cents(want_dest, MONEY))
     summary = json.loads((out / "summary.json").read_text())
     assert summary["input"]["scheduled"] == int(want_month["messages"].sum())
     assert summary["input"]["malformed"] > 0 and summary["input"]["other_events"] > 0
+
+
+# The benchmark's aggregations (per destination, usage month, band, bucket) priced as SQL
+# above prices each message: the models are linear in the summed quantities. Parking is not
+# in them (its threshold, 10,020 s, splits a bucket), so it is not compared here.
+PRICE_AGG = """
+CREATE TABLE priced AS SELECT destination, month, messages, routed AS delayed,
+  2 * routed_delay / 900 * 0.50 / 1e6 AS reference_cost,
+  ((2 * cycle_chunks + cycles) * 0.50 + chunks * 0.40) / 1e6 AS exact_cost,
+  routed_chunks + (2 * cycle_batch_chunks - batch_chunks + cycles) / 10 AS fifo,
+  batch_chunks / 10 + chunks - routed_chunks AS standard,
+  (routed * 1.00 + chunks * 0.40) / 1e6 AS scheduler_cost
+FROM agg;
+CREATE TABLE idle AS
+WITH w AS (SELECT max(last_ts) AS e FROM agg),
+first AS (SELECT destination, min(first_ts) AS f FROM agg GROUP BY destination),
+months AS (
+  SELECT destination, f, e, unnest(generate_series(date_trunc('month', f),
+                                                   date_trunc('month', e), INTERVAL 1 MONTH)) AS m
+  FROM first, w)
+SELECT destination, strftime(m, '%Y-%m') AS month,
+  (epoch(least(e, m + INTERVAL 1 MONTH)) - epoch(greatest(f, m))) / 20 AS polls
+FROM months;
+"""
+PRICED_BY = """
+WITH r AS (
+  SELECT {key}, sum(messages) AS messages, sum(delayed) AS delayed_messages,
+    sum(reference_cost) AS reference_cost, sum(exact_cost) AS exact_cost,
+    sum((fifo * 0.50 + standard * 0.40) / 1e6) AS batched_cost,
+    sum(scheduler_cost) AS scheduler_cost, sum(fifo) AS fifo, sum(standard) AS standard
+  FROM priced GROUP BY {key}),
+i AS (SELECT {key}, sum(polls) AS polls FROM idle GROUP BY {key})
+SELECT {key}, coalesce(messages, 0) AS messages,
+  coalesce(delayed_messages, 0) AS delayed_messages,
+  coalesce(reference_cost, 0) AS reference_cost, coalesce(exact_cost, 0) AS exact_cost,
+  coalesce(batched_cost, 0) AS batched_cost, coalesce(scheduler_cost, 0) AS scheduler_cost,
+  coalesce(polls, 0) * 0.50 / 1e6 AS idle_poll_cost,
+  ((coalesce(fifo, 0) + coalesce(polls, 0)) * 0.50 + coalesce(standard, 0) * 0.40) / 1e6
+    AS estimated_cost
+FROM r FULL JOIN i USING ({key}) ORDER BY {key}
+"""
+
+
+def test_the_benchmarks_duckdb_aggregations_give_the_reports_numbers_to_the_cent(
+    report: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Both of `scripts/bench_cost.py`'s DuckDB references (the fast one the ratios are
+    against, and the lateral unnest kept beside it) on the log's valid rows as Parquet."""
+    import duckdb
+
+    log, out = report
+    con = duckdb.connect()
+    con.execute(SQL.format(path=log))  # the valid rows, as the report reads them
+    events = tmp_path / "events"
+    events.mkdir()
+    con.sql(
+        "SELECT ts AS timestamp, destination, n AS delay_seconds, size AS size_bytes FROM ok"
+    ).write_parquet(str(events / "part-0.parquet"))
+    (valid,) = con.execute("SELECT count(*) FROM ok").fetchone()
+    got_month = pd.read_csv(out / "by_month.csv", index_col="month")
+    got_dest = pd.read_csv(out / "by_destination.csv", index_col="destination")
+    money = [c for c in MONEY if c != "parked_cost"]
+    groups = {}
+    for name in duckdb_cost.AGGREGATIONS:
+        ref = duckdb.connect()
+        ref.execute(duckdb_cost.SETTINGS)
+        aggregation = duckdb_cost.AGGREGATIONS[name].format(events=events)
+        ref.execute(f"CREATE TABLE agg AS {aggregation}")
+        groups[name] = ref.execute("SELECT count(*) FROM agg").fetchone()
+        ref.execute(PRICE_AGG)
+        want_month = ref.execute(PRICED_BY.format(key="month")).df().set_index("month")
+        want_dest = ref.execute(PRICED_BY.format(key="destination")).df()
+        want_dest = want_dest.set_index("destination")
+        assert want_month["messages"].sum() == valid, name
+        pd.testing.assert_frame_equal(
+            _cents(got_month, [*money, "estimated_cost"]),
+            _cents(want_month, [*money, "estimated_cost"]),
+            obj=f"{name} by month",
+        )
+        pd.testing.assert_frame_equal(
+            _cents(got_dest, money), _cents(want_dest, money), obj=f"{name} by destination"
+        )
+    # The same groups too (a message due on a month's first microsecond adds that month,
+    # with a zero share, in both).
+    assert len(set(groups.values())) == 1, groups
