@@ -309,15 +309,11 @@ class Worker:
             self._batch_seconds.largest(now),
         )
 
-    async def _calm(self, visibility: int) -> bool:
-        """Wait while the event loop lags too much to take a batch (backpressure); whether
-        it calmed before the worker stopped."""
-        while heartbeat.lagging(self.lag_seconds(), visibility):
-            self.stats.events["receive_held_back"] += 1
-            await self._wait_or_stop(LAG_SAMPLE_S)
-            if self._stop.is_set():
-                return False
-        return True
+    def _lagging(self) -> bool:
+        """Whether the event loop lags too much for more batches in hand (backpressure: no
+        extra loop starts, and the extra ones end; each queue's first loop goes on, so a loop
+        slowed by the machine rather than by its own work still moves every queue)."""
+        return heartbeat.lagging(self.lag_seconds(), self.settings.receive_visibility())
 
     def _receive_call(self, q: QueueLoops, visibility: int) -> Call:
         params = {
@@ -476,9 +472,10 @@ class Worker:
                     await self._wait_while_empty(q, self._idle_period)
                     if self._stop.is_set() or q.gone:
                         break
+                if not first and self._lagging():
+                    self.stats.events["receive_held_back"] += 1
+                    return  # backpressure: fewer batches in hand while the loop lags
                 visibility = self.receive_visibility()
-                if not await self._calm(visibility):
-                    break
                 assert self._poller is not None, "the worker is not running"
                 [reply] = await self._poller([self._receive_call(q, visibility)])
                 if reply.fault is not None:
@@ -510,7 +507,8 @@ class Worker:
         reserve = self._polls // 8 if self.discovering else 0
         spare = self._polls - len(self.queues) - self._extra - reserve
         allowed = q.demand.loops_allowed(self.concurrency)
-        return q.loops < allowed and spare > 0 and not self._stop.is_set()
+        calm = not self._lagging()
+        return q.loops < allowed and spare > 0 and calm and not self._stop.is_set()
 
     async def _process(self, trio: QueueTrio, raw: list[dict[str, Any]], visibility: int) -> None:
         received = [from_boto(m) for m in raw]

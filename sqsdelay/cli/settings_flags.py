@@ -44,6 +44,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "max_attempts",
         "max_receive_failure_seconds",
         "stats_interval_seconds",
+        "liveness_file",
     ),
     "Parking": (
         "parking",

@@ -9,8 +9,10 @@ burst). The heartbeat must not lose to the work it protects:
   (the first beat fires at half of it, late by the lag, and its call takes up to a batch's
   time); at ease that is the configured receive visibility (3 s), so a lost receive answer
   still costs seconds;
-- while the loop lags by more than a quarter of that, the receive loops take no new batch
-  (backpressure): what is in hand is finished first.
+- while the loop lags by more than half the configured receive visibility, a queue
+  gets no extra receive loop and its extra ones end (backpressure): fewer batches in hand.
+  Its first loop goes on: a loop slowed by the machine, not by its own work, must still move
+  every queue.
 `Recent` keeps the largest of the recent samples: a loop that lagged a second ago may lag
 again.
 """
@@ -51,6 +53,8 @@ def receive_visibility(short: int, full: int, lag_s: float, batch_s: float) -> i
     return min(full, max(short, need))
 
 
-def lagging(lag_s: float, visibility: int) -> bool:
-    """Whether the loop lags too much to take another batch."""
-    return lag_s > visibility / 4
+def lagging(lag_s: float, short: int) -> bool:
+    """Whether the loop lags too much for more batches in hand: by more than half the
+    configured receive visibility `short`, where a beat at half of it would be late (the
+    sized visibility grows with the lag, so it would never say so)."""
+    return lag_s > short / 2

@@ -13,7 +13,7 @@ def test_at_ease_the_short_visibility_stands_and_a_lagging_loop_asks_for_more() 
     # lagging 0.8 s with 1.5 s batches: the first beat at half of 7 s lands after 2.3 s at most
     assert receive_visibility(3, 60, lag_s=0.8, batch_s=1.5) == 7
     assert receive_visibility(3, 60, lag_s=40, batch_s=1) == 60  # never above the timeout
-    assert not lagging(0.5, 3) and lagging(0.8, 3)
+    assert not lagging(1.4, 3) and lagging(1.6, 3) and lagging(0.6, 1)
 
 
 @given(st.integers(1, 30), st.integers(1, 43_200), st.floats(0, 100), st.floats(0, 100))

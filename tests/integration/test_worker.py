@@ -542,27 +542,27 @@ def test_a_lagging_event_loop_neither_loses_its_batches_nor_duplicates_them(
     make_settings: Callable[..., Settings], sqs: Any
 ) -> None:
     """An ECS task at 100 % CPU is an event loop that runs late: here something in the
-    worker's loop blocks it for 0.4 s ten times in 5 s, against a 1 s receive visibility. The
+    worker's loop blocks it for 0.6 s in every 0.7 s, against a 1 s receive visibility. The
     heartbeat used to fire at half of that, late by the lag, after the visibility had run
     out: the batch came back to another loop while in hand. Now the visibility covers the
-    lag and the batches' time, the beat allows for the lag, and the loops take no new batch
+    lag and the batches' time, the beat allows for the lag, and no extra loop takes a batch
     while it lags (core.heartbeat)."""
     s = short_visibility(make_settings)
     urls = setup_queues(s, sqs)
-    total = 40
+    total = 20
     dest = Collector(sqs, urls["orders"])
     stop = threading.Event()
 
     async def hog() -> None:
         while not stop.is_set():
             await asyncio.sleep(0.1)
-            time.sleep(0.4)  # noqa: ASYNC251 - the point: a loop that cannot keep up
+            time.sleep(0.6)  # noqa: ASYNC251 - the point: a loop that cannot keep up
 
     with RunningWorker(s, ["orders"]) as running:
         lagging = asyncio.run_coroutine_threadsafe(hog(), running._loop)
         # The loop lags before the messages come (a lag that appears within one receive
         # visibility of a batch is beyond any estimate).
-        wait_for(lambda: running.worker.lag_seconds() >= 0.3, timeout=10)
+        wait_for(lambda: running.worker.lag_seconds() >= 0.5, timeout=10)
         Sender(s, client=sqs).send_batch(
             "orders", [Message(f"m{i}", delay=CYCLE + 1 + i % 4) for i in range(total)]
         )
