@@ -282,10 +282,18 @@ class Settings(BaseSettings):
         visibility timeout is the queue's, so only this bounds it, with its remaining time)."""
         return defaults.STOP_CALLS * self.call_timeout_seconds
 
+    def receive_deadline_seconds(self) -> float:
+        """How long a long poll may take before the worker gives it up: its wait and a fixed
+        margin (botocore's read timeout bounds one attempt only, and three stalled attempts
+        outlasted ECS's stop timeout). Not the call time limit: a small one would give up
+        healthy empty polls."""
+        return self.wait_time_seconds + defaults.RECEIVE_MARGIN_SECONDS
+
     def stop_budget_seconds(self) -> float:
         """The longest a graceful stop can take (what ECS's stopTimeout must cover): the polls
-        in progress return, then the batches in hand finish within their budget."""
-        return self.wait_time_seconds + self.batch_budget_seconds()
+        in progress return (at their deadline at the latest), then the batches in hand
+        finish within their budget."""
+        return self.receive_deadline_seconds() + self.batch_budget_seconds()
 
 
 # Settings that decide what `install` creates; a hint repeats those that are not default.

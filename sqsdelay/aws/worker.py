@@ -77,6 +77,9 @@ class QueueLoops:
     # What its receives showed: drained (an empty one), and how many loops it may have
     # (core.receive_loops: a short batch is no sign of a drained queue on SQS)
     demand: QueueDemand = field(default_factory=QueueDemand)
+    # How long its batches took lately (core.heartbeat): its own, so that one destination
+    # whose sends are slow does not lengthen every queue's receive visibility.
+    batch_seconds: heartbeat.Recent = field(default_factory=heartbeat.Recent)
     counted_at: float = float("-inf")  # when its counts were last checked (core.idle)
 
 
@@ -141,7 +144,6 @@ class Worker:
         # real monotonic clock: they size the receive visibility and hold back receives.
         self._lag = heartbeat.Recent()
         self._touch_warned = float("-inf")
-        self._batch_seconds = heartbeat.Recent()
         self._extra = 0  # receive loops beyond each queue's first, over all queues
 
     def stop(self) -> None:
@@ -254,9 +256,9 @@ class Worker:
         self.metrics.flush(self.stats.tally, self.state.offset.estimate(), backlog)
 
     async def _count_backlog(self) -> None:
-        """The visible messages of the queues whose receives bring messages; the drained ones
-        count 0 (core.backlog)."""
-        busy = [q for q in self.queues if not q.demand.drained]
+        """The visible messages of the queues whose receives show a backlog (core.receive_loops);
+        the others are kept up with and count 0 (core.backlog)."""
+        busy = [q for q in self.queues if q.demand.backlogged]
         for q in self.queues:
             self.backlog.counted(q.trio.delay, 0)
         attribute = idle.COUNTS[0]  # ApproximateNumberOfMessages: the visible ones
@@ -298,15 +300,15 @@ class Worker:
         """The event loop's largest recent lag."""
         return self._lag.largest(time.monotonic())
 
-    def receive_visibility(self) -> int:
-        """What a receive asks for now: the short visibility, or more while the loop lags
-        or batches take long (core.heartbeat)."""
+    def receive_visibility(self, q: QueueLoops) -> int:
+        """What a receive of `q` asks for now: the short visibility, or more while the loop
+        lags or its batches take long (core.heartbeat)."""
         now = time.monotonic()
         return heartbeat.receive_visibility(
             self.settings.receive_visibility(),
             self.settings.visibility_timeout_seconds,
             self._lag.largest(now),
-            self._batch_seconds.largest(now),
+            q.batch_seconds.largest(now),
         )
 
     def _lagging(self) -> bool:
@@ -325,7 +327,7 @@ class Worker:
         }
         # A deadline of its own: botocore's read timeout bounds one attempt only, and three
         # attempts of a stalled poll (30 s each) outlasted ECS's stop timeout (75 s).
-        deadline = self.settings.wait_time_seconds + self.settings.call_timeout_seconds
+        deadline = self.settings.receive_deadline_seconds()
         return Call("sqs", "ReceiveMessage", params, q.trio.delay, deadline)
 
     def _receive_failed(self, q: QueueLoops, fault: Fault) -> float:
@@ -457,11 +459,13 @@ class Worker:
 
     async def _receive_loop(self, tg: asyncio.TaskGroup, q: QueueLoops, *, first: bool) -> None:
         """The first loop of a queue polls it for as long as it is drained, beginning with its
-        counts (core.idle); the others are extra loops for a backlog. Each receive that brings
-        messages, however few, starts another (within the concurrency): SQS returns short
-        batches while more wait. An extra loop ends when a receive comes back empty, or before
-        its next one once any loop of the queue has (each extra loop polling once more, into
-        an empty queue, was most of the empty receives of a draining backlog)."""
+        counts (core.idle); the others are extra loops for a backlog. A receive that brought
+        messages, however few (SQS returns short batches while more wait), starts another,
+        within the concurrency, while the event loop keeps up and unless an extra loop of the
+        queue polled in vain lately (core.receive_loops). An extra loop ends when a receive
+        comes back empty, or before its next one once any loop of the queue has (each extra
+        loop polling once more, into an empty queue, was most of the empty receives of a
+        draining backlog), or while the event loop lags."""
         empty = first  # the first loop starts as if its last receive had brought nothing
         try:
             while not self._stop.is_set() and not q.gone:
@@ -475,7 +479,7 @@ class Worker:
                 if not first and self._lagging():
                     self.stats.events["receive_held_back"] += 1
                     return  # backpressure: fewer batches in hand while the loop lags
-                visibility = self.receive_visibility()
+                visibility = self.receive_visibility(q)
                 assert self._poller is not None, "the worker is not running"
                 [reply] = await self._poller([self._receive_call(q, visibility)])
                 if reply.fault is not None:
@@ -487,14 +491,17 @@ class Worker:
                 self._last_receive_ok = self._clock()
                 self.receive_breaker.success(q.trio.delay)
                 messages: list[dict[str, Any]] = list(reply.response.get("Messages", []))
-                q.demand.received(len(messages))
-                if messages and self._room_for_a_loop(q):
+                q.demand.received(len(messages), time.monotonic())
+                if q.demand.backlogged and self._room_for_a_loop(q):
                     self._spawn(tg, q)  # more may be waiting: poll in parallel
                 empty = not messages
                 if messages:
-                    await self._process(q.trio, messages, visibility)
-                elif not first:
-                    return  # idle: back to a single long poll per queue
+                    await self._process(q, messages, visibility)
+                elif not first:  # idle: back to a single long poll per queue
+                    q.demand.extra_loop_found_it_empty(
+                        time.monotonic(), self.settings.wait_time_seconds
+                    )
+                    return
         finally:
             q.loops -= 1
             self._extra -= not first
@@ -510,7 +517,8 @@ class Worker:
         calm = not self._lagging()
         return q.loops < allowed and spare > 0 and calm and not self._stop.is_set()
 
-    async def _process(self, trio: QueueTrio, raw: list[dict[str, Any]], visibility: int) -> None:
+    async def _process(self, q: QueueLoops, raw: list[dict[str, Any]], visibility: int) -> None:
+        trio = q.trio
         received = [from_boto(m) for m in raw]
         outcome = Outcome()
         started = time.monotonic()
@@ -531,28 +539,34 @@ class Worker:
             if pending is not None:  # hand-overs waiting out their fraction of a second
                 if self._pausing.try_acquire(len(raw)):
                     assert self._group is not None, "the worker is not running"
-                    finish = self._finish(flow, pending, trio, len(raw), beat, started)
-                    self._group.create_task(finish)
-                    return
+                    finish = self._finish(flow, pending, q, len(raw), beat, started)
+                    try:
+                        self._group.create_task(finish)
+                    except RuntimeError:  # the group is shutting down: finish here
+                        finish.close()
+                        self._pausing.release(len(raw))
+                        await adrive(flow, self.caller, pending=pending)
+                    else:
+                        return
                 # No room: this loop finishes the batch itself and receives nothing more
                 # until it is done (waiting for room instead held its hand-overs past due).
                 await adrive(flow, self.caller, pending=pending)
         except Exception:  # a fault of ours: the batch comes back after its visibility timeout
             log.exception("batch.failed", queue=trio.delay, count=len(raw))
-        await self._done(beat, started)
+        await self._done(beat, started, q)
 
-    async def _done(self, beat: asyncio.Task[None], started: float) -> None:
+    async def _done(self, beat: asyncio.Task[None], started: float, q: QueueLoops) -> None:
         """A batch is out of hand: its heartbeat stops, and its time sizes the next
         receives' visibility (core.heartbeat)."""
         await _stopped(beat)
         now = time.monotonic()
-        self._batch_seconds.add(now, now - started)
+        q.batch_seconds.add(now, now - started)
 
     async def _finish(
         self,
         flow: Flow[Any],
         pending: list[Call],
-        trio: QueueTrio,
+        q: QueueLoops,
         n: int,
         beat: asyncio.Task[None],
         started: float,
@@ -564,10 +578,12 @@ class Worker:
         try:
             await adrive(flow, self.caller, pending=pending)
         except Exception:
-            log.exception("batch.failed", queue=trio.delay, count=n)
+            log.exception("batch.failed", queue=q.trio.delay, count=n)
         finally:
-            await self._done(beat, started)
-            self._pausing.release(n)
+            try:
+                await self._done(beat, started, q)
+            finally:  # even when cancelled: the room is given back on every path
+                self._pausing.release(n)
 
     async def _keep_hidden(
         self, trio: QueueTrio, received: list[Received], outcome: Outcome, short: int

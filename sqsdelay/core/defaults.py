@@ -30,3 +30,6 @@ BATCH_BUDGET_SHARE: Final = 0.8
 # Visibility timeout the installer gives a delay queue: 6x a 30 s Lambda timeout. The ECS
 # worker passes its own VisibilityTimeout on every receive, so this only matters for Lambda.
 DELAY_QUEUE_VISIBILITY_TIMEOUT_SECONDS: Final = 180
+
+# A long poll is given up this long after its WaitTimeSeconds (the worker's own deadline).
+RECEIVE_MARGIN_SECONDS = 5

@@ -38,11 +38,16 @@ class Recent:
         while self._samples and self._samples[-1][1] <= value:
             self._samples.pop()
         self._samples.append((now, value))
+        while self._samples[0][0] < now - self.window_s:
+            self._samples.popleft()
 
     def largest(self, now: float) -> float:
-        while self._samples and self._samples[0][0] < now - self.window_s:
-            self._samples.popleft()
-        return self._samples[0][1] if self._samples else 0.0
+        """Changes nothing (it may be read from another thread than the one adding): the
+        first sample inside the window is the largest."""
+        for at, value in list(self._samples):
+            if at >= now - self.window_s:
+                return value
+        return 0.0
 
 
 def receive_visibility(short: int, full: int, lag_s: float, batch_s: float) -> int:

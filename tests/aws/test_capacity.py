@@ -76,8 +76,8 @@ def test_a_batch_that_finds_no_room_is_finished_by_its_loop(
     worker.batches.flow = lambda *a, **k: "flow"  # type: ignore[method-assign,assignment,return-value]
     worker._caller = object()  # type: ignore[assignment]
     raw = [{"MessageId": "m1", "ReceiptHandle": "r1", "Body": "b"}]
-    trio = worker.resolver.trio_of_delay_queue("p-orders-delay.fifo")
+    queue = worker_module.QueueLoops(worker.resolver.trio_of_delay_queue("p-orders-delay.fifo"))
 
-    asyncio.run(asyncio.wait_for(worker._process(trio, raw, 3), timeout=5))
+    asyncio.run(asyncio.wait_for(worker._process(queue, raw, 3), timeout=5))
     assert driven == [["a hand-over waiting out its fraction of a second"]]
     assert worker._pausing.held == 0

@@ -209,7 +209,9 @@ def test_a_stop_budget_counts_every_call_of_a_batch() -> None:
 
     s = Settings()
     assert s.batch_budget_seconds() <= 0.8 * s.visibility_timeout_seconds
-    assert s.stop_budget_seconds() == s.wait_time_seconds + s.batch_budget_seconds() <= 75
+    assert s.stop_budget_seconds() == s.receive_deadline_seconds() + s.batch_budget_seconds()
+    assert s.receive_deadline_seconds() == s.wait_time_seconds + 5
+    assert s.stop_budget_seconds() <= 75
 
 
 # -- properties --------------------------------------------------------------------------

@@ -579,16 +579,11 @@ def test_a_lagging_event_loop_neither_loses_its_batches_nor_duplicates_them(
 def test_a_stalled_long_poll_is_given_up_at_its_own_deadline(
     make_settings: Callable[..., Settings], sqs: Any, moto_url: str
 ) -> None:
-    """A long poll the network stalls (no answer, connection open) is given up after its
-    wait and one call time limit, not after botocore's three 30 s attempts, which outlasted
-    ECS's 75 s stop timeout; the next poll moves the message."""
+    """A long poll the network stalls (no answer, connection open) is given up 5 s after its
+    wait, not after botocore's three 30 s attempts, which outlasted ECS's 75 s stop timeout;
+    the next poll moves the message."""
     proxy = FaultProxy(moto_url)
-    s = make_settings(
-        endpoint_url=proxy.url,
-        max_native_delay_seconds=CYCLE,
-        wait_time_seconds=1,
-        call_timeout_seconds=1,
-    )
+    s = make_settings(endpoint_url=proxy.url, max_native_delay_seconds=CYCLE, wait_time_seconds=1)
     urls = setup_queues(s, sqs)
     dest = Collector(sqs, urls["orders"])
     try:
@@ -603,7 +598,7 @@ def test_a_stalled_long_poll_is_given_up_at_its_own_deadline(
         proxy.close()
     assert [g.body for g in dest.got] == ["after the stall"]
     assert sum(n for (_, metric), n in failures.items() if metric == "ReceiveFailures") >= 1
-    assert took < 20  # the stalled attempt gave up after 2 s, not 30 or 90
+    assert took < 25  # the stalled attempt gave up after 6 s, not 30 or 90
 
 
 def test_the_liveness_file_is_touched_only_while_the_event_loop_runs(
@@ -629,6 +624,7 @@ def test_the_liveness_file_is_touched_only_while_the_event_loop_runs(
         blocked = asyncio.run_coroutine_threadsafe(wedge(), running._loop)
         assert begun.wait(timeout=5)
         during = alive.stat().st_mtime
+        time.sleep(1.0)  # the experiment itself: a second of the wedge, five touches' worth
+        assert alive.stat().st_mtime == during  # not touched while the loop was stuck
         blocked.result(timeout=5)
-        assert time.time() - during >= 1.2  # not touched while the loop was stuck
         wait_for(lambda: alive.stat().st_mtime > during, timeout=5)  # and again after
