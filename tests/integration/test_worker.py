@@ -270,8 +270,10 @@ def test_network_drop_loses_nothing(
     )
     dest = Collector(sqs, urls["orders"])
     try:
-        with RunningWorker(s, ["orders"]):
-            time.sleep(CYCLE)  # let the first cycle start, then pull the cable
+        with RunningWorker(s, ["orders"]) as running:
+            # Pull the cable once the worker polls (on a loaded machine its start took over
+            # the 2 s this waited for: the cable was pulled during its start-up lookups).
+            wait_for(lambda: running.worker.stats.requests["ReceiveMessage"] >= 1, timeout=30)
             proxy.down()
             time.sleep(3)
             proxy.up()
