@@ -89,11 +89,14 @@ CREATE TABLE priced AS SELECT destination, month, messages, delayed,
   (parked_fifo * 0.50 + batched_standard * 0.40 + parked * 1.00) / 1e6 AS parked_cost,
   batched_fifo, batched_standard
 FROM msg;
--- Idle polling: one 20 s poll at a time per delay queue, from its first message to the last
--- message of the input, prorated to the seconds of each month.
+"""
+# Idle polling: one 20 s poll at a time per delay queue, from its first message to the last
+# message of the input, prorated to the seconds of each month; from any table with a
+# destination and the first and last send times of its rows.
+IDLE = """
 CREATE TABLE idle AS
-WITH w AS (SELECT max(ts) AS e FROM ok),
-first AS (SELECT destination, min(ts) AS f FROM ok GROUP BY destination),
+WITH w AS (SELECT max({last}) AS e FROM {table}),
+first AS (SELECT destination, min({first}) AS f FROM {table} GROUP BY destination),
 months AS (
   SELECT destination, f, e, unnest(generate_series(date_trunc('month', f),
                                                    date_trunc('month', e), INTERVAL 1 MONTH)) AS m
@@ -102,6 +105,7 @@ SELECT destination, strftime(m, '%Y-%m') AS month,
   (epoch(least(e, m + INTERVAL 1 MONTH)) - epoch(greatest(f, m))) / 20 AS polls
 FROM months;
 """
+SQL += IDLE.format(table="ok", first="ts", last="ts")
 BY_MONTH = """
 WITH r AS (
   SELECT month, sum(messages) AS messages, sum(delayed) AS delayed_messages,
@@ -316,17 +320,7 @@ CREATE TABLE priced AS SELECT destination, month, messages, routed AS delayed,
   batch_chunks / 10 + chunks - routed_chunks AS standard,
   (routed * 1.00 + chunks * 0.40) / 1e6 AS scheduler_cost
 FROM agg;
-CREATE TABLE idle AS
-WITH w AS (SELECT max(last_ts) AS e FROM agg),
-first AS (SELECT destination, min(first_ts) AS f FROM agg GROUP BY destination),
-months AS (
-  SELECT destination, f, e, unnest(generate_series(date_trunc('month', f),
-                                                   date_trunc('month', e), INTERVAL 1 MONTH)) AS m
-  FROM first, w)
-SELECT destination, strftime(m, '%Y-%m') AS month,
-  (epoch(least(e, m + INTERVAL 1 MONTH)) - epoch(greatest(f, m))) / 20 AS polls
-FROM months;
-"""
+""" + IDLE.format(table="agg", first="first_ts", last="last_ts")
 PRICED_BY = """
 WITH r AS (
   SELECT {key}, sum(messages) AS messages, sum(delayed) AS delayed_messages,
