@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 from sqsdelay.aws.callers import AsyncCaller, SyncCaller
 from sqsdelay.aws.clients import (
@@ -21,10 +21,12 @@ from sqsdelay.aws.clients import (
 )
 from sqsdelay.aws.sender_core import NewDueTime, ScheduledQuery, SenderCore, plan
 from sqsdelay.core import registry
-from sqsdelay.core.flows import adrive, drive
+from sqsdelay.core.flows import Flow, adrive, drive
 from sqsdelay.core.send import BatchResult, Message, MessageOptions, SendFailure, SendResult
 from sqsdelay.core.types import CancelOutcome, RescheduleOutcome
 from sqsdelay.settings import Settings
+
+T = TypeVar("T")
 
 
 class Sender(SenderCore):
@@ -78,6 +80,11 @@ class Sender(SenderCore):
         """What the registry holds for a destination, soonest first: `due_before` a time,
         in `state` (default scheduled; None: all), at most `limit` (default 100)."""
         return drive(self.scheduled_flow(queue, **query), self._caller)
+
+    def run(self, flow: Flow[T]) -> T:
+        """Make a flow's calls with this sender's clients (`consumer.retry_later`'s flow: a
+        send of this sender's, then calls of its own)."""
+        return drive(flow, self._caller)
 
 
 class AsyncSender(SenderCore):
@@ -140,6 +147,10 @@ class AsyncSender(SenderCore):
     async def scheduled(self, queue: str, **query: Unpack[ScheduledQuery]) -> list[registry.Record]:
         """As `Sender.scheduled`."""
         return await adrive(self.scheduled_flow(queue, **query), self.caller)
+
+    async def run(self, flow: Flow[T]) -> T:
+        """As `Sender.run`."""
+        return await adrive(flow, self.caller)
 
 
 __all__ = [

@@ -65,6 +65,9 @@ class Message:
     # The X-Ray trace header (AWSTraceHeader) carried through every hop; default: the
     # ambient one (_X_AMZN_TRACE_ID), if any.
     trace_header: str | None = None
+    # The id rides in NServiceBus.MessageId on a direct send too (it always does through the
+    # delay queue): `retry_later` keeps a message's id on every hop for the consumer's guard.
+    carry_id: bool = False
 
 
 class MessageOptions(TypedDict, total=False):
@@ -77,6 +80,7 @@ class MessageOptions(TypedDict, total=False):
     id: str | None
     group_id: str | None
     trace_header: str | None
+    carry_id: bool
 
 
 @dataclass(frozen=True)
@@ -241,6 +245,8 @@ def plan(
         # this send's, so that SQS's five minutes never swallow a new send of the same id.
         request["MessageGroupId"] = nsb_id = ident
         request["MessageDeduplicationId"] = identity.send_dedup_id(ident, now)
+    if message.carry_id and nsb_id is None:
+        nsb_id = ident
     if nsb_id is not None:
         attributes[wirenames.MESSAGE_ID_ATTRIBUTE] = wire.string_attribute(nsb_id)
     # No room: the fraction of a second goes first (whole seconds, rounded up), then the

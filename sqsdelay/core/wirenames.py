@@ -37,6 +37,9 @@ FAILURE_ATTRIBUTE: Final = "sqsdelay.Failure"
 # The requested delay in milliseconds, set by the sender when it has a fraction of a second
 # (DelaySeconds above is whole seconds, rounded up); the first worker turns it into DueAt.
 DELAY_MS_ATTRIBUTE: Final = "sqsdelay.DelayMilliseconds"
+# The retry a consumer's `retry_later` made of a message (1, 2, ...): the backoff counts it,
+# and the idempotency guard keys on it, so a retry runs again while a duplicate does not.
+ATTEMPT_ATTRIBUTE: Final = "sqsdelay.Attempt"
 OWN_ATTRIBUTES: Final = frozenset(
     {DELAY_ATTRIBUTE, DUE_AT_ATTRIBUTE, FAILURE_ATTRIBUTE, DELAY_MS_ATTRIBUTE}
 )

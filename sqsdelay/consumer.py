@@ -1,0 +1,61 @@
+"""The consumer's side: `from sqsdelay.consumer import retry_later, Guard, ...`.
+
+Retry a received message later, with any delay (`aws/retry_later.py`), and run a handler
+once per message however many copies SQS delivers (`aws/guard.py`). docs/consumers.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqsdelay.aws.guard import (
+    DEFAULT_EXPIRES_AFTER_SECONDS,
+    DEFAULT_IN_PROGRESS_SECONDS,
+    Guard,
+    GuardError,
+    GuardInProgress,
+    GuardTableMissing,
+    Outcome,
+)
+from sqsdelay.aws.retry_later import (
+    OriginalNotDeleted,
+    Retried,
+    RetryLater,
+    RetryPolicy,
+    aretry_later,
+    handle_batch,
+    retry_later,
+)
+from sqsdelay.core.idempotency import POWERTOOLS_KEY_JMESPATH, powertools_key_jmespath
+from sqsdelay.core.retries import Backoff
+
+
+def powertools_config(fallback: str | None = None, **options: Any) -> Any:
+    """A Powertools `IdempotencyConfig` keyed as `Guard` keys (sqsdelay's id and the retry
+    number), with the guard's expiry unless `options` give another: the one line a Powertools
+    user adds. `fallback`: a JMESPath of the record for messages sqsdelay did not send."""
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+
+    options.setdefault("expires_after_seconds", DEFAULT_EXPIRES_AFTER_SECONDS)
+    return IdempotencyConfig(event_key_jmespath=powertools_key_jmespath(fallback), **options)
+
+
+__all__ = [
+    "DEFAULT_EXPIRES_AFTER_SECONDS",
+    "DEFAULT_IN_PROGRESS_SECONDS",
+    "POWERTOOLS_KEY_JMESPATH",
+    "Backoff",
+    "Guard",
+    "GuardError",
+    "GuardInProgress",
+    "GuardTableMissing",
+    "OriginalNotDeleted",
+    "Outcome",
+    "Retried",
+    "RetryLater",
+    "RetryPolicy",
+    "aretry_later",
+    "handle_batch",
+    "powertools_config",
+    "retry_later",
+]

@@ -1,0 +1,179 @@
+"""Processing a message once (pure): its stable key, and the guard's record in DynamoDB, laid
+out as AWS Lambda Powertools' idempotency utility lays out its own (`DynamoDBPersistenceLayer`
+of aws-lambda-powertools 3.x, `persistence/base.py` and `persistence/dynamodb.py`), so that
+our guard and Powertools read each other's records in one table.
+
+The key. SQS gives every send a new MessageId, and every hop of a delayed message is a send,
+so the key is sqsdelay's own id (`NServiceBus.MessageId`, on every delay-queue hop and every
+`retry_later`) with the retry number (`sqsdelay.Attempt`): a duplicate of one hop has both,
+a retry is a new attempt and runs again. For a message sqsdelay did not send, the caller
+names the key. The key's data is `{"attempt": ..., "id": ...}`, which Powertools' JMESPath
+`POWERTOOLS_KEY_JMESPATH` selects from a Lambda SQS record; the record's id is
+`<prefix>#<md5 of that data as sorted JSON>`, Powertools' `_get_hashed_idempotency_key`.
+
+The states (Powertools' too): a first run writes INPROGRESS (with an in-progress expiry:
+after a crash the message may run again once it passes), a success writes COMPLETED with the
+result, a failure deletes the record (the message's next delivery runs again), and a record
+past its expiry counts as absent (EXPIRED; DynamoDB's TTL removes it later).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from sqsdelay.core import wirenames
+from sqsdelay.core.received import Incoming
+from sqsdelay.errors import InvalidInput
+
+INPROGRESS: Final = "INPROGRESS"
+COMPLETED: Final = "COMPLETED"
+EXPIRED: Final = "EXPIRED"
+# Powertools' attribute names (DynamoDBPersistenceLayer's defaults).
+KEY_ATTR: Final = "id"
+EXPIRY_ATTR: Final = "expiration"  # epoch seconds; the table's TTL attribute
+IN_PROGRESS_EXPIRY_ATTR: Final = "in_progress_expiration"  # epoch milliseconds
+STATUS_ATTR: Final = "status"
+DATA_ATTR: Final = "data"  # the result, as JSON
+
+# What Powertools' `IdempotencyConfig(event_key_jmespath=...)` selects from a Lambda SQS
+# record: the same data `key_data` builds.
+POWERTOOLS_KEY_JMESPATH: Final = (
+    f'{{id: messageAttributes."{wirenames.MESSAGE_ID_ATTRIBUTE}".stringValue, '
+    f'attempt: messageAttributes."{wirenames.ATTEMPT_ATTRIBUTE}".stringValue}}'
+)
+
+
+def powertools_key_jmespath(fallback: str | None = None) -> str:
+    """`POWERTOOLS_KEY_JMESPATH`, with a JMESPath of the record for messages sqsdelay did not
+    send (e.g. `powertools_json(body).order_id`)."""
+    if fallback is None:
+        return POWERTOOLS_KEY_JMESPATH
+    return POWERTOOLS_KEY_JMESPATH.replace(".stringValue,", f".stringValue || {fallback},", 1)
+
+
+def key_data(incoming: Incoming, fallback: str | None = None) -> dict[str, str | None]:
+    """The message's stable key: its sqsdelay id (or `fallback`, the caller's key for a
+    message sqsdelay did not send) and its retry number as carried."""
+    ident = _string(incoming, wirenames.MESSAGE_ID_ATTRIBUTE) or fallback
+    if not ident:
+        raise InvalidInput(
+            "this message has no sqsdelay id (NServiceBus.MessageId): sqsdelay did not send it. "
+            "Name a key for such messages, e.g. key=lambda message: json.loads(message.body)"
+            "['order_id'], one that every copy of the message shares (not SQS's MessageId, "
+            "which is new on every send)"
+        )
+    return {"attempt": _string(incoming, wirenames.ATTEMPT_ATTRIBUTE), "id": ident}
+
+
+def _string(incoming: Incoming, name: str) -> str | None:
+    value = incoming.received.attributes.get(name)
+    return value.get("StringValue") if value else None
+
+
+def record_key(prefix: str, data: Mapping[str, str | None]) -> str:
+    """The record's id, as Powertools hashes it (md5 of `json.dumps(data, sort_keys=True)`)."""
+    digest = hashlib.md5(json.dumps(data, sort_keys=True).encode(), usedforsecurity=False)
+    return f"{prefix}#{digest.hexdigest()}"
+
+
+def default_prefix(function_name: str, module: str, qualname: str) -> str:
+    """Powertools' prefix for a decorated function: `<Lambda function name or
+    'test-func'>.<module>.<qualname>`."""
+    return f"{function_name or 'test-func'}.{module}.{qualname}"
+
+
+def begin_request(
+    table: str, key: str, *, now: float, expires_after: int, in_progress_ms: int
+) -> dict[str, Any]:
+    """The PutItem that claims a key: it succeeds when the key is absent, its record expired,
+    or its run in progress passed its in-progress expiry (Powertools' `_put_record`)."""
+    now_s = int(now)
+    return {
+        "TableName": table,
+        "Item": {
+            KEY_ATTR: {"S": key},
+            EXPIRY_ATTR: {"N": str(now_s + expires_after)},
+            STATUS_ATTR: {"S": INPROGRESS},
+            IN_PROGRESS_EXPIRY_ATTR: {"N": str(int(now * 1000) + in_progress_ms)},
+        },
+        "ConditionExpression": "attribute_not_exists(#id) OR #expiry < :now OR "
+        "(#status = :inprogress AND attribute_exists(#in_progress_expiry) AND "
+        "#in_progress_expiry < :now_in_millis)",
+        "ExpressionAttributeNames": {
+            "#id": KEY_ATTR,
+            "#expiry": EXPIRY_ATTR,
+            "#in_progress_expiry": IN_PROGRESS_EXPIRY_ATTR,
+            "#status": STATUS_ATTR,
+        },
+        "ExpressionAttributeValues": {
+            ":now": {"N": str(now_s)},
+            ":now_in_millis": {"N": str(int(now * 1000))},
+            ":inprogress": {"S": INPROGRESS},
+        },
+        # The record that won comes back with the refusal: no second read (Powertools too).
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def complete_request(
+    table: str, key: str, result: object, *, now: float, expires_after: int
+) -> dict[str, Any]:
+    """The UpdateItem that records a success and its result (Powertools' `_update_record`)."""
+    return {
+        "TableName": table,
+        "Key": {KEY_ATTR: {"S": key}},
+        "UpdateExpression": "SET #response_data = :response_data, #expiry = :expiry, "
+        "#status = :status",
+        "ExpressionAttributeNames": {
+            "#response_data": DATA_ATTR,
+            "#expiry": EXPIRY_ATTR,
+            "#status": STATUS_ATTR,
+        },
+        "ExpressionAttributeValues": {
+            ":response_data": {"S": json.dumps(result, sort_keys=True, default=str)},
+            ":expiry": {"N": str(int(now) + expires_after)},
+            ":status": {"S": COMPLETED},
+        },
+    }
+
+
+def release_request(table: str, key: str) -> dict[str, Any]:
+    """The DeleteItem after a failed run: the next delivery runs again (Powertools' too)."""
+    return {"TableName": table, "Key": {KEY_ATTR: {"S": key}}}
+
+
+@dataclass(frozen=True)
+class Stored:
+    status: str
+    expiry: int  # epoch seconds
+    in_progress_expiry_ms: int | None
+    data: str | None
+
+    def state(self, now: float) -> Literal["completed", "in-progress", "expired"]:
+        """What a claim that found this record means (the claim's condition, read back)."""
+        if self.expiry < int(now):
+            return "expired"
+        if self.status == COMPLETED:
+            return "completed"
+        if self.in_progress_expiry_ms is not None and self.in_progress_expiry_ms < int(now * 1000):
+            return "expired"
+        return "in-progress"
+
+    def result(self) -> Any:
+        return json.loads(self.data) if self.data else None
+
+
+def stored(item: Mapping[str, Any]) -> Stored:
+    """A record as DynamoDB returns it (the refusal's ALL_OLD item, or GetItem's)."""
+    in_progress = item.get(IN_PROGRESS_EXPIRY_ATTR, {}).get("N")
+    data = item.get(DATA_ATTR, {}).get("S")
+    return Stored(
+        status=str(item.get(STATUS_ATTR, {}).get("S", "")),
+        expiry=int(item.get(EXPIRY_ATTR, {}).get("N", "0")),
+        in_progress_expiry_ms=int(in_progress) if in_progress is not None else None,
+        data=data,
+    )

@@ -1,0 +1,259 @@
+"""The consumer's pure rules: reading what a consumer received, the retry's send, the
+attempt count, the backoff, the guard's key (as Powertools hashes it) and its states."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sqsdelay.core import idempotency, received, retries, send, wirenames
+from sqsdelay.core.types import Attributes
+from sqsdelay.errors import InvalidDelay, InvalidInput, InvalidMessage
+from tests.support.consumerkit import lambda_record
+
+URL = "http://127.0.0.1:4566/123456789012/p-orders"
+TRACE = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+LIMITS = send.SendLimits(
+    queue_prefix="p-",
+    max_delay_seconds=10 * 365 * 86400,
+    max_native_delay_seconds=900,
+    unrestricted=True,
+    wire_format="raw",
+    max_message_bytes=1_048_576,
+    install_hint=lambda q: f"sqsdelay install {q}",
+)
+
+
+def boto3_message(attributes: Attributes | None = None, **system: str) -> dict[str, Any]:
+    return {
+        "MessageId": "sqs-1",
+        "ReceiptHandle": "rh-1",
+        "MD5OfBody": "x",
+        "Body": '{"order": 7}',
+        "Attributes": {"SentTimestamp": "1700000000000", **system},
+        "MessageAttributes": attributes or {},
+    }
+
+
+def s(value: str) -> dict[str, str]:
+    return {"DataType": "String", "StringValue": value}
+
+
+def test_the_three_kinds_read_alike() -> None:
+    attrs: Attributes = {
+        "tenant": s("a"),
+        "blob": {"DataType": "Binary", "BinaryValue": b"\x00\xff"},
+        wirenames.MESSAGE_ID_ATTRIBUTE: s("order-7"),
+    }
+    message = boto3_message(attrs, MessageGroupId="g1", AWSTraceHeader=TRACE)
+    record = lambda_record(message, "p-orders")
+    kinds = [
+        received.read(message, URL),
+        received.read(record),
+        received.read(SQSRecord(record)),
+    ]
+    for incoming in kinds:
+        assert incoming.received.body == '{"order": 7}'
+        assert incoming.received.attributes == attrs
+        assert incoming.group_id == "g1" and incoming.trace_header == TRACE
+        assert incoming.message_id == "order-7"
+        assert incoming.queue.name == "p-orders"
+    assert kinds[0].queue.url == URL and kinds[1].queue.account == "123456789012"
+
+
+@pytest.mark.parametrize(
+    ("message", "url", "match"),
+    [
+        ("a body", None, "a str is not a message from SQS"),
+        ({"Body": "x"}, None, "not a message from SQS"),
+        (boto3_message(), None, "pass queue_url="),
+        ({**lambda_record(boto3_message(), "q"), "eventSourceARN": "arn:aws:sns:x"}, None, "ARN"),
+        (
+            {
+                **lambda_record(boto3_message(), "q"),
+                "messageAttributes": {"b": {"dataType": "Binary", "binaryValue": "%%"}},
+            },
+            None,
+            "not base64",
+        ),
+    ],
+)
+def test_what_is_not_a_message_from_sqs_is_refused_with_what_to_give(
+    message: object, url: str | None, match: str
+) -> None:
+    with pytest.raises(InvalidMessage, match=match):
+        received.read(message, url)
+
+
+def test_the_retry_keeps_body_attributes_group_trace_and_id_and_counts_the_attempt() -> None:
+    attrs: Attributes = {
+        "tenant": s("a"),
+        wirenames.MESSAGE_ID_ATTRIBUTE: s("order-7"),
+        wirenames.MESSAGE_TYPE_ATTRIBUTE: s("Shop.OrderPlaced"),
+        wirenames.ATTEMPT_ATTRIBUTE: {"DataType": "Number", "StringValue": "2"},
+    }
+    incoming = received.read(boto3_message(attrs, MessageGroupId="g1", AWSTraceHeader=TRACE), URL)
+    number = retries.attempt_of(incoming.received.attributes) + 1
+    message = retries.retry_message(incoming, attempt=number, delay=timedelta(hours=13))
+    planned = send.plan("orders", message, LIMITS, now=1_700_000_000.0)
+    sent = planned.request["MessageAttributes"]
+    assert planned.route == "delay-queue" and planned.queue == "p-orders-delay.fifo"
+    assert planned.request["MessageBody"] == '{"order": 7}'
+    assert (
+        sent["tenant"] == s("a")
+        and sent[wirenames.MESSAGE_TYPE_ATTRIBUTE] == attrs[wirenames.MESSAGE_TYPE_ATTRIBUTE]
+    )
+    assert sent[wirenames.ATTEMPT_ATTRIBUTE]["StringValue"] == "3"
+    assert sent[wirenames.MESSAGE_ID_ATTRIBUTE] == s("order-7")
+    assert sent[wirenames.GROUP_ID_ATTRIBUTE] == s("g1")
+    assert planned.trace_header == TRACE
+    # A short retry goes straight, and still carries the id (the guard's key).
+    short = send.plan(
+        "orders", retries.retry_message(incoming, attempt=3, delay=5), LIMITS, now=1.0
+    )
+    assert short.route == "direct" and short.request["MessageGroupId"] == "g1"
+    assert short.request["MessageAttributes"][wirenames.MESSAGE_ID_ATTRIBUTE] == s("order-7")
+
+
+def test_a_delay_beyond_any_date_is_refused_with_what_to_do() -> None:
+    incoming = received.read(boto3_message(), URL)
+    with pytest.raises(InvalidDelay, match="longer than the maximum"):
+        send.plan(
+            "orders", retries.retry_message(incoming, attempt=1, delay=10**12), LIMITS, now=1.0
+        )
+    with pytest.raises(InvalidDelay, match="timezone-aware"):
+        send.plan(
+            "orders",
+            retries.retry_message(incoming, attempt=1, deliver_at=datetime(9999, 12, 31)),
+            LIMITS,
+            now=1.0,
+        )
+    far = datetime(9999, 12, 31, tzinfo=UTC)
+    with pytest.raises(InvalidDelay, match="SQSDELAY_MAX_DELAY_SECONDS"):
+        send.plan(
+            "orders", retries.retry_message(incoming, attempt=1, deliver_at=far), LIMITS, now=1.0
+        )
+
+
+def test_a_queue_outside_the_prefix_is_refused() -> None:
+    assert retries.requested_queue("p-orders", "p-") == "orders"
+    with pytest.raises(InvalidInput, match="SQSDELAY_QUEUE_PREFIX"):
+        retries.requested_queue("orders", "p-")
+
+
+NAMES = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_\-]{0,20}", fullmatch=True)
+VALUES = st.one_of(
+    st.text(min_size=0, max_size=30).map(lambda t: {"DataType": "String", "StringValue": t}),
+    st.binary(max_size=30).map(lambda b: {"DataType": "Binary", "BinaryValue": b}),
+    st.integers().map(lambda i: {"DataType": "Number", "StringValue": str(i)}),
+)
+OURS = st.sampled_from(sorted(wirenames.SENDER_ATTRIBUTES | {wirenames.ATTEMPT_ATTRIBUTE}))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    attrs=st.dictionaries(st.one_of(NAMES, OURS), VALUES, max_size=10),
+    body=st.text(min_size=1, max_size=50),
+    delay=st.integers(0, 10**9),
+    lambda_shape=st.booleans(),
+)
+def test_whatever_a_producer_wrote_the_retry_carries_it_or_is_refused_before_sending(
+    attrs: Attributes, body: str, delay: int, lambda_shape: bool
+) -> None:
+    """Either the retry's request carries the body and every attribute of the producer's as
+    received (sqsdelay's own re-derived), or the plan raises a typed error, before any call:
+    the original is then never deleted."""
+    message = {**boto3_message(attrs), "Body": body}
+    incoming = received.read(lambda_record(message, "p-orders") if lambda_shape else message, URL)
+    try:
+        planned = send.plan(
+            "orders", retries.retry_message(incoming, attempt=1, delay=delay), LIMITS, now=1.0
+        )
+    except InvalidInput:
+        return
+    assert planned.request["MessageBody"] == body
+    carried = planned.request.get("MessageAttributes", {})
+    for name, value in attrs.items():
+        if name not in wirenames.SENDER_ATTRIBUTES and name != wirenames.ATTEMPT_ATTRIBUTE:
+            assert carried[name] == value
+    assert carried[wirenames.ATTEMPT_ATTRIBUTE]["StringValue"] == "1"
+
+
+def test_attempts_are_counted_from_the_attribute_and_a_foreign_value_counts_as_none() -> None:
+    assert retries.attempt_of({}) == 0
+    assert retries.attempt_of({wirenames.ATTEMPT_ATTRIBUTE: s("4")}) == 4
+    assert retries.attempt_of({wirenames.ATTEMPT_ATTRIBUTE: s("four")}) == 0
+
+
+def test_backoff_is_exponential_with_full_jitter_capped_then_gives_up() -> None:
+    b = retries.Backoff(base_seconds=10, cap_seconds=100, max_attempts=3)
+    assert [b.ceiling(n) for n in (1, 2, 3, 4, 5)] == [10, 20, 40, 80, 100]
+    assert b.delay(3, 0.0) == 0 and b.delay(3, 0.5) == 20 and b.delay(9, 0.999) < 100
+    assert not b.gives_up(3) and b.gives_up(4)
+    assert "max_attempts=3" in b.reason(4, "partner down")
+    with pytest.raises(InvalidInput, match="cap at least as long"):
+        retries.Backoff(base_seconds=10, cap_seconds=1)
+
+
+def _powertools_key(record: dict[str, Any], prefix: str, jmespath: str) -> str | None:
+    layer = _Layer()
+    layer.configure(IdempotencyConfig(event_key_jmespath=jmespath), key_prefix=prefix)
+    return layer._get_hashed_idempotency_key(record)
+
+
+class _Layer(BasePersistenceLayer):
+    """Powertools' key rule, without a store."""
+
+    def _get_record(self, idempotency_key: str) -> Any: ...
+    def _put_record(self, data_record: Any) -> None: ...
+    def _update_record(self, data_record: Any) -> None: ...
+    def _delete_record(self, data_record: Any) -> None: ...
+
+
+@pytest.mark.parametrize("attempt", [None, "1", "12"])
+def test_the_guards_key_is_the_one_powertools_computes_from_the_record(attempt: str | None) -> None:
+    attrs: Attributes = {wirenames.MESSAGE_ID_ATTRIBUTE: s("order-7")}
+    if attempt is not None:
+        attrs[wirenames.ATTEMPT_ATTRIBUTE] = {"DataType": "Number", "StringValue": attempt}
+    record = lambda_record(boto3_message(attrs), "p-orders")
+    ours = idempotency.record_key("fn", idempotency.key_data(received.read(record)))
+    assert ours == _powertools_key(record, "fn", idempotency.POWERTOOLS_KEY_JMESPATH)
+    # A copy (another SQS MessageId, receipt) has the same key; another attempt has another.
+    copy = {**record, "messageId": "other", "receiptHandle": "other"}
+    assert idempotency.record_key("fn", idempotency.key_data(received.read(copy))) == ours
+
+
+def test_a_foreign_message_takes_the_callers_key_in_both() -> None:
+    record = lambda_record({**boto3_message(), "Body": json.dumps({"order_id": "o-9"})}, "q")
+    with pytest.raises(InvalidInput, match="Name a key"):
+        idempotency.key_data(received.read(record))
+    ours = idempotency.record_key("fn", idempotency.key_data(received.read(record), "o-9"))
+    jmespath = idempotency.powertools_key_jmespath("powertools_json(body).order_id")
+    assert ours == _powertools_key(record, "fn", jmespath)
+
+
+def test_the_claim_is_powertools_condition_and_a_found_record_reads_as_its_state() -> None:
+    put = idempotency.begin_request("t", "k", now=1000.5, expires_after=60, in_progress_ms=5000)
+    assert put["Item"]["expiration"] == {"N": "1060"}
+    assert put["Item"]["in_progress_expiration"] == {"N": "1005500"}
+    assert put["Item"]["status"] == {"S": "INPROGRESS"}
+    done = idempotency.stored({"status": {"S": "COMPLETED"}, "expiration": {"N": "1060"}})
+    assert done.state(1000) == "completed" and done.state(1061) == "expired"
+    running = idempotency.stored(
+        {
+            "status": {"S": "INPROGRESS"},
+            "expiration": {"N": "1060"},
+            "in_progress_expiration": {"N": "1005500"},
+        }
+    )
+    assert running.state(1005.0) == "in-progress" and running.state(1006) == "expired"
+    upd = idempotency.complete_request("t", "k", {"a": 1}, now=2000, expires_after=60)
+    assert upd["ExpressionAttributeValues"][":response_data"] == {"S": '{"a": 1}'}

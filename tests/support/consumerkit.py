@@ -1,0 +1,88 @@
+"""Helpers for the consumer tests: a received message in each shape a consumer holds, and
+the guard's table."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+ACCOUNT = "123456789012"
+
+
+def lambda_record(
+    message: dict[str, Any], queue_name: str, region: str = "us-east-1"
+) -> dict[str, Any]:
+    """A boto3 ReceiveMessage message as Lambda's SQS event source hands it to a function."""
+    attributes: dict[str, Any] = {}
+    for name, value in message.get("MessageAttributes", {}).items():
+        item: dict[str, Any] = {
+            "dataType": value["DataType"],
+            "stringListValues": [],
+            "binaryListValues": [],
+        }
+        if "BinaryValue" in value:
+            item["binaryValue"] = base64.b64encode(value["BinaryValue"]).decode()
+        if "StringValue" in value:
+            item["stringValue"] = value["StringValue"]
+        attributes[name] = item
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": dict(message.get("Attributes", {})),
+        "messageAttributes": attributes,
+        "md5OfBody": message.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": f"arn:aws:sqs:{region}:{ACCOUNT}:{queue_name}",
+        "awsRegion": region,
+    }
+
+
+def receive_one(sqs: Any, url: str, wait: int = 5) -> dict[str, Any]:
+    """One message, with every attribute, left in the queue (invisible for 30 s)."""
+    reply = sqs.receive_message(
+        QueueUrl=url,
+        MaxNumberOfMessages=1,
+        WaitTimeSeconds=wait,
+        VisibilityTimeout=30,
+        MessageAttributeNames=["All"],
+        MessageSystemAttributeNames=["All"],
+    )
+    messages = reply.get("Messages", [])
+    assert messages, f"nothing in {url} within {wait} s"
+    return dict(messages[0])
+
+
+def guard_table(dynamodb: Any, name: str) -> str:
+    """The table Powertools' idempotency documentation creates: partition key `id` (S), TTL
+    on `expiration`."""
+    dynamodb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    dynamodb.update_time_to_live(
+        TableName=name,
+        TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiration"},
+    )
+    return name
+
+
+def install(settings: Any, sqs: Any, *queues: str) -> dict[str, str]:
+    """Create the queues as `sqsdelay install` does: their URLs by the name asked for."""
+    from sqsdelay.aws.installer import Installer
+
+    reports = Installer(settings, client=sqs).run(list(queues))
+    return {r.spec.name.removeprefix(settings.queue_prefix): str(r.url) for r in reports}
+
+
+def counts(sqs: Any, url: str) -> tuple[int, int, int]:
+    """The queue's visible, in-flight and delayed messages (the emulator's are exact)."""
+    names = [
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+    ]
+    got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+    return int(got[names[0]]), int(got[names[1]]), int(got[names[2]])
