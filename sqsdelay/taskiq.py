@@ -1,0 +1,190 @@
+"""taskiq on SQS with delays and retry backoffs of any length: a drop-in replacement for
+taskiq-aio-sqs's broker.
+
+    from sqsdelay.taskiq import SQSBroker  # instead of: from taskiq_aio_sqs import SQSBroker
+    broker = SQSBroker("myapp-tasks")
+
+taskiq-aio-sqs validates the `delay` label to 0-900 s and refuses it on a FIFO queue, and
+SQS itself stops at 15 minutes: `task.kicker().with_labels(delay=86400).kiq()` fails, and so
+does every retry of `SmartRetryMiddleware` whose backoff passes 15 minutes. This subclass
+sends such a task (any delay beyond SQSDELAY_MAX_NATIVE_DELAY_SECONDS, to the millisecond,
+and any delay into a FIFO queue, in its group) through sqsdelay to the queue's delay queue,
+with the body and group taskiq-aio-sqs would have sent; `sqsdelay worker <queue>` hands it
+over when it is due and the taskiq worker runs it as an ordinary message. A shorter delay,
+and no delay, are sent by taskiq-aio-sqs itself, a fraction of a second rounded up
+(taskiq-aio-sqs rounds "2.5" to 2 s): never early. The rule: `core/taskiq_delay.py`.
+
+What this relies on in taskiq-aio-sqs 2.1 (`taskiq_aio_sqs/sqs_broker.py`, `SQSBroker`):
+- `kick(message)` sends a `BrokerMessage`, reading its `delay` label (default: the
+  broker's `delay_seconds`); the native route calls it with the label rounded up.
+- `build_kick_kwargs(message, queue, queue_url)`, its documented extension point, gives the
+  `MessageBody`, `MessageGroupId` (a FIFO or fair queue: the `group_id` label, else the task
+  name) and any `MessageAttributes` a subclass adds; the sqsdelay route sends those. It is
+  called without the `delay` label, which it would refuse beyond 900 s.
+- `_resolve_queue(message)` (private) maps the `queue` label to the queue's `SQSQueue` and
+  URL, as `kick` does; `_aws_endpoint_url`, `_aws_region`, `_aws_access_key_id` and
+  `_aws_secret_access_key` (private) are the constructor's arguments, which sqsdelay's own
+  clients use too. Hence the pin `taskiq-aio-sqs>=2.1,<2.2`.
+
+The task id is sqsdelay's message id: with SQSDELAY_REGISTRY=dynamodb, `await
+broker.cancel(task_id)` (or `sqsdelay cancel <queue> <task_id>`) cancels a scheduled task.
+A retry keeps its task id and is a new send: never deduplicated away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqsdelay import errors
+from sqsdelay.core import taskiq_delay
+from sqsdelay.extras import require
+
+require("taskiq", "sqsdelay.taskiq")
+
+import taskiq_aio_sqs  # noqa: E402
+from taskiq_aio_sqs import exceptions as sqs_exceptions  # noqa: E402
+
+from sqsdelay.settings import Settings  # noqa: E402
+
+if TYPE_CHECKING:
+    from taskiq.message import BrokerMessage
+
+    from sqsdelay.aws.sender import AsyncSender
+    from sqsdelay.core.types import CancelOutcome
+
+_DELAY_LABEL = "delay"
+
+
+class InvalidDelayLabel(errors.InvalidDelay, sqs_exceptions.BrokerConfigError):
+    """A `delay` label that is no delay, or one beyond SQSDELAY_MAX_DELAY_SECONDS: caught as
+    sqsdelay's `InvalidDelay` or as taskiq-aio-sqs's `BrokerConfigError` (which its own
+    label errors are). `kiq` raises taskiq's `SendTaskError` from it."""
+
+    def __init__(self, message: str) -> None:
+        sqs_exceptions.BrokerConfigError.__init__(self, error=message)
+
+
+class MessageTooLarge(errors.MessageTooLarge, sqs_exceptions.BrokerConfigError):
+    """Too large for SQS once sqsdelay's attributes are added (the sqsdelay route does not
+    offload to S3 as taskiq-aio-sqs does for a message of 1 MiB or more)."""
+
+    def __init__(self, message: str) -> None:
+        sqs_exceptions.BrokerConfigError.__init__(self, error=message)
+
+
+class SQSBroker(taskiq_aio_sqs.SQSBroker):
+    """taskiq-aio-sqs's broker, with delays beyond SQS's 15 minutes, and delays into FIFO
+    queues, sent through sqsdelay.
+
+    It takes taskiq-aio-sqs's arguments, plus `sqsdelay`: overrides of sqsdelay's settings
+    (otherwise read from SQSDELAY_* variables), as `Settings` fields or a `Settings`. The
+    broker's `endpoint_url` and `region_name` are sqsdelay's too unless overridden there."""
+
+    def __init__(
+        self,
+        sqs_queue_name: str,
+        *,
+        sqsdelay: Settings | dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(sqs_queue_name, **kwargs)
+        if isinstance(sqsdelay, Settings):
+            settings = sqsdelay
+        else:
+            given = {"region": self._aws_region}
+            if self._aws_endpoint_url:
+                given["endpoint_url"] = self._aws_endpoint_url
+            settings = Settings(**{**given, **(sqsdelay or {})})
+        if settings.queue_prefix:
+            raise errors.ConfigError(
+                "with taskiq, queue names are taskiq-aio-sqs's SQS names: leave "
+                f"SQSDELAY_QUEUE_PREFIX empty (it is {settings.queue_prefix!r})"
+            )
+        self.sqsdelay_settings = settings
+        self._sqsdelay_sender: AsyncSender | None = None
+        self._sqsdelay_opening = asyncio.Lock()
+
+    async def kick(self, message: BrokerMessage) -> None:
+        """Send a task: with taskiq-aio-sqs within the native delay, else through sqsdelay."""
+        _, queue, queue_url = self._resolve_queue(message)
+        try:
+            route = taskiq_delay.taskiq_route(
+                message.labels.get(_DELAY_LABEL, self.delay_seconds),
+                max_native_delay=self.sqsdelay_settings.max_native_delay_seconds,
+                fifo=queue.is_fifo,
+            )
+        except errors.InvalidDelay as exc:
+            raise InvalidDelayLabel(str(exc)) from None
+        if route.how == "native":
+            await super().kick(_with_delay(message, route.delay_seconds))
+            return
+        # Everything but the delay as taskiq-aio-sqs (or a subclass of this) would send it.
+        kwargs: dict[str, Any] = dict(
+            await self.build_kick_kwargs(_with_delay(message, 0), queue, queue_url)
+        )
+        # The sender loads with the first long delay: `import sqsdelay.taskiq` stays light.
+        from sqsdelay.aws.sender import Message, plan
+
+        delayed = Message(
+            kwargs["MessageBody"],
+            delay=timedelta(milliseconds=route.delay_ms),
+            attributes=kwargs.get("MessageAttributes", {}),
+            id=message.task_id,
+            group_id=kwargs.get("MessageGroupId"),
+        )
+        try:  # refused before anything is sent
+            plan(queue.name, delayed, self.sqsdelay_settings, now=time.time())
+        except errors.MessageTooLarge as exc:
+            raise MessageTooLarge(str(exc)) from None
+        except errors.InvalidDelay as exc:
+            raise InvalidDelayLabel(str(exc)) from None
+        sender = await self._sender()
+        await sender.send(
+            queue.name,
+            delayed.body,
+            delay=delayed.delay,
+            attributes=delayed.attributes,
+            id=delayed.id,
+            group_id=delayed.group_id,
+        )
+
+    async def cancel(self, task_id: str, *, queue: str | None = None) -> CancelOutcome:
+        """Cancel a task scheduled through sqsdelay by its task id (the default queue unless
+        `queue` names another): `cancelled`, `too-late` (already handed over) or `unknown`.
+        Needs SQSDELAY_REGISTRY=dynamodb (or parking)."""
+        sender = await self._sender()
+        return await sender.cancel(queue or self._default_queue.name, task_id)
+
+    async def shutdown(self) -> None:
+        await super().shutdown()
+        if self._sqsdelay_sender is not None:
+            sender, self._sqsdelay_sender = self._sqsdelay_sender, None
+            await sender.__aexit__(None, None, None)
+
+    async def _sender(self) -> AsyncSender:
+        async with self._sqsdelay_opening:  # two kicks at once open one sender
+            if self._sqsdelay_sender is None:
+                import aioboto3
+
+                from sqsdelay.aws.sender import AsyncSender
+
+                sender = AsyncSender(self.sqsdelay_settings)
+                if self._aws_access_key_id:
+                    # Keys given to the broker are sqsdelay's too (else: the default chain).
+                    sender._session = aioboto3.Session(
+                        aws_access_key_id=self._aws_access_key_id,
+                        aws_secret_access_key=self._aws_secret_access_key,
+                    )
+                self._sqsdelay_sender = await sender.__aenter__()
+            return self._sqsdelay_sender
+
+
+def _with_delay(message: BrokerMessage, seconds: int) -> BrokerMessage:
+    """The message with its `delay` label as whole seconds, for taskiq-aio-sqs, which
+    would round a fraction down. 0 is no delay to it (a falsy label, which it also takes on
+    a FIFO queue), where a missing label would be its `delay_seconds`. The body is
+    unchanged: the task sees the labels it was kicked with."""
+    return message.model_copy(update={"labels": {**message.labels, _DELAY_LABEL: seconds}})

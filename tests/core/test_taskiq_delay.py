@@ -1,0 +1,104 @@
+"""taskiq's `delay` label → route (core/taskiq_delay.py): never early, the native delay only
+within the cycle and never on a FIFO queue, and bad labels refused with what to give."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sqsdelay.core.taskiq_delay import TaskiqRoute, label_milliseconds, taskiq_route
+from sqsdelay.errors import InvalidDelay
+
+NATIVE = 900
+
+
+@pytest.mark.parametrize(
+    ("label", "fifo", "expected"),
+    [
+        (None, False, TaskiqRoute("native", 0, 0)),
+        ("", False, TaskiqRoute("native", 0, 0)),
+        ("0", True, TaskiqRoute("native", 0, 0)),  # no delay: taskiq-aio-sqs, in its group
+        ("2.5", False, TaskiqRoute("native", 2500, 3)),  # taskiq-aio-sqs would send 2
+        ("1.4", False, TaskiqRoute("native", 1400, 2)),
+        ("900", False, TaskiqRoute("native", 900_000, 900)),
+        ("900.001", False, TaskiqRoute("sqsdelay", 900_001, 901)),  # a fraction beyond
+        (" 86400 ", False, TaskiqRoute("sqsdelay", 86_400_000, 86_400)),
+        (3, True, TaskiqRoute("sqsdelay", 3000, 3)),  # FIFO: no native delay at all
+        (2.0005, False, TaskiqRoute("native", 2001, 3)),
+        (Decimal("1e-9"), False, TaskiqRoute("native", 1, 1)),
+    ],
+)
+def test_label_to_route(label: Any, fifo: bool, expected: TaskiqRoute) -> None:
+    assert taskiq_route(label, max_native_delay=NATIVE, fifo=fifo) == expected
+
+
+def test_the_lowered_cycle_moves_the_boundary() -> None:
+    assert taskiq_route("2", max_native_delay=2, fifo=False).how == "native"
+    assert taskiq_route("2.001", max_native_delay=2, fifo=False).how == "sqsdelay"
+
+
+@pytest.mark.parametrize(
+    ("label", "says"),
+    [
+        ("soon", "is not a number of seconds"),
+        ("True", "is not a number of seconds"),  # with_labels(delay=True), serialised
+        (True, "is a bool"),
+        ([5], "is a list"),
+        ("-1", "must not be negative"),
+        (-0.001, "must not be negative"),
+        ("inf", "is not a finite number"),
+        ("NaN", "is not a finite number"),
+        ("sNaN", "is not a finite number"),
+        ("1e400", "beyond any date"),
+        (10**20, "beyond any date"),
+    ],
+)
+def test_a_bad_label_is_refused_with_what_to_give(label: Any, says: str) -> None:
+    with pytest.raises(InvalidDelay) as raised:
+        taskiq_route(label, max_native_delay=NATIVE, fifo=False)
+    assert says in str(raised.value)
+    assert "with_labels(delay=" in str(raised.value) or "SQSDELAY_MAX_DELAY_SECONDS" in str(
+        raised.value
+    )
+
+
+labels = st.one_of(
+    st.integers(min_value=0, max_value=10**9),
+    st.floats(min_value=0, max_value=1e9, allow_nan=False),
+    st.decimals(min_value=0, max_value=10**9, allow_nan=False, allow_infinity=False),
+    st.decimals(min_value=0, max_value=10**9, allow_nan=False, allow_infinity=False).map(str),
+    st.floats(min_value=0, max_value=1e9, allow_nan=False).map(str),  # as taskiq sends it
+)
+
+
+@given(label=labels, fifo=st.booleans(), native=st.integers(min_value=0, max_value=900))
+def test_whatever_the_label_no_task_is_early_and_the_route_is_the_rule(
+    label: Any, fifo: bool, native: int
+) -> None:
+    route = taskiq_route(label, max_native_delay=native, fifo=fifo)
+    exact = Fraction(Decimal(label.strip() if isinstance(label, str) else label))
+    assert route.delay_ms / 1000 >= exact > Fraction(route.delay_ms - 1, 1000)  # ms, up
+    assert route.delay_seconds == math.ceil(Fraction(route.delay_ms, 1000))  # whole s, up
+    if route.delay_ms == 0:
+        assert route.how == "native"
+    elif fifo or route.delay_ms > native * 1000:
+        assert route.how == "sqsdelay"
+    else:
+        assert route.how == "native" and route.delay_seconds <= native
+
+
+@given(text=st.text(max_size=20))
+def test_any_text_is_a_route_or_an_invalid_delay(text: str) -> None:
+    try:
+        route = taskiq_route(text, max_native_delay=NATIVE, fifo=False)
+    except InvalidDelay as exc:
+        assert "taskiq's delay label" in str(exc)
+    else:
+        assert route.delay_ms >= 0
+        assert label_milliseconds(text) == route.delay_ms

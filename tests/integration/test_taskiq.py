@@ -1,0 +1,246 @@
+"""taskiq on SQS through sqsdelay, against a real taskiq worker process (`taskiq worker
+tests.integration.taskiq_app:broker`) and the sqsdelay worker, both on the embedded emulator,
+with a 2 s cycle."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from taskiq.exceptions import SendTaskError
+from taskiq_aio_sqs.exceptions import BrokerConfigError
+
+from sqsdelay import errors
+from sqsdelay.aws.sender import AsyncSender
+from tests.conftest import wait_for
+from tests.support.taskiqkit import Publisher, RunLog, cli
+
+pytestmark = pytest.mark.slow
+CYCLE = 2
+RETRY_DELAY = CYCLE + 1.0  # the retry middleware's backoff (plus up to 1 s of jitter)
+ROOT = Path(__file__).resolve().parents[2]
+WORKER_ARGS = ["tests.integration.taskiq_app:broker", "--workers", "1", "--shutdown-timeout", "5"]
+
+
+@dataclass
+class Stack:
+    app: Any  # tests.integration.taskiq_app, imported by the publisher
+    queue: str  # the broker's default (standard) queue
+    fifo: str
+    log: RunLog
+    env: dict[str, str]
+    publisher: Publisher
+
+    def kiq(self, task: Any, *args: Any, **labels: Any) -> Any:
+        kicker = task.kicker().with_labels(**labels) if labels else task.kicker()
+        return self.publisher.run(kicker.kiq(*args))
+
+    def ran_once_on_time(self, dues: dict[str, float]) -> list[float]:
+        """Wait for every tag; then each ran once, none before its due time, none more than
+        1 s after. Returns the lateness of each."""
+        wait_for(lambda: all(self.log.ran(t) for t in dues), timeout=60)
+        time.sleep(1.5)  # a duplicate would have come by now
+        late = [self.log.ran(t)[0] - due for t, due in dues.items()]
+        assert all(len(self.log.ran(t)) == 1 for t in dues), self.log.lines()
+        assert all(0 <= x <= 1.0 for x in late), dict(zip(dues, late, strict=True))
+        return late
+
+
+@pytest.fixture(scope="module")
+def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    name = f"tq{uuid.uuid4().hex[:8]}"
+    queue, fifo, bucket = name, f"{name}-ordered.fifo", f"{name}-results"
+    folder = tmp_path_factory.mktemp("taskiq")
+    settings = {
+        "SQSDELAY_ENDPOINT_URL": moto_url,
+        "SQSDELAY_REGION": "us-east-1",
+        "SQSDELAY_MAX_NATIVE_DELAY_SECONDS": str(CYCLE),
+        "SQSDELAY_REGISTRY": "dynamodb",
+        "SQSDELAY_REGISTRY_TABLE": f"{name}-scheduled",
+        "SQSDELAY_ERROR_QUEUE": f"{name}-error",
+        "SQSDELAY_WAIT_TIME_SECONDS": "1",
+    }
+    test = {
+        "TASKIQ_TEST_ENDPOINT": moto_url,
+        "TASKIQ_TEST_QUEUE": queue,
+        "TASKIQ_TEST_FIFO": fifo,
+        "TASKIQ_TEST_BUCKET": bucket,
+        "TASKIQ_TEST_RETRY_DELAY": str(RETRY_DELAY),
+        "TASKIQ_TEST_OUT": str(folder / "ran.txt"),
+    }
+    env = {**os.environ, **settings, **test, "PYTHONPATH": str(ROOT)}
+    for q in (queue, fifo):  # as the README says: the queue's own SQS name
+        installed = cli(env, "install", q)
+        assert installed.returncode == 0, installed.stderr
+    boto3.client("s3", endpoint_url=moto_url, region_name="us-east-1").create_bucket(Bucket=bucket)
+    saved = {k: os.environ.get(k) for k in {**settings, **test}}
+    os.environ.update({**settings, **test})  # the publisher: the app reads them on import
+    sys.modules.pop("tests.integration.taskiq_app", None)
+    app = importlib.import_module("tests.integration.taskiq_app")
+    with open(folder / "taskiq-worker.log", "w") as worker_log:
+        taskiq_worker = subprocess.Popen(
+            [sys.executable, "-m", "taskiq", "worker", *WORKER_ARGS],
+            env=env,
+            cwd=ROOT,
+            stdout=worker_log,
+            stderr=subprocess.STDOUT,
+        )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "sqsdelay", "worker", queue, fifo],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    publisher = Publisher()
+    s = Stack(app, queue, fifo, RunLog(Path(test["TASKIQ_TEST_OUT"])), env, publisher)
+    try:
+        publisher.run(app.broker.startup())
+        s.kiq(app.record, "warm-up")
+        wait_for(lambda: s.log.ran("warm-up"), timeout=60)
+        yield s
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        publisher.run(app.broker.shutdown())
+        publisher.close()
+        for proc in (taskiq_worker, worker):
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def test_no_delay_and_a_short_delay_are_sent_by_taskiq_aio_sqs_never_early(stack: Stack) -> None:
+    """Within the native delay taskiq-aio-sqs sends the task itself, with the delay rounded
+    up to whole seconds (taskiq-aio-sqs alone sends "1.5" as DelaySeconds 2 by round(), and
+    "1.4" as 1: 0.4 s early)."""
+    sent: list[tuple[str, dict[str, Any]]] = []
+
+    def capture(params: dict[str, Any], model: Any, **_: Any) -> None:
+        sent.append((model.name, dict(params)))
+
+    client = stack.app.broker._sqs_client
+    client.meta.events.register("provide-client-params.sqs.*", capture)
+    try:
+        start = time.time()
+        stack.kiq(stack.app.record, "now")
+        stack.kiq(stack.app.record, "short", delay=1.4)
+        stack.ran_once_on_time({"now": start, "short": start + 1.4})
+    finally:
+        client.meta.events.unregister("provide-client-params.sqs.*", capture)
+    assert [(name, p.get("DelaySeconds")) for name, p in sent] == [
+        ("SendMessage", None),
+        ("SendMessage", 2),  # 1.4 s rounded up
+    ]
+    assert all(p["QueueUrl"].endswith(stack.queue) for _, p in sent)
+    assert "MessageAttributes" not in sent[1][1]  # the message as taskiq-aio-sqs sends it
+
+
+def test_two_delays_of_several_cycles_run_once_on_time(stack: Stack) -> None:
+    """Beyond the native delay (and beyond taskiq-aio-sqs's 900 s check, here scaled to the
+    2 s cycle): through the delay queue, each once, never early, within a second."""
+    start = time.time()
+    dues = {}
+    for tag, delay in (("three-cycles", 3 * CYCLE + 0.4), ("five-cycles", 5 * CYCLE + 0.7)):
+        tag = f"{tag}-{uuid.uuid4().hex[:4]}"
+        stack.kiq(stack.app.record, tag, delay=delay)
+        dues[tag] = start + delay
+    late = stack.ran_once_on_time(dues)
+    print(f"taskiq lateness of two long delays: {[round(x, 3) for x in late]} s")
+
+
+def test_a_retry_beyond_the_cycle_goes_through_sqsdelay(stack: Stack) -> None:
+    """SmartRetryMiddleware: 3 attempts, each backoff 3 s plus jitter (beyond the 2 s cycle;
+    with the default cycle, beyond 15 minutes). Each retry keeps its task id, runs once, not
+    before its backoff is over, and within a second after."""
+    tag = f"flaky-{uuid.uuid4().hex[:6]}"
+    stack.kiq(stack.app.flaky, tag)
+    wait_for(lambda: len(stack.log.ran(tag)) >= 3, timeout=60)
+    time.sleep(RETRY_DELAY + 2)  # no fourth run
+    runs = stack.log.ran(tag)
+    kicked = stack.log.lines()[f"kicked:{tag}"]  # [time, delay s]: the first, then retries
+    assert len(runs) == 3 and len(kicked) == 3, (runs, kicked)
+    for ran, (at, delay) in zip(runs[1:], kicked[1:], strict=True):
+        assert delay > CYCLE  # through sqsdelay
+        assert at + delay <= ran <= at + delay + 1.0, (ran, at, delay)
+
+
+def test_a_cancelled_task_never_runs_and_the_registry_lists_the_others(stack: Stack) -> None:
+    far = 6 * CYCLE  # far enough off that the CLI starts on a loaded machine come first
+    cancelled = stack.kiq(stack.app.record, "cancelled", delay=far)
+    later = stack.kiq(stack.app.record, "after-cancel", delay=far)
+    assert stack.publisher.run(stack.app.broker.cancel(cancelled.task_id)) == "cancelled"
+    listed = cli(stack.env, "scheduled", stack.queue, "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert later.task_id in listed.stdout, (listed.stdout, listed.stderr)
+    assert cancelled.task_id not in listed.stdout
+    wait_for(lambda: stack.log.ran("after-cancel"), timeout=30)
+    time.sleep(1)
+    assert not stack.log.ran("cancelled")
+    # Too late once handed over; the CLI says so as the README writes it.
+    done = cli(stack.env, "cancel", stack.queue, later.task_id)
+    assert '"too-late"' in done.stdout, (done.stdout, done.stderr)
+
+
+def test_a_fifo_queue_takes_any_delay_in_its_group(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """taskiq-aio-sqs refuses a delay on a FIFO queue; here a short one goes through the
+    staging queue and a long one through the delay queue, each in the task's group."""
+    groups: list[tuple[str, str | None]] = []
+    send = AsyncSender.send
+
+    async def recording(self: AsyncSender, queue: str, body: str, **options: Any) -> Any:
+        groups.append((queue, options.get("group_id")))
+        return await send(self, queue, body, **options)
+
+    monkeypatch.setattr(AsyncSender, "send", recording)
+    start = time.time()
+    dues = {}
+    for tag, delay in (("fifo-now", 0), ("fifo-short", 1.5), ("fifo-long", 2 * CYCLE + 0.3)):
+        tag = f"{tag}-{uuid.uuid4().hex[:4]}"
+        stack.kiq(stack.app.record, tag, queue=stack.fifo, group_id="order-7", delay=delay)
+        dues[tag] = start + delay
+    stack.ran_once_on_time(dues)
+    assert groups == [(stack.fifo, "order-7")] * 2  # the delayed two; no delay: taskiq-aio-sqs
+
+
+def test_a_long_delayed_task_s_result_reaches_the_result_backend(stack: Stack) -> None:
+    async def kick_and_wait() -> Any:
+        task = await stack.app.add.kicker().with_labels(delay=CYCLE + 0.5).kiq("add", 2, 3)
+        return await task.wait_result(timeout=30, check_interval=0.1)
+
+    result = stack.publisher.run(kick_and_wait())
+    assert not result.is_err and result.return_value == 5
+
+
+@pytest.mark.parametrize(
+    ("delay", "says"),
+    [
+        ("soon", "is not a number of seconds"),
+        (-5, "must not be negative"),
+        ("1e400", "beyond any date"),
+        (10**9, "SQSDELAY_MAX_DELAY_SECONDS"),  # a date, beyond the maximum delay
+    ],
+)
+def test_a_bad_delay_label_is_a_typed_error_that_says_what_to_do(
+    stack: Stack, delay: Any, says: str
+) -> None:
+    tag = f"bad-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(SendTaskError) as raised:
+        stack.kiq(stack.app.record, tag, delay=delay)
+    cause = raised.value.__cause__
+    assert isinstance(cause, errors.InvalidDelay) and isinstance(cause, BrokerConfigError)
+    assert says in str(cause), str(cause)
+    assert "with_labels(delay=" in str(cause) or "SQSDELAY_MAX_DELAY_SECONDS" in str(cause)
