@@ -4,9 +4,12 @@ A run with an archive maps thousands of Spark classes instead of loading them on
 (measured: a 10M-row report 16-20 s -> 12-16 s). The first report that finds no archive
 records the classes its JVM loads (`-XX:DumpLoadedClassList`, a list of names, nearly free)
 and, once that JVM has exited, has a plain `java -Xshare:dump` write the archive from the
-list. Not the simpler `-XX:ArchiveClassesAtExit`: a JVM dumping as it exits needs several
-hundred MiB on top of what it held (measured: 1.5-1.7 GiB after a 10M-row job), a separate
-dump about 0.95 GiB, taken while no Spark JVM runs.
+list, in a detached process of its own (`dump_in_background`), so that the user's first
+report does not wait for it (the dump costs about 45 s of one core): every fresh container,
+CI run and EMR step is a first run, and a process that ends before the dump is done just
+leaves no archive. Not the simpler `-XX:ArchiveClassesAtExit`: a JVM dumping as it exits
+needs several hundred MiB on top of what it held (measured: 1.5-1.7 GiB after a 10M-row
+job), a separate dump about 0.95 GiB, taken while no Spark JVM runs.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +103,38 @@ def dump(archive: Path, classlist: Path, java: str, classpath: str, timeout: flo
         for leftover in (partial, classlist):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
+
+
+def dump_in_background(archive: Path, classlist: Path, java: str, classpath: str) -> None:
+    """Start `dump` in a process of its own session, at the lowest CPU priority, and return
+    at once: the report is done, and the archive only speeds up the next one. The class path
+    (hundreds of jars) goes through a file, as a command line that long is fragile."""
+    args = classlist.with_name(f"{classlist.name}.args")
+    args.write_text(f"{java}\n{classpath}\n")
+    subprocess.Popen(  # not waited for: it outlives the report's process
+        [sys.executable, "-m", "sqsdelay.cost.classarchive", str(archive), str(classlist)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m sqsdelay.cost.classarchive ARCHIVE CLASSLIST`: the background dump."""
+    archive, classlist = (Path(a) for a in (argv if argv is not None else sys.argv[1:]))
+    args = classlist.with_name(f"{classlist.name}.args")
+    try:
+        java, classpath = args.read_text().splitlines()[:2]
+    except (OSError, ValueError):
+        return 1
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            args.unlink()
+    with contextlib.suppress(OSError):
+        os.nice(19)  # behind anything the machine does next
+    return 0 if dump(archive, classlist, java, classpath) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

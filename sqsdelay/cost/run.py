@@ -84,6 +84,7 @@ def run_report(
     java = classarchive.use_option(class_archive)
     # No archive yet: this run lists the classes it loads, and one is written from the list.
     classlist = None
+    runtime: tuple[str, str] | None = None  # the JVM's java and class path, for the archive
     if owned and not remote and class_archive is not None and not java:
         classlist = classarchive.classlist_for(class_archive)
         java = classarchive.record_option(classlist)
@@ -124,12 +125,10 @@ def run_report(
         raise
     if owned and not remote:
         # The archive must fit this JVM: ask it for its java and class path before it stops.
-        runtime = classarchive.runtime_of(spark) if classlist is not None else None
+        if classlist is not None:
+            runtime = classarchive.runtime_of(spark)
         step("stopping Spark")
         stop_spark(spark)  # its memory is freed before the report is drawn
-        if class_archive is not None and classlist is not None and runtime is not None:
-            step("writing the class-data archive for a faster start next time (once)")
-            classarchive.dump(class_archive, classlist, *runtime)
     source = "what-if workload" if what_if else ", ".join(inputs)
     step("writing the report")
     report = summary.build(
@@ -152,6 +151,10 @@ def run_report(
     else:
         for target in targets:
             write(report, Path(target))
+        if class_archive is not None and classlist is not None and runtime is not None:
+            # Once the report is written and its JVM gone (the dump's peak then stands alone).
+            step("writing the class-data archive in the background, for a faster start next time")
+            classarchive.dump_in_background(class_archive, classlist, *runtime)
     return report
 
 
