@@ -16,7 +16,6 @@ from sqsdelay.aws.sender import AsyncSender, Sender
 from sqsdelay.aws.sender_core import SenderCore
 from sqsdelay.core import received as received_rules
 from sqsdelay.core import retries
-from sqsdelay.core.decision import failure_attributes
 from sqsdelay.core.delays import DelayLike
 from sqsdelay.core.flows import Call, Flow
 from sqsdelay.core.received import Incoming
@@ -114,14 +113,15 @@ def retry_flow(
 
 def dead_letter_flow(sender: SenderCore, incoming: Incoming, reason: str) -> Flow[Retried]:
     """To the error queue with the reason, in the `sqsdelay.Failure` record the worker writes
-    on poison (`decision.failure_attributes`, which `replay-errors` reads); then delete."""
+    on poison, so that `sqsdelay replay-errors QUEUE` brings it back; then delete."""
     _check(sender)
     number = retries.attempt_of(incoming.received.attributes)
     queue = retries.requested_queue(incoming.queue.name, sender.settings.queue_prefix)
-    error = sender.resolver.trio(queue).error
-    attributes = failure_attributes(
-        incoming.received, reason, incoming.queue.name, sender.settings.max_message_bytes
+    trio = sender.resolver.trio(queue)
+    attributes = retries.dead_letter_attributes(
+        incoming.received, reason, trio.delay, sender.settings.max_message_bytes
     )
+    error = trio.error
     params: dict[str, Any] = {"MessageBody": incoming.received.body}
     if attributes:
         params["MessageAttributes"] = attributes

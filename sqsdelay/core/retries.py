@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqsdelay.core import identity, wire, wirenames
-from sqsdelay.core.decision import parse_natural
+from sqsdelay.core.decision import Received, failure_attributes, parse_natural
 from sqsdelay.core.received import Incoming
 from sqsdelay.core.send import Message
 from sqsdelay.core.types import Attributes
@@ -49,6 +49,23 @@ def retry_message(incoming: Incoming, *, attempt: int, **when: object) -> Messag
         trace_header=incoming.trace_header,
         **when,  # type: ignore[arg-type]
     )
+
+
+def dead_letter_attributes(
+    received: Received, reason: str, delay_queue: str, max_bytes: int
+) -> Attributes:
+    """The error queue's attributes for a message the backoff gave up on: the worker's
+    failure record (`decision.failure_attributes`), written as if the message had failed in
+    its delay queue with no delay left, which is what `replay-errors` restores: a replay
+    hands it over at once. The attempt count is left out (it is in the reason), so a replayed
+    message starts counting anew. Without room for the record, the attributes as received."""
+    attrs = {k: v for k, v in received.attributes.items() if k != wirenames.ATTEMPT_ATTRIBUTE}
+    attrs[wirenames.DELAY_ATTRIBUTE] = wire.string_attribute("0")
+    failing = Received(
+        received.message_id, received.receipt_handle, received.body, attrs, received.system
+    )
+    folded = failure_attributes(failing, reason, delay_queue, max_bytes)
+    return folded if wirenames.FAILURE_ATTRIBUTE in folded else dict(received.attributes)
 
 
 def requested_queue(physical: str, prefix: str) -> str:
