@@ -8,6 +8,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -79,8 +80,13 @@ def test_retry_later_resends_byte_for_byte_then_deletes_the_original(
     original = receive_one(sqs, urls["orders"])
     message, url = _kind(kind, original, short)
     before = time.time()
+    when: dict[str, Any] = {  # the three ways to say when, one per kind
+        "boto3": {"delay": 1.5},
+        "lambda": {"delay": timedelta(seconds=1.5)},
+        "powertools": {"at": datetime.now(UTC) + timedelta(seconds=1.5)},
+    }[kind]
     done = consumer.retry_later(
-        message, 1.5, queue_url=urls["orders"] if url else None, sender=sender
+        message, queue_url=urls["orders"] if url else None, sender=sender, **when
     )
     assert done.attempt == 1 and done.sent is not None and done.sent.route == "direct"
     assert counts(sqs, urls["orders"]) == (0, 0, 1)  # the original deleted, the retry delayed
