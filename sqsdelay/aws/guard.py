@@ -60,10 +60,9 @@ class Outcome(Generic[T]):
 
 class Guard:
     """`guard.run(message, handler)` runs `handler(message)` unless a copy of the message
-    ran it already; `@guard.once` wraps a handler of one message (a boto3 message needs
-    `queue_url=`). `name`: the records' prefix, Powertools' `key_prefix` (default: as
-    Powertools names a decorated function). `key(incoming)`: the key of a message sqsdelay
-    did not send."""
+    ran it already; `@guard.once` wraps a handler of one message. `name`: the records'
+    prefix, Powertools' `key_prefix` (default: as Powertools names a decorated function).
+    `key(incoming)`: the key of a message sqsdelay did not send."""
 
     def __init__(
         self,
@@ -108,7 +107,7 @@ class Guard:
     def run(
         self, message: object, handler: Callable[[Any], T], *, queue_url: str | None = None
     ) -> Outcome[T]:
-        incoming = received_rules.read(message, queue_url)
+        incoming = received_rules.read(message, queue_url, need_queue=False)
         key = self.record_key(incoming, handler)
         found = self._begin(key)
         if found is not None:

@@ -56,8 +56,10 @@ class Incoming:
         return value.get("StringValue") if value else None
 
 
-def read(message: object, queue_url: str | None = None) -> Incoming:
-    """Any of the three kinds, as one `Incoming`; InvalidMessage for anything else."""
+def read(message: object, queue_url: str | None = None, *, need_queue: bool = True) -> Incoming:
+    """Any of the three kinds, as one `Incoming`; InvalidMessage for anything else.
+    `need_queue`: a boto3 message must come with its queue URL (to send and delete; the
+    guard needs neither)."""
     raw = getattr(message, "raw_event", message)  # a Powertools SQSRecord wraps the record
     if not isinstance(raw, Mapping):
         raise InvalidMessage(
@@ -66,6 +68,8 @@ def read(message: object, queue_url: str | None = None) -> Incoming:
     if raw.get("eventSource") == "aws:sqs":
         return _lambda_record(raw)
     if "ReceiptHandle" in raw and "Body" in raw and "MessageId" in raw:
+        if not queue_url and not need_queue:
+            return _boto3_message(raw, None)
         if not queue_url:
             raise InvalidMessage(
                 "a boto3 message does not say which queue it came from: pass queue_url= (the "
@@ -77,9 +81,9 @@ def read(message: object, queue_url: str | None = None) -> Incoming:
     )
 
 
-def _boto3_message(raw: Mapping[str, Any], queue_url: str) -> Incoming:
-    name = urlparse(queue_url).path.rstrip("/").rsplit("/", 1)[-1]
-    if not name:
+def _boto3_message(raw: Mapping[str, Any], queue_url: str | None) -> Incoming:
+    name = urlparse(queue_url or "").path.rstrip("/").rsplit("/", 1)[-1]
+    if queue_url is not None and not name:
         raise InvalidMessage(f"queue_url {queue_url[:200]!r} is not a queue URL: give the QueueUrl")
     attributes: Attributes = {}
     for key, value in dict(raw.get("MessageAttributes") or {}).items():

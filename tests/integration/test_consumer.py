@@ -226,7 +226,7 @@ def test_duplicates_of_a_hand_over_run_a_guarded_handler_once(
         runs.append(message["MessageId"])
         return {"charged": len(runs)}
 
-    outcomes = [handle(m, queue_url=url) for m in copies]
+    outcomes = [handle(m) for m in copies]  # a boto3 message: no queue URL needed
     assert runs == [copies[0]["MessageId"]]
     assert [o.ran for o in outcomes] == [True, False]
     assert outcomes[1].result == {"charged": 1}
@@ -234,7 +234,7 @@ def test_duplicates_of_a_hand_over_run_a_guarded_handler_once(
     retried = consumer.retry_later(copies[1], 0, queue_url=url, sender=Sender(short, client=sqs))
     assert retried.attempt == 1
     again = receive_one(sqs, url)
-    assert handle(again, queue_url=url).ran and len(runs) == 2
+    assert handle(again).ran and len(runs) == 2
 
 
 def test_powertools_reads_the_guards_record_and_the_guard_reads_powertools(
@@ -335,3 +335,26 @@ def test_a_foreign_message_needs_a_key_named_by_the_caller(
     keyed = consumer.Guard(table, name="h", client=dynamodb, key=lambda m: m.received.body)
     ran = [keyed.run(c, lambda m: 1, queue_url=urls["orders"]).ran for c in copies]
     assert ran == [True, False]
+
+
+def test_a_retry_on_a_fifo_queue_rejoins_its_group_after_its_delay(
+    make_settings: Callable[..., Settings], sqs: Any
+) -> None:
+    """A FIFO destination takes no per-message delay: the retry goes through its staging
+    queue (or its delay queue) and the worker forwards it into the group it came from."""
+    fifo = make_settings(
+        max_native_delay_seconds=2, visibility_timeout_seconds=5, wait_time_seconds=1
+    )
+    urls = install(fifo, sqs, "orders.fifo")
+    sender = Sender(fifo, client=sqs)
+    sender.send("orders.fifo", "in order", delay=0, group_id="customer-9", attributes=ATTRS)
+    original = receive_one(sqs, urls["orders.fifo"])
+    with WorkerThread(fifo, ["orders.fifo"]):
+        due = time.time() + 3.5
+        done = consumer.retry_later(original, 3.5, queue_url=urls["orders.fifo"], sender=sender)
+        assert done.sent is not None and done.sent.route == "delay-queue"
+        [got] = Collector(sqs, urls["orders.fifo"]).until(1, timeout=20)
+    assert got.at >= due and got.body == "in order"
+    assert got.system["MessageGroupId"] == "customer-9"
+    assert {k: got.attributes[k] for k in ATTRS} == ATTRS
+    assert got.attributes[wirenames.ATTEMPT_ATTRIBUTE]["StringValue"] == "1"
