@@ -257,3 +257,22 @@ def test_the_claim_is_powertools_condition_and_a_found_record_reads_as_its_state
     assert running.state(1005.0) == "in-progress" and running.state(1006) == "expired"
     upd = idempotency.complete_request("t", "k", {"a": 1}, now=2000, expires_after=60)
     assert upd["ExpressionAttributeValues"][":response_data"] == {"S": '{"a": 1}'}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ident=st.text(min_size=1, max_size=40),
+    attempt=st.one_of(st.none(), st.text(max_size=12)),
+    others=st.dictionaries(NAMES, VALUES, max_size=8),
+)
+def test_for_any_id_and_attempt_a_producer_wrote_the_key_is_powertools_and_every_copys(
+    ident: str, attempt: str | None, others: Attributes
+) -> None:
+    attrs: Attributes = {**others, wirenames.MESSAGE_ID_ATTRIBUTE: s(ident)}
+    if attempt is not None:
+        attrs[wirenames.ATTEMPT_ATTRIBUTE] = s(attempt)
+    record = lambda_record(boto3_message(attrs), "p-orders")
+    ours = idempotency.record_key("fn", idempotency.key_data(received.read(record)))
+    assert ours == _powertools_key(record, "fn", idempotency.POWERTOOLS_KEY_JMESPATH)
+    copy = lambda_record({**boto3_message(attrs), "MessageId": "x", "ReceiptHandle": "y"}, "q")
+    assert idempotency.record_key("fn", idempotency.key_data(received.read(copy))) == ours

@@ -23,7 +23,7 @@ from sqsdelay import consumer
 from sqsdelay.aws.sender import AsyncSender, Sender
 from sqsdelay.aws.worker import WorkerThread
 from sqsdelay.core import wirenames
-from sqsdelay.errors import ConfigError, SqsOperationError
+from sqsdelay.errors import ConfigError, InvalidDelay, SqsOperationError
 from sqsdelay.settings import Settings
 from tests.support.consumerkit import (
     counts,
@@ -144,6 +144,18 @@ def test_a_send_that_fails_leaves_the_original_in_place(short: Settings, sqs: An
         QueueUrl=urls["orders"], ReceiptHandle=original["ReceiptHandle"], VisibilityTimeout=0
     )
     assert receive_one(sqs, urls["orders"])["Body"] == "keep me"
+
+
+def test_a_delay_beyond_any_date_is_refused_before_anything_is_sent_or_deleted(
+    short: Settings, sqs: Any
+) -> None:
+    urls = install(short, sqs, "orders")
+    Sender(short, client=sqs).send("orders", "keep me", delay=0)
+    original = receive_one(sqs, urls["orders"])
+    for when in ({"delay": 10**12}, {"at": datetime(9999, 12, 31, tzinfo=UTC)}):
+        with pytest.raises(InvalidDelay, match="SQSDELAY_MAX_DELAY_SECONDS"):
+            consumer.retry_later(original, queue_url=urls["orders"], sender=Sender(short), **when)
+    assert counts(sqs, urls["orders"]) == (0, 1, 0)
 
 
 def test_the_partial_batch_response_counts_a_retried_record_as_a_success(
