@@ -370,3 +370,37 @@ def test_a_retry_on_a_fifo_queue_rejoins_its_group_after_its_delay(
     assert got.system["MessageGroupId"] == "customer-9"
     assert {k: got.attributes[k] for k in ATTRS} == ATTRS
     assert got.attributes[wirenames.ATTEMPT_ATTRIBUTE]["StringValue"] == "1"
+
+
+def test_as_the_readme_writes_it_settings_from_the_environment(
+    settings: Settings, sqs: Any, dynamodb: Any, moto_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`retry_later(message, timedelta(days=2), queue_url=url)` and `Guard("idempotency",
+    name=...)` with no sender or client: both from the SQSDELAY_* variables."""
+    for name, value in {
+        "SQSDELAY_ENDPOINT_URL": moto_url,
+        "SQSDELAY_REGION": "us-east-1",
+        "SQSDELAY_QUEUE_PREFIX": settings.queue_prefix,
+    }.items():
+        monkeypatch.setenv(name, value)
+    urls = install(settings, sqs, "orders")
+    Sender(settings, client=sqs).send("orders", "tomorrow", delay=0)
+    message = receive_one(sqs, urls["orders"])
+    url = urls["orders"]
+    done = consumer.retry_later(message, timedelta(days=2), queue_url=url)
+    assert done.sent is not None and done.sent.route == "delay-queue"
+    assert done.sent.delay_seconds == 2 * 86_400
+    assert counts(sqs, urls["orders"]) == (0, 0, 0)
+    assert sum(counts(sqs, urls["orders-delay.fifo"])) == 1
+    table = guard_table(dynamodb, f"idem-{uuid.uuid4().hex[:8]}")
+    guard = consumer.Guard(table, name="orders.charge")
+    copy = {
+        **message,
+        "MessageAttributes": {
+            wirenames.MESSAGE_ID_ATTRIBUTE: {
+                "DataType": "String",
+                "StringValue": done.message_id or "",
+            }
+        },
+    }
+    assert [guard.run(copy, lambda m: 1).ran for _ in range(2)] == [True, False]
