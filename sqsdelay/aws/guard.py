@@ -105,11 +105,19 @@ class Guard:
         return idempotency.record_key(prefix, data)
 
     def run(
-        self, message: object, handler: Callable[[Any], T], *, queue_url: str | None = None
+        self,
+        message: object,
+        handler: Callable[[Any], T],
+        *,
+        queue_url: str | None = None,
+        context: Any = None,
     ) -> Outcome[T]:
+        """`context`: the Lambda context, whose remaining time becomes the in-progress
+        expiry, as Powertools' `register_lambda_context` does."""
         incoming = received_rules.read(message, queue_url, need_queue=False)
         key = self.record_key(incoming, handler)
-        found = self._begin(key)
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        found = self._begin(key, int(remaining()) if remaining else self.in_progress_ms)
         if found is not None:
             return found
         try:
@@ -131,12 +139,14 @@ class Guard:
 
     def once(self, handler: Callable[[Any], T]) -> Callable[..., Outcome[T]]:
         @functools.wraps(handler)
-        def guarded(message: object, *, queue_url: str | None = None) -> Outcome[T]:
-            return self.run(message, handler, queue_url=queue_url)
+        def guarded(
+            message: object, *, queue_url: str | None = None, context: Any = None
+        ) -> Outcome[T]:
+            return self.run(message, handler, queue_url=queue_url, context=context)
 
         return guarded
 
-    def _begin(self, key: str) -> Outcome[Any] | None:
+    def _begin(self, key: str, in_progress_ms: int) -> Outcome[Any] | None:
         """Claim the key; None when this run may go ahead."""
         now = self._clock()
         request = idempotency.begin_request(
@@ -144,7 +154,7 @@ class Guard:
             key,
             now=now,
             expires_after=self.expires_after,
-            in_progress_ms=self.in_progress_ms,
+            in_progress_ms=in_progress_ms,
         )
         try:
             self._client.put_item(**request)

@@ -404,3 +404,21 @@ def test_as_the_readme_writes_it_settings_from_the_environment(
         },
     }
     assert [guard.run(copy, lambda m: 1).ran for _ in range(2)] == [True, False]
+
+
+def test_in_lambda_the_remaining_time_is_the_in_progress_expiry(dynamodb: Any) -> None:
+    table = guard_table(dynamodb, f"idem-{uuid.uuid4().hex[:8]}")
+    ident = {wirenames.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "o-1"}}
+    message = {"MessageId": "m", "ReceiptHandle": "r", "Body": "x", "MessageAttributes": ident}
+    now = 1_800_000_000.0
+    guard = consumer.Guard(table, name="h", client=dynamodb, clock=lambda: now)
+
+    class Context:
+        def get_remaining_time_in_millis(self) -> int:
+            return 7_000
+
+    def look(message: Any) -> None:
+        [item] = dynamodb.scan(TableName=table)["Items"]
+        assert item["in_progress_expiration"] == {"N": str(int(now * 1000) + 7_000)}
+
+    assert guard.once(look)(message, context=Context()).ran
