@@ -120,8 +120,16 @@ def test_the_async_retry_counts_on_from_the_attempt_it_received(short: Settings,
 
     one, two = asyncio.run(twice())
     assert (one.attempt, two.attempt) == (1, 2)
-    [third] = Collector(sqs, urls["orders"]).until(1, timeout=10)
-    assert third.attributes[wirenames.ATTEMPT_ATTRIBUTE]["StringValue"] == "2"
+    third = receive_one(sqs, urls["orders"])
+    assert third["MessageAttributes"][wirenames.ATTEMPT_ATTRIBUTE]["StringValue"] == "2"
+
+    async def backoff() -> consumer.Retried:
+        policy = consumer.RetryPolicy(consumer.Backoff(1, 2, max_attempts=5), draw=lambda: 0.0)
+        async with AsyncSender(short) as s:
+            return await policy.aretry(third, "later", queue_url=urls["orders"], sender=s)
+
+    fourth = asyncio.run(backoff())
+    assert fourth.attempt == 3 and fourth.sent is not None and fourth.sent.delay_seconds == 0
 
 
 def test_a_send_that_fails_leaves_the_original_in_place(short: Settings, sqs: Any) -> None:
@@ -144,6 +152,25 @@ def test_a_send_that_fails_leaves_the_original_in_place(short: Settings, sqs: An
         QueueUrl=urls["orders"], ReceiptHandle=original["ReceiptHandle"], VisibilityTimeout=0
     )
     assert receive_one(sqs, urls["orders"])["Body"] == "keep me"
+
+
+def test_a_delete_that_fails_after_the_send_says_the_original_comes_back(
+    short: Settings, sqs: Any
+) -> None:
+    urls = install(short, sqs, "orders")
+    Sender(short, client=sqs).send("orders", "twice?", delay=0)
+    original = receive_one(sqs, urls["orders"])
+    proxy = FaultProxy(short.endpoint_url or "")
+    try:
+        proxy.cut("DeleteMessage", times=100)
+        broken = Sender(
+            short.model_copy(update={"endpoint_url": proxy.url, "call_timeout_seconds": 2})
+        )
+        with pytest.raises(consumer.OriginalNotDeleted, match="guard the handler"):
+            consumer.retry_later(original, 0, queue_url=urls["orders"], sender=broken)
+    finally:
+        proxy.close()
+    assert counts(sqs, urls["orders"]) == (1, 1, 0)  # the retry, and the original in flight
 
 
 def test_a_delay_beyond_any_date_is_refused_before_anything_is_sent_or_deleted(
