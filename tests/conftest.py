@@ -48,6 +48,8 @@ LONGEST_FILES = {
     "tests/integration/test_celery.py": 117,
     "tests/integration/test_parking.py": 110,
     "tests/integration/test_worker_process.py": 70,
+    "tests/integration/test_consumer_worker.py": 68,  # measured alone, 2026-11-27
+    "tests/integration/test_consumer.py": 50,
     "tests/integration/test_deployed.py": 65,
     "tests/integration/test_metrics.py": 57,
     "tests/integration/test_dramatiq.py": 51,
