@@ -36,15 +36,18 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from sqsdelay import errors
-from sqsdelay.core import taskiq_delay
+from sqsdelay.core import delays, taskiq_delay
 from sqsdelay.extras import require
 
 require("taskiq", "sqsdelay.taskiq")
 
 import taskiq_aio_sqs  # noqa: E402
+from taskiq import ScheduledTask, ScheduleSource  # noqa: E402
+from taskiq.kicker import AsyncKicker  # noqa: E402
 from taskiq_aio_sqs import exceptions as sqs_exceptions  # noqa: E402
 
 from sqsdelay.settings import Settings  # noqa: E402
@@ -58,8 +61,9 @@ if TYPE_CHECKING:
 _DELAY_LABEL = "delay"
 
 
-class InvalidDelayLabel(errors.InvalidDelay, sqs_exceptions.BrokerConfigError):
-    """A `delay` label that is no delay, or one beyond SQSDELAY_MAX_DELAY_SECONDS: caught as
+class InvalidDelay(errors.InvalidDelay, sqs_exceptions.BrokerConfigError):
+    """A `delay` label that is no delay, a due time without a time zone, or either beyond
+    SQSDELAY_MAX_DELAY_SECONDS: caught as
     sqsdelay's `InvalidDelay` or as taskiq-aio-sqs's `BrokerConfigError` (which its own
     label errors are). `kiq` raises taskiq's `SendTaskError` from it."""
 
@@ -117,7 +121,7 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
                 fifo=queue.is_fifo,
             )
         except errors.InvalidDelay as exc:
-            raise InvalidDelayLabel(str(exc)) from None
+            raise InvalidDelay(str(exc)) from None
         if route.how == "native":
             await super().kick(_with_delay(message, route.delay_seconds))
             return
@@ -125,7 +129,7 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
         kwargs: dict[str, Any] = dict(
             await self.build_kick_kwargs(_with_delay(message, 0), queue, queue_url)
         )
-        # The sender loads with the first long delay: `import sqsdelay.taskiq` stays light.
+        # The sender loads at startup: `import sqsdelay.taskiq` stays light.
         from sqsdelay.aws.sender import Message, plan
 
         delayed = Message(
@@ -140,7 +144,7 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
         except errors.MessageTooLarge as exc:
             raise MessageTooLarge(str(exc)) from None
         except errors.InvalidDelay as exc:
-            raise InvalidDelayLabel(str(exc)) from None
+            raise InvalidDelay(str(exc)) from None
         sender = await self._sender()
         await sender.send(
             queue.name,
@@ -157,6 +161,16 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
         Needs SQSDELAY_REGISTRY=dynamodb (or parking)."""
         sender = await self._sender()
         return await sender.cancel(queue or self._default_queue.name, task_id)
+
+    async def startup(self) -> None:
+        await super().startup()
+        # sqsdelay's clients open here, as taskiq-aio-sqs's do, not in the first long kick:
+        # opening them (aioboto3, service models) took up to 2.5 s on a loaded machine, and
+        # the first call opens the connection pool (aiohttp loads the CA bundle: 0.1 s idle,
+        # 0.8 s at load 9), a lateness that the first delayed task would carry (its delay
+        # counts from when SQS takes it).
+        sender = await self._sender()
+        await sender._client.get_queue_url(QueueName=self._default_queue.name)
 
     async def shutdown(self) -> None:
         await super().shutdown()
@@ -180,6 +194,57 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
                     )
                 self._sqsdelay_sender = await sender.__aenter__()
             return self._sqsdelay_sender
+
+
+class DelayedSource(ScheduleSource):
+    """taskiq's `schedule_by_time` through sqsdelay, with no scheduler process: `add_schedule`
+    kicks the task at once with the delay that ends at its time, so that
+    `await task.kicker().schedule_by_time(DelayedSource(broker), when, ...)` runs it once at
+    `when`, and `SmartRetryMiddleware(schedule_source=DelayedSource(broker))` retries so.
+    The task id is the schedule id (or the kicker's `with_task_id`): `unschedule()` and
+    `delete_schedule` cancel it with the registry. Recurring schedules (cron, interval) are
+    taskiq's scheduler's: refused here.
+
+    What this relies on in taskiq 0.13: `ScheduleSource.add_schedule`/`delete_schedule`, and
+    `schedule_by_time` handing over a `ScheduledTask` with the kicker's serialised labels,
+    args and kwargs; the kick is `AsyncKicker(...).kiq`, so middlewares see it."""
+
+    def __init__(self, broker: SQSBroker) -> None:
+        self.broker = broker
+        self._queues: dict[str, str] = {}  # schedule id -> queue, for delete_schedule
+
+    async def get_schedules(self) -> list[ScheduledTask]:
+        return []  # nothing for a scheduler to poll: every task is in SQS already
+
+    async def add_schedule(self, schedule: ScheduledTask) -> None:
+        if schedule.time is None:
+            raise errors.ConfigError(
+                "DelayedSource takes schedule_by_time only: run taskiq's scheduler with a "
+                "schedule source of its own for cron and interval schedules"
+            )
+        when = schedule.time
+        if when.tzinfo is None:
+            raise InvalidDelay(
+                f"the time {when.isoformat()} has no time zone: give an aware datetime, "
+                "e.g. datetime.now(timezone.utc) + timedelta(days=3)"
+            )
+        ms = delays.delay_milliseconds(deliver_at=when, now=time.time())
+        task_id = schedule.task_id or schedule.schedule_id
+        kicker: AsyncKicker[Any, Any] = AsyncKicker(
+            task_name=schedule.task_name, broker=self.broker, labels=dict(schedule.labels)
+        )
+        await (
+            kicker.with_task_id(task_id)
+            .with_labels(delay=str(Decimal(ms) / 1000))
+            .kiq(*schedule.args, **schedule.kwargs)
+        )
+        self._queues[schedule.schedule_id] = str(schedule.labels.get("queue", ""))
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """Cancel the task of a schedule (its task id is the schedule id); a schedule this
+        source did not add is looked for in the broker's default queue."""
+        queue = self._queues.pop(schedule_id, "") or None
+        await self.broker.cancel(schedule_id, queue=queue)
 
 
 def _with_delay(message: BrokerMessage, seconds: int) -> BrokerMessage:

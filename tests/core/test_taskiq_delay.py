@@ -83,7 +83,7 @@ def test_whatever_the_label_no_task_is_early_and_the_route_is_the_rule(
 ) -> None:
     route = taskiq_route(label, max_native_delay=native, fifo=fifo)
     exact = Fraction(Decimal(label.strip() if isinstance(label, str) else label))
-    assert route.delay_ms / 1000 >= exact > Fraction(route.delay_ms - 1, 1000)  # ms, up
+    assert Fraction(route.delay_ms, 1000) >= exact > Fraction(route.delay_ms - 1, 1000)  # ms, up
     assert route.delay_seconds == math.ceil(Fraction(route.delay_ms, 1000))  # whole s, up
     if route.delay_ms == 0:
         assert route.how == "native"

@@ -30,8 +30,12 @@ class KickLog(TaskiqMiddleware):
     backoff included)."""
 
     def pre_send(self, message: TaskiqMessage) -> TaskiqMessage:
-        delay = message.labels.get("delay") or 0
-        _write(f"kicked:{message.args[0]} {time.time():.3f} {delay}")
+        try:
+            delay = float(message.labels.get("delay") or 0)
+        except ValueError:  # a bad label, which the broker refuses
+            delay = float("nan")
+        tag = str(message.args[0] if message.args else message.kwargs.get("tag"))[:40]
+        _write(f"kicked:{tag} {time.time():.3f} {delay}")
         return message
 
 

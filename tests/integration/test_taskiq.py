@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from taskiq_aio_sqs.exceptions import BrokerConfigError
 
 from sqsdelay import errors
 from sqsdelay.aws.sender import AsyncSender
+from sqsdelay.taskiq import DelayedSource, SQSBroker
 from tests.conftest import wait_for
 from tests.support.taskiqkit import Publisher, RunLog, cli
 
@@ -150,12 +152,11 @@ def test_no_delay_and_a_short_delay_are_sent_by_taskiq_aio_sqs_never_early(stack
 def test_two_delays_of_several_cycles_run_once_on_time(stack: Stack) -> None:
     """Beyond the native delay (and beyond taskiq-aio-sqs's 900 s check, here scaled to the
     2 s cycle): through the delay queue, each once, never early, within a second."""
-    start = time.time()
     dues = {}
     for tag, delay in (("three-cycles", 3 * CYCLE + 0.4), ("five-cycles", 5 * CYCLE + 0.7)):
         tag = f"{tag}-{uuid.uuid4().hex[:4]}"
+        dues[tag] = time.time() + delay
         stack.kiq(stack.app.record, tag, delay=delay)
-        dues[tag] = start + delay
     late = stack.ran_once_on_time(dues)
     print(f"taskiq lateness of two long delays: {[round(x, 3) for x in late]} s")
 
@@ -206,12 +207,11 @@ def test_a_fifo_queue_takes_any_delay_in_its_group(
         return await send(self, queue, body, **options)
 
     monkeypatch.setattr(AsyncSender, "send", recording)
-    start = time.time()
     dues = {}
     for tag, delay in (("fifo-now", 0), ("fifo-short", 1.5), ("fifo-long", 2 * CYCLE + 0.3)):
         tag = f"{tag}-{uuid.uuid4().hex[:4]}"
+        dues[tag] = time.time() + delay
         stack.kiq(stack.app.record, tag, queue=stack.fifo, group_id="order-7", delay=delay)
-        dues[tag] = start + delay
     stack.ran_once_on_time(dues)
     assert groups == [(stack.fifo, "order-7")] * 2  # the delayed two; no delay: taskiq-aio-sqs
 
@@ -244,3 +244,57 @@ def test_a_bad_delay_label_is_a_typed_error_that_says_what_to_do(
     assert isinstance(cause, errors.InvalidDelay) and isinstance(cause, BrokerConfigError)
     assert says in str(cause), str(cause)
     assert "with_labels(delay=" in str(cause) or "SQSDELAY_MAX_DELAY_SECONDS" in str(cause)
+
+
+def test_schedule_by_time_runs_once_at_its_time_and_unschedule_cancels(stack: Stack) -> None:
+    """taskiq's own way to run a task at a time, with DelayedSource: no scheduler process,
+    no schedule store; the time may be any distance off."""
+    source = DelayedSource(stack.app.broker)
+    due = datetime.now(UTC) + timedelta(seconds=3 * CYCLE + 0.3)
+    tag = f"at-{uuid.uuid4().hex[:4]}"
+
+    async def schedule() -> None:
+        await stack.app.record.kicker().schedule_by_time(source, due, tag)
+        dropped = await stack.app.record.kicker().schedule_by_time(source, due, "unscheduled")
+        await dropped.unschedule()
+
+    stack.publisher.run(schedule())
+    stack.ran_once_on_time({tag: due.timestamp()})
+    assert not stack.log.ran("unscheduled")
+
+
+def test_delayed_source_refuses_a_naive_time_and_recurring_schedules(stack: Stack) -> None:
+    source = DelayedSource(stack.app.broker)
+    naive = datetime.now() + timedelta(hours=1)
+    with pytest.raises(errors.InvalidDelay, match="no time zone"):
+        stack.publisher.run(stack.app.record.kicker().schedule_by_time(source, naive, "x"))
+    with pytest.raises(errors.ConfigError, match="taskiq's scheduler"):
+        stack.publisher.run(stack.app.record.kicker().schedule_by_cron(source, "* * * * *", "x"))
+
+
+def test_the_broker_takes_sqsdelay_settings_and_its_own_endpoint() -> None:
+    """No I/O: a broker is built without a call."""
+    broker = SQSBroker(
+        "orders", endpoint_url="http://127.0.0.1:9", sqsdelay={"registry": "dynamodb"}
+    )
+    assert broker.sqsdelay_settings.registry == "dynamodb"
+    assert broker.sqsdelay_settings.endpoint_url == "http://127.0.0.1:9"
+    assert broker.sqsdelay_settings.region == "us-east-1"  # taskiq-aio-sqs's default
+    with pytest.raises(errors.ConfigError, match="SQSDELAY_QUEUE_PREFIX"):
+        SQSBroker("orders", sqsdelay={"queue_prefix": "myapp-"})
+
+
+def test_a_delayed_body_too_large_for_sqs_is_a_typed_error(stack: Stack) -> None:
+    """taskiq-aio-sqs offloads a body of 1 MiB or more to S3; the sqsdelay route does not
+    and says so, before anything is sent."""
+    with pytest.raises(SendTaskError) as raised:
+        stack.kiq(stack.app.record, "x" * 1_048_450, delay=CYCLE + 1)
+    cause = raised.value.__cause__
+    assert isinstance(cause, errors.MessageTooLarge) and isinstance(cause, BrokerConfigError)
+
+
+def test_inspect_reads_the_queue_and_its_delay_queue(stack: Stack) -> None:
+    """`sqsdelay inspect <queue>`, which the README's switching paragraph names."""
+    done = cli(stack.env, "inspect", stack.queue)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert f"{stack.queue}-delay.fifo" in done.stdout, done.stdout

@@ -26,6 +26,16 @@ def test_bench_dramatiq() -> None:
     assert out["messages"] == 5 and out["import_s"] and out["enqueue_ms_median"]
 
 
+def test_bench_taskiq() -> None:
+    out = run_script("bench_taskiq.py", "--messages", "5", "--imports", "1")
+    assert out["messages"] == 5 and set(out["import_s"]) == {"taskiq_aio_sqs", "sqsdelay.taskiq"}
+    assert set(out["kiq_ms_median"]) == {
+        "taskiq_aio_sqs_within",
+        "sqsdelay_within",
+        "sqsdelay_beyond",
+    }
+
+
 def test_profile_worker() -> None:
     out = run_script("profile_worker.py", "--seconds", "6", "--per-queue", "20")
     assert out["profiled_seconds"] > 0
