@@ -309,26 +309,21 @@ def _sane(delay: Any, size: Any) -> Any:
     )
 
 
-def carried_over(df: Any, cycle_seconds: int) -> Any:
+def carried_over(cycle_seconds: int) -> str:
     """Messages still looping from before the window: requeued in it but not scheduled in
     it. Each is priced from its first requeue on, as if scheduled then with its remaining
-    delay plus the hop that requeue made (the requeue's send stands for the first send)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.window import Window
-
-    scheduled = df.where(F.col("kind") == SCHEDULED).select("message_id").distinct()
-    hops = df.where(F.col("kind") == REQUEUED).join(scheduled, "message_id", "left_anti")
-    first = Window.partitionBy("message_id").orderBy("ts")
-    return (
-        hops.withColumn("n", F.row_number().over(first))
-        .where(F.col("n") == 1)
-        .select(
-            F.lit(CARRIED).alias("kind"),
-            "ts",
-            "message_id",
-            "destination",
-            (F.col("delay_seconds") + cycle_seconds).alias("delay_seconds"),
-            "size_bytes",
-            F.lit(False).alias("parked_route"),  # it was seen looping
+    delay plus the hop that requeue made (the requeue's send stands for the first send).
+    A query over the read records `{rows}`, with their columns (`read_scheduled`)."""
+    return f"""
+        SELECT {CARRIED} AS kind, ts, message_id, destination,
+            delay_seconds + {int(cycle_seconds)} AS delay_seconds, size_bytes,
+            false AS parked_route  -- it was seen looping
+        FROM (
+            SELECT hop.*, row_number() OVER (PARTITION BY hop.message_id ORDER BY hop.ts) AS n
+            FROM {{rows}} hop LEFT ANTI JOIN
+                (SELECT DISTINCT message_id FROM {{rows}} WHERE kind = {SCHEDULED}) scheduled
+                ON hop.message_id = scheduled.message_id
+            WHERE hop.kind = {REQUEUED}
         )
-    )
+        WHERE n = 1
+    """  # noqa: S608 (the code's own numbers only)

@@ -19,7 +19,6 @@ from sqsdelay.cost.fold import (
     Folded,
     fold,
     local_idle_polls,
-    reduced,
 )
 from sqsdelay.cost.inputs import KINDS, PRICED, carried_over
 from sqsdelay.cost.pricing import (
@@ -29,9 +28,16 @@ from sqsdelay.cost.pricing import (
     park_break_even_seconds,
     quantities,
 )
-from sqsdelay.cost.session import SparkOps
+from sqsdelay.cost.sql import Sql, SqlOps, literal
 
 QUANTITY_SUMS = [f.name for f in fields(Quantities) if f.name != "messages"]
+SUMMED = ("messages", "delay_seconds", *QUANTITY_SUMS)
+# The keys of the two roll-ups of the grouped input (`aggregate`).
+SHAPE = ("kind", "month", "band", "bucket", "parked_route")
+PER_DESTINATION = ("kind", "destination", "month", "parked_route")
+# Grouped rows that come to the driver to be rolled up there (about 80 bytes each a column):
+# 10M messages to 200 destinations over a year made 78,413.
+GROUP_ROW_BUDGET = 200_000
 
 
 @dataclass
@@ -80,109 +86,47 @@ def aggregate(
     send stay in the month it was sent. Messages still looping from before the window
     (`carried_over`) are added first."""
     import pandas as pd
-    from pyspark.sql import functions as F
 
-    df = df.unionByName(carried_over(df, cycle_seconds))
-    delay, size = F.col("delay_seconds"), F.col("size_bytes")
-    q = quantities(
-        delay,
-        size,
-        ops=SparkOps(),
-        cycle_seconds=cycle_seconds,
-        batch_fill=batch_fill,
-        chunk_bytes=pricing.billing_chunk_bytes,
-        # The threshold a worker with SQSDELAY_PARKING=scheduler uses by default.
-        park_after=park_break_even_seconds(pricing, cycle_seconds=cycle_seconds),
-        fifo_destination=F.col("destination").endswith(wirenames.FIFO_SUFFIX).cast("int"),
+    spark = df.sparkSession
+    query = grouped_sql(pricing, cycle_seconds=cycle_seconds, batch_fill=batch_fill)
+    # One pass over the input, grouped by every key; it stays in Spark (cached) until the
+    # driver has what it needs: summed without the destination, and per destination
+    # without the band and bucket (the effect of GROUPING SETS, without expanding every
+    # input row twice).
+    cached = spark.sql(query, rows=df).persist()
+    # Usually (a few hundred destinations, a year) a few thousand groups: they come to the
+    # driver in one job and are rolled up there. Else Spark rolls them up, and folds them.
+    head = cached.limit(GROUP_ROW_BUDGET + 1).toPandas()
+    priced_head = head[head["kind"].isin(PRICED)]
+    few = len(head) <= GROUP_ROW_BUDGET
+    few = few and priced_head["destination"].nunique(dropna=False) <= top
+    per_destination = rollup(cached, PER_DESTINATION, where=f"kind IN {_in(PRICED)}")
+    shape = (
+        rolled_up(head, SHAPE)
+        if len(head) <= GROUP_ROW_BUDGET
+        else rollup(cached, SHAPE).toPandas()
     )
-    # Integer keys: cheaper to hash than strings; named again on the small result.
-    band = F.lit(0)
-    for upper, _ in BANDS:
-        band = band + (delay > upper).cast("int")
-    bucket = F.floor(F.log2(F.greatest(delay, F.lit(1)))).cast("int")
-    sent_us = F.unix_micros("ts")
-    end_us = sent_us + delay * 1_000_000
-    first = F.trunc("ts", "month")
-    spread = F.col("kind").isin(*PRICED) & (delay > 0)
-    months = F.when(
-        spread,
-        F.sequence(first, F.trunc(F.timestamp_micros(end_us), "month"), F.expr("INTERVAL 1 MONTH")),
-    ).otherwise(F.array(first))
-    rows = df.select(
-        "*",
-        band.alias("band"),
-        bucket.alias("bucket"),
-        F.explode(months).alias("m"),
-    )
-    m = F.col("m")
-    overlap = F.least(F.col("_end"), F.unix_micros(F.add_months(m, 1).cast("timestamp"))) - (
-        F.greatest(F.col("_sent"), F.unix_micros(m.cast("timestamp")))
-    )
-    rows = rows.withColumn("_sent", sent_us).withColumn("_end", end_us)
-    life = F.when(spread, overlap / (delay * 1_000_000)).otherwise(F.lit(1.0))
-    at_send = F.when(m.isNull() | (m == first), 1.0).otherwise(0.0)
-    rows = rows.withColumn("_life", life).withColumn("_at_send", at_send)
-
-    def weighted(name: str) -> Any:
-        weight = "_at_send" if name in AT_SEND else "_life"
-        return F.sum(getattr(q, name) * F.col(weight)).alias(name)
-
-    summed = ("messages", "delay_seconds", *QUANTITY_SUMS)
-    keys = ["kind", "destination", "month", "band", "bucket", "parked_route"]
-    # One pass over the input, grouped by every key; it stays in Spark (cached), and the
-    # driver gets it summed without the destination, and per destination without the band
-    # and bucket (the effect of GROUPING SETS, without expanding every input row twice).
-    cached = (
-        rows.groupBy(
-            "kind",
-            "destination",
-            F.date_format("m", "yyyy-MM").alias("month"),
-            "band",
-            "bucket",
-            "parked_route",
-        )
-        .agg(
-            F.sum("_at_send").alias("messages"),
-            F.sum(delay * F.col("_at_send")).alias("delay_seconds"),
-            *(weighted(name) for name in QUANTITY_SUMS),
-            F.min("ts").alias("first_ts"),
-            F.max("ts").alias("last_ts"),
-        )
-        .persist()
-    )
-
-    def rollup(frame: Any, by: list[str]) -> Any:
-        return frame.groupBy(*by).agg(*(reduced(c) for c in (*summed, "first_ts", "last_ts")))
-
-    shape = rollup(cached, [k for k in keys if k != "destination"]).toPandas()
     names = [name for _, name in BANDS] + [LONGER]
     shape["band"] = shape["band"].map(lambda b: None if b != b else names[int(b)])
     priced_shape = shape[shape["kind"].isin(PRICED)]
     shape["kind"] = shape["kind"].map(KINDS)
     start, end = _window(priced_shape, since, until)
-    per_destination = rollup(
-        cached.where(F.col("kind").isin(*PRICED)), ["kind", "destination", "month", "parked_route"]
-    )
-    known = per_destination.select("destination").distinct()
     bill_lines = None
     if bill is not None:  # read once, as the input is
-        bill_lines = bill(known).persist()
-    # Few destinations (the usual case): their rows come to the driver as they are. Many:
-    # they are ranked and folded in Spark, and Spark writes the FOCUS rows.
-    few = known.limit(top + 1).count() <= top
+        bill_lines = bill(per_destination.select("destination").distinct()).persist()
     bill_rows = None
     if few and bill_lines is not None:
         bill_rows = bill_lines.limit(BILL_ROW_BUDGET + 1).toPandas()
         few = len(bill_rows) <= BILL_ROW_BUDGET  # a bill of many other queues: folded too
     if few:
-        rows = per_destination.toPandas()
+        rows = rolled_up(priced_head, PER_DESTINATION)
         firsts = rows.groupby("destination")["first_ts"].min()
         first_seen = {
             d: max(start, utc(pd.Timestamp(t).to_pydatetime())) for d, t in firsts.items()
         }
         folded = Folded(rows, local_idle_polls(first_seen, end), bill_rows, 0, None, None)
     else:
-        with small_queries(df.sparkSession):
+        with small_queries(spark):
             folded = fold(
                 per_destination,
                 pricing=pricing,
@@ -207,6 +151,96 @@ def aggregate(
         folded.focus,
         [f for f in (cached, folded.cached, bill_lines) if f is not None],
     )
+
+
+def grouped_sql(pricing: Pricing, *, cycle_seconds: int, batch_fill: int) -> str:
+    """The query that groups the records `{rows}` (`read_scheduled`) and the messages
+    carried over from before the window (`carried_over`) by every key, with the message
+    count and the summed quantities every model is linear in, each weighted by the share of
+    the message's life in the usage month (the month list is exploded: `aggregate`)."""
+    delay, size = Sql("delay_seconds"), Sql("size_bytes")
+    q = quantities(
+        delay,
+        size,
+        ops=SqlOps(),
+        cycle_seconds=cycle_seconds,
+        batch_fill=batch_fill,
+        chunk_bytes=pricing.billing_chunk_bytes,
+        # The threshold a worker with SQSDELAY_PARKING=scheduler uses by default.
+        park_after=park_break_even_seconds(pricing, cycle_seconds=cycle_seconds),
+        fifo_destination=Sql(
+            f"CAST(endswith(destination, {literal(wirenames.FIFO_SUFFIX)}) AS INT)"
+        ),
+    )
+    # Integer keys: cheaper to hash than strings; named again on the small result.
+    band = " + ".join(["0", *(f"CAST(delay_seconds > {upper} AS INT)" for upper, _ in BANDS)])
+    spread = f"(kind IN {_in(PRICED)} AND delay_seconds > 0)"
+    sent = "unix_micros(ts)"
+    end = f"({sent} + delay_seconds * 1000000)"
+    first = "trunc(ts, 'month')"
+    months = (
+        f"CASE WHEN {spread} THEN sequence({first}, trunc(timestamp_micros({end}), 'month'), "
+        f"INTERVAL 1 MONTH) ELSE array({first}) END"
+    )
+    overlap = (
+        f"(least({end}, unix_micros(CAST(add_months(m, 1) AS TIMESTAMP)))"
+        f" - greatest({sent}, unix_micros(CAST(m AS TIMESTAMP))))"
+    )
+    life = f"CASE WHEN {spread} THEN {overlap} / (delay_seconds * 1000000) ELSE 1.0D END"
+    at_send = f"CASE WHEN m IS NULL OR m = {first} THEN 1.0D ELSE 0.0D END"
+
+    def weighted(name: str) -> str:
+        weight = "_at_send" if name in AT_SEND else "_life"
+        return f"sum({literal(getattr(q, name))} * {weight}) AS {name}"
+
+    month = "date_format(m, 'yyyy-MM')"
+    # Only the code's own names and numbers go into the text: no input reaches it.
+    return f"""
+        WITH exploded AS (
+            SELECT *, {band} AS band,
+                CAST(floor(log2(greatest(delay_seconds, 1))) AS INT) AS bucket,
+                explode({months}) AS m
+            FROM (
+                SELECT kind, ts, message_id, destination, delay_seconds, size_bytes,
+                    parked_route
+                FROM {{rows}}
+                UNION ALL {carried_over(cycle_seconds)}
+            )
+        ), weighted AS (
+            SELECT *, {life} AS _life, {at_send} AS _at_send FROM exploded
+        )
+        SELECT kind, destination, {month} AS month, band, bucket, parked_route,
+            sum(_at_send) AS messages, sum(delay_seconds * _at_send) AS delay_seconds,
+            {", ".join(weighted(name) for name in QUANTITY_SUMS)},
+            min(ts) AS first_ts, max(ts) AS last_ts
+        FROM weighted
+        GROUP BY kind, destination, {month}, band, bucket, parked_route
+    """  # noqa: S608
+
+
+def rollup(frame: Any, by: tuple[str, ...], where: str = "true") -> Any:
+    """The grouped rows summed over the keys not in `by`, in Spark."""
+    sums = ", ".join(f"sum({c}) AS {c}" for c in SUMMED)
+    keys = ", ".join(by)
+    return frame.sparkSession.sql(
+        f"SELECT {keys}, {sums}, min(first_ts) AS first_ts, max(last_ts) AS last_ts"  # noqa: S608
+        f" FROM {{frame}} WHERE {where} GROUP BY {keys}",
+        frame=frame,
+    )
+
+
+def rolled_up(frame: Any, by: tuple[str, ...]) -> Any:
+    """The same on the driver (pandas), with Spark's rules: a null key is a group of its
+    own, and a sum of nulls only is null."""
+    groups = frame.groupby(list(by), dropna=False, sort=False)
+    out = groups[list(SUMMED)].sum(min_count=1)
+    out["first_ts"] = groups["first_ts"].min()
+    out["last_ts"] = groups["last_ts"].max()
+    return out.reset_index()
+
+
+def _in(values: tuple[int | str, ...]) -> str:
+    return "(" + ", ".join(literal(v) for v in values) + ")"
 
 
 @contextlib.contextmanager
