@@ -105,22 +105,3 @@ def stop_spark(spark: Any, timeout: float = 120.0) -> None:
     # A later session in this process then launches a fresh JVM.
     SparkContext._gateway = None
     SparkContext._jvm = None
-
-
-class SparkOps:
-    """The pricing formulas' operations as Spark column functions."""
-
-    def ceil(self, x: Any) -> Any:
-        from pyspark.sql import functions as F
-
-        return F.ceil(x)
-
-    def maximum(self, a: Any, b: Any) -> Any:
-        from pyspark.sql import functions as F
-
-        return F.greatest(a, F.lit(b)) if not hasattr(b, "alias") else F.greatest(a, b)
-
-    def where(self, cond: Any, a: Any, b: Any) -> Any:
-        from pyspark.sql import functions as F
-
-        return F.when(cond, a).otherwise(b)
