@@ -13,7 +13,7 @@ DEPS := pyproject.toml constraints.txt
 $(STAMP): $(DEPS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip==25.3
-	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e '.[dev,spark,celery,dramatiq,taskiq]'
+	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e '.[dev,spark,celery,dramatiq,taskiq,console]'
 	touch $(STAMP)
 
 lint: $(STAMP)

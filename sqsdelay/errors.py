@@ -93,3 +93,7 @@ class BatchSendError(SqsDelayError):
 class ReceiveUnavailable(SqsDelayError):
     """Receives kept failing for longer than SQSDELAY_MAX_RECEIVE_FAILURE_SECONDS: the worker
     exits (code 1) so that its supervisor (ECS) replaces it."""
+
+
+class PageTokenInvalid(InvalidInput):
+    """A console page link whose continuation token was changed, or made for another query."""

@@ -13,6 +13,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "spark": ("pyspark", "pandas", "matplotlib"),
     "celery": ("celery", "kombu", "pycurl"),
     "dramatiq": ("dramatiq", "dramatiq_sqs"),
+    "console": ("starlette", "uvicorn", "jinja2", "multipart"),
     "taskiq": ("taskiq", "taskiq_aio_sqs"),
 }
 

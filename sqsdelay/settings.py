@@ -185,6 +185,18 @@ class Settings(BaseSettings):
         description="cost report: Java's class-data archive for a faster Spark start. auto: "
         "one per Java and pyspark install under the user cache directory; off; or a file",
     )
+    console_token: str | None = Field(
+        default=None,
+        repr=False,  # a secret: never in a repr or a log line
+        min_length=16,
+        description="console: the token every request needs (Authorization: Bearer, or the "
+        "sign-in page); required to bind to an address other than loopback",
+    )
+    console_token_file: Path | None = Field(
+        default=None,
+        description="console: a file of tokens, one NAME:TOKEN a line (the name is logged as "
+        "who acted), instead of SQSDELAY_CONSOLE_TOKEN",
+    )
     log_format: Literal["json", "console"] = Field(default="json", description="json or console")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", description="DEBUG, INFO, WARNING or ERROR"

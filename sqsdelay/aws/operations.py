@@ -144,6 +144,7 @@ def replay_errors(
     limit: int = 100,
     scan: int = 1000,
     client: Any = None,
+    only: frozenset[str] | None = None,
 ) -> ReplayResult:
     """Move up to `limit` messages of `queue` from the error queue back to its delay queue,
     looking at no more than `scan` messages of the (shared) error queue.
@@ -151,7 +152,8 @@ def replay_errors(
     Each message is sent before it is deleted, with a deduplication id derived from its
     error-queue message id, so a replay that dies half-way and is run again within five
     minutes does not duplicate anything. Messages of other queues are made visible again at
-    once, and count towards `scan`.
+    once, and count towards `scan`. `only`: replay just these error-queue message ids (the
+    console's selection); the others are released at once too.
     """
     sqs = client or sync_client(settings)
     resolver = QueueResolver(settings)
@@ -175,6 +177,9 @@ def replay_errors(
         left = [m.receipt_handle for m in batch if m.message_id in seen]
         for m in fresh:
             seen.add(m.message_id)
+            if only is not None and m.message_id not in only:
+                left.append(m.receipt_handle)
+                continue
             plan = plan_replay(m, delay_queue)
             if isinstance(plan, str):
                 result.skipped[m.message_id] = plan
@@ -198,9 +203,77 @@ def replay_errors(
             result.replayed.append(m.message_id)
             log.info("delay.replayed", message_id=m.message_id, queue=delay_queue)
         _release(sqs, error_url, left)  # not ours, or failed: visible again at once
-        if not fresh:
+        if not fresh or (only is not None and only <= seen):
             break
     return result
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A dead-lettered message as the console lists it: never its body."""
+
+    message_id: str  # the error queue's SQS message id (what `replay` selects)
+    reason: str
+    size_bytes: int
+    attributes: dict[str, str]  # name -> value as text (shown only when asked for)
+    sent_ms: int
+
+
+def dead_letters(
+    settings: Settings, queue: str, *, scan: int = 100, client: Any = None
+) -> list[DeadLetter]:
+    """QUEUE's messages in the (shared) error queue, looking at no more than `scan`: each is
+    received for 30 s and made visible again at once, as `replay_errors` does with others'."""
+    sqs = client or sync_client(settings)
+    resolver = QueueResolver(settings)
+    queues = resolver.trio(queue)
+    error_url = resolver.url(sqs, queues.error)
+    found: dict[str, DeadLetter] = {}
+    seen: set[str] = set()
+    while len(seen) < scan:
+        try:
+            resp = sqs.receive_message(
+                QueueUrl=error_url,
+                MaxNumberOfMessages=min(quotas.MAX_BATCH_ENTRIES, scan - len(seen)),
+                WaitTimeSeconds=0,
+                VisibilityTimeout=30,
+                MessageAttributeNames=["All"],
+                MessageSystemAttributeNames=["SentTimestamp"],
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, "ReceiveMessage", queues.error) from None
+        batch = [from_boto(m) for m in resp.get("Messages", [])]
+        fresh = [m for m in batch if m.message_id not in seen]
+        for m in fresh:
+            seen.add(m.message_id)
+            failure = m.attributes.get(wirenames.FAILURE_ATTRIBUTE)
+            record = _failure_record(failure.get("StringValue") if failure else None)
+            if record.get("queue") != queues.delay:
+                continue
+            found[m.message_id] = DeadLetter(
+                message_id=m.message_id,
+                reason=str(record.get("reason", "unknown reason")),
+                size_bytes=len(m.body.encode()),
+                attributes={
+                    k: str(v.get("StringValue", v.get("BinaryValue", "")))
+                    for k, v in m.attributes.items()
+                },
+                sent_ms=int(m.system.get("SentTimestamp", 0)),
+            )
+        _release(sqs, error_url, [m.receipt_handle for m in batch])
+        if not fresh:
+            break
+    return list(found.values())
+
+
+def _failure_record(raw: str | None) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    try:
+        record = json.loads(raw)
+    except json.JSONDecodeError:
+        return {}
+    return record if isinstance(record, dict) else {}
 
 
 def _release(sqs: Any, url: str, handles: list[str]) -> None:

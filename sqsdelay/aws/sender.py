@@ -20,7 +20,7 @@ from sqsdelay.aws.clients import (
     sync_service,
 )
 from sqsdelay.aws.sender_core import NewDueTime, ScheduledQuery, SenderCore, plan
-from sqsdelay.core import registry
+from sqsdelay.core import registry, registry_pages
 from sqsdelay.core.flows import Flow, adrive, drive
 from sqsdelay.core.send import BatchResult, Message, MessageOptions, SendFailure, SendResult
 from sqsdelay.core.types import CancelOutcome, RescheduleOutcome
@@ -85,6 +85,13 @@ class Sender(SenderCore):
         """Make a flow's calls with this sender's clients (`consumer.retry_later`'s flow: a
         send of this sender's, then calls of its own)."""
         return drive(flow, self._caller)
+
+    def scheduled_page(
+        self, query: registry_pages.PageQuery, start: dict[str, Any] | None = None
+    ) -> registry_pages.Page:
+        """One page of a destination's records from `start` (the previous page's
+        `next_key`): the console's Scheduled page."""
+        return drive(self.scheduled_page_flow(query, start), self._caller)
 
 
 class AsyncSender(SenderCore):

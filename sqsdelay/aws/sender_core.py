@@ -5,13 +5,24 @@ plans, so that `Sender` and `AsyncSender` (`sender.py`) only make the calls.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypedDict
 
 from sqsdelay.aws.queues import ParkTargets, QueueResolver
-from sqsdelay.core import batching, identity, parking, registry, schedules, send, tracing
+from sqsdelay.core import (
+    batching,
+    identity,
+    parking,
+    registry,
+    registry_pages,
+    schedules,
+    send,
+    tracing,
+    wirenames,
+)
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.delays import DelayLike, delay_milliseconds
 from sqsdelay.core.flows import Call, Flow, gather
@@ -189,8 +200,16 @@ class SenderCore:
         ident = planned.request["MessageGroupId"]
         now_ms = int(now * 1000)
         route = send.written_route(planned.delay_seconds, self._after)
+        given = planned.request.get("MessageAttributes", {})
         record = registry.Record(
-            planned.destination, ident, now_ms + planned.delay_ms, "scheduled", route
+            planned.destination,
+            ident,
+            now_ms + planned.delay_ms,
+            "scheduled",
+            route,
+            size_bytes=planned.size_bytes,
+            # the caller's names only (the console shows them; values and body stay out)
+            attribute_names=tuple(sorted(set(given) - wirenames.SENDER_ATTRIBUTES)),
         )
         timeout = self.settings.call_timeout_seconds
         if (yield from registry.put(self._table, record, now_ms, timeout)):
@@ -438,3 +457,18 @@ class SenderCore:
                 timeout=self.settings.call_timeout_seconds,
             )
         )
+
+    def scheduled_page_flow(
+        self, query: registry_pages.PageQuery, start: dict[str, Any] | None = None
+    ) -> Flow[registry_pages.Page]:
+        """One page of a destination's records (the console's Scheduled page), from `start`,
+        the key the previous page returned."""
+        if self._table is None:
+            raise ConfigError("listing needs the registry: set SQSDELAY_REGISTRY=dynamodb")
+        trio = yield from self._destination(query.destination)
+        # the registry keys records by the destination's full (prefixed) name
+        query = dataclasses.replace(query, destination=trio.destination)
+        if start is not None and not registry_pages.is_start_key(start, trio.destination):
+            raise InvalidInput("the continuation key is not one of this destination's")
+        timeout = self.settings.call_timeout_seconds
+        return (yield from registry_pages.page(self._table, query, start, timeout))

@@ -37,9 +37,16 @@ def demo(
     output: Annotated[Path, typer.Option(help="where events and the cost report go")] = Path(
         "demo-output"
     ),
+    with_console: Annotated[
+        bool,
+        typer.Option("--console", help="serve the web console on the demo's data until Ctrl-C"),
+    ] = False,
+    console_port: Annotated[int, typer.Option(help="the console's port on 127.0.0.1")] = 8080,
 ) -> int:
     """The whole system end to end on the embedded emulator with a compressed cycle."""
     require("emulator", "the demo")
+    if with_console:
+        require("console", "the demo's console (--console)")
     from sqsdelay.dev.demo import run
 
-    return run(output)
+    return run(output, console_port=console_port if with_console else None)

@@ -56,6 +56,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Registry": ("registry", "registry_table"),
     "Logging and metrics": ("log_format", "log_level", "log_file", "metrics", "metrics_namespace"),
     "Cost report": ("spark_class_archive",),
+    "Console": ("console_token", "console_token_file"),
 }
 PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
 

@@ -88,6 +88,9 @@ class Record:
     attempt: str = ""  # the receive of it that claimed (`attempt_of` its receipt handle)
     lease_ms: int = 0  # broker time until which that receive may still send
     delivered: bool = False  # the claiming receive's send succeeded
+    # What the console shows of the message (never its body or attribute values).
+    size_bytes: int = 0
+    attribute_names: tuple[str, ...] = ()
 
     def held_by_another_receive(self, sqs_message_id: str) -> bool:
         """Claimed by this SQS message but not delivered: a redelivery may take it over once
@@ -124,6 +127,8 @@ def record_of(item: Mapping[str, Any]) -> Record | None:
             attempt=item.get("attempt", {}).get("S", ""),
             lease_ms=int(item.get("lease_ms", {}).get("N", "0")),
             delivered=bool(item.get("delivered", {}).get("BOOL", False)),
+            size_bytes=int(item.get("size_bytes", {}).get("N", "0")),
+            attribute_names=tuple(item.get("attribute_names", {}).get("SS", ())),
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -159,6 +164,10 @@ def put(table: str, record: Record, now_ms: int, timeout: float | None) -> Flow[
         "updated_ms": _n(now_ms),
         TTL_ATTRIBUTE: _expires(record.due_ms),
     }
+    if record.size_bytes:
+        item["size_bytes"] = _n(record.size_bytes)
+    if record.attribute_names:  # a string set may not be empty
+        item["attribute_names"] = {"SS": sorted(record.attribute_names)}
     params = {
         "TableName": table,
         "Item": item,

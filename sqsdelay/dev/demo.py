@@ -3,6 +3,7 @@ cycle, a live table, and the cost report on the events it recorded."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -120,13 +121,21 @@ def _count_cycles(events: Path, rows: list[Row]) -> None:
         by_group[group].cycles = n
 
 
-def run(output: Path, console: Console | None = None, *, timeout: float = 60) -> int:
+def run(
+    output: Path,
+    console: Console | None = None,
+    *,
+    timeout: float = 60,
+    console_port: int | None = None,
+) -> int:
+    """The demo; with `console_port`, the web console on the demo's data on that port, open
+    from the start and, after the deliveries, until Ctrl-C."""
     console = console or Console(width=max(110, Console().width))
     output.mkdir(parents=True, exist_ok=True)
     events = output / "events.jsonl"
     events.unlink(missing_ok=True)
     emf_lines: list[str] = []  # what CloudWatch Logs would turn into metrics
-    with open(os.devnull, "w") as quiet, Emulator() as emu:
+    with open(os.devnull, "w") as quiet, Emulator() as emu, contextlib.ExitStack() as later:
         # Events go to the file only: the cost report reads it, the screen shows the table.
         # DEBUG, so that every hop's delay.requeued is there to count the cycles.
         logs.configure("json", "DEBUG", stream=quiet, file=events)
@@ -165,6 +174,9 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
         own = Stats()  # the sender's and the demo application's SQS calls, for the bill
         observe(own, sqs)
         sender = Sender(settings, client=sqs)
+        if console_port is not None:
+            console_url = _open_console(later, settings, sender, console_port)
+            console.print(f"Web console on the demo's data: [bold]{console_url}[/bold]")
         urls = {d: sqs.get_queue_url(QueueName=f"demo-{d}")["QueueUrl"] for d in DESTINATIONS}
         plan = [*PLAN, RESCHEDULED[:2], LOOP_CANCELLED, CANCELLED]
         rows = [Row(f"demo-{i}", dest, delay) for i, (dest, delay) in enumerate(plan)]
@@ -212,6 +224,8 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
                     _cancel(sender, looping)
                 live.update(_table(rows, started))
                 time.sleep(0.05)
+        if console_port is not None:
+            _wait_for_ctrl_c(console, console_url)
     lost = [r.name for r in rows if r.delivered is None and not r.cancelled]
     early = [r.name for r in rows if r.lateness is not None and r.lateness < 0]
     early += [f"{r.name} (cancelled)" for r in rows if r.cancelled and r.delivered is not None]
@@ -233,6 +247,43 @@ def run(output: Path, console: Console | None = None, *, timeout: float = 60) ->
         return 1
     calls = running.worker.stats.calls + own.calls
     return _cost_report(events, output, console, calls, datetime.fromtimestamp(started, UTC))
+
+
+# Messages for the console to show and steer: due in 1 to 24 hours, so parked (emulated
+# EventBridge Scheduler); "send now" moves a schedule to now and the demo's worker hands the
+# message over.
+CONSOLE_MESSAGES = 24
+
+
+def _open_console(
+    stack: contextlib.ExitStack, settings: Settings, sender: Sender, port: int
+) -> str:
+    require("console", "the demo's console (--console)")
+    from sqsdelay.console.server import ServerThread
+
+    server = stack.enter_context(ServerThread(settings, port=port))
+    for i in range(CONSOLE_MESSAGES):
+        customer = {"DataType": "String", "StringValue": f"customer-{i % 5}"}
+        sender.send(
+            DESTINATIONS[i % 2],
+            json.dumps({"demo": f"later-{i:02d}"}),
+            delay=3600 * (1 + i),
+            id=f"later-{i:02d}",
+            attributes={"customer": customer},
+        )
+    return server.url
+
+
+def _wait_for_ctrl_c(console: Console, url: str) -> None:
+    console.print()
+    console.print(
+        f"The deliveries are done. The console stays open on {url} (scheduled, dead letters, "
+        "health): press Ctrl-C to close it; the demo then checks its results.",
+        soft_wrap=True,  # one line, whatever the terminal's width: the URL stays whole
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        while True:
+            time.sleep(1)
 
 
 def _cancel(sender: Sender, row: Row) -> None:

@@ -1,0 +1,1 @@
+"""The web console (`sqsdelay console`, extra `sqsdelay[console]`): see docs/console.md."""

@@ -1,0 +1,386 @@
+"""The console's web application (Starlette, Jinja2 with autoescape, a little htmx).
+
+Every page needs who is asking (`_who`): a bearer token, a signed-in session, or, on a
+console without tokens (loopback only), the local user. Every action is a POST that must
+come from this console's own page: same origin (the browser's Origin and Sec-Fetch-Site
+headers, when it sends them) and the session's CSRF token; a bearer-token request (a
+script, which no browser sends on its own) needs no CSRF token. Responses forbid inline
+scripts (Content-Security-Policy), framing and caching; errors show their typed message,
+never a traceback."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from sqsdelay.console import timefmt
+from sqsdelay.console.auth import LOCAL, Sessions, Tokens, bearer
+from sqsdelay.console.service import ConsoleService, Filters, Outcome
+from sqsdelay.errors import InvalidInput, RegistryError, SqsDelayError
+from sqsdelay.logs import get_logger
+
+log = get_logger("sqsdelay.console")
+HERE = Path(__file__).parent
+COOKIE = "sqsdelay_console"
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+HEADERS = {
+    "content-security-policy": CSP,
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    # not no-referrer: under it Chromium sends `Origin: null` with the console's own forms
+    "referrer-policy": "same-origin",
+    "cache-control": "no-store",
+}
+
+
+class SecurityHeaders:
+    """Adds `HEADERS` to every response, the static files' too."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = [
+                    *message["headers"],
+                    *((k.encode(), v.encode()) for k, v in HEADERS.items()),
+                ]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+@dataclass
+class Caller:
+    who: str
+    sid: str | None  # the session (a browser); None with a bearer token
+    new_session: bool = False
+
+
+def row_id(message_id: str) -> str:
+    """An element id for a message: ids may hold any punctuation, a hash holds none."""
+    return hashlib.sha256(message_id.encode()).hexdigest()[:16]
+
+
+def create_app(service: ConsoleService, tokens: Tokens, sessions: Sessions | None = None) -> Any:
+    sessions = sessions or Sessions()
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,  # everything a producer wrote is shown as text
+        undefined=jinja2.StrictUndefined,
+    )
+    env.globals.update(relative=timefmt.relative, utc=timefmt.utc, row_id=row_id)
+
+    def render(
+        request: Request, caller: Caller | None, name: str, status: int = 200, **context: Any
+    ) -> HTMLResponse:
+        csrf = sessions.csrf(caller.sid) if caller and caller.sid else ""
+        html = env.get_template(name).render(
+            caller=caller,
+            csrf=csrf,
+            read_only=service.read_only,
+            registry_on=service.registry_on,
+            signed_in=tokens.required,
+            path=request.url.path,
+            **context,
+        )
+        response = HTMLResponse(html, status_code=status)
+        if caller and caller.new_session and caller.sid:
+            _set_cookie(response, caller.sid, request)
+        return response
+
+    def who(request: Request) -> Caller | None:
+        given = bearer(request.headers.get("authorization"))
+        if given is not None:
+            name = tokens.who(given) if tokens.required else None
+            return Caller(name, None) if name else None
+        sid = request.cookies.get(COOKIE)
+        found = sessions.who(sid)
+        if found is not None and sid is not None:
+            return Caller(found, sid)
+        if tokens.required:
+            return None
+        return Caller(LOCAL, sessions.start(LOCAL), new_session=True)
+
+    Handler = Callable[[Request, Caller], Awaitable[Response]]
+
+    def page(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            caller = who(request)
+            if caller is None:
+                if bearer(request.headers.get("authorization")) is not None:
+                    return _refused(401, "the token is not valid")
+                return RedirectResponse("/signin", status_code=303)
+            return await _guarded(request, caller, handler)
+
+        return endpoint
+
+    def action(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            caller = who(request)
+            if not _same_origin(request):  # first: a cross-site request carries no cookie
+                name = caller.who if caller and not caller.new_session else "-"
+                service.refused(name, request.url.path, "cross-site request")
+                return _refused(403, "a request from another site: this action was not done")
+            if caller is None or caller.new_session:
+                service.refused("-", request.url.path, "not signed in")
+                return _refused(403, "sign in first: this action was not done")
+            form = await request.form()
+            if caller.sid is not None and not sessions.csrf_ok(caller.sid, _one(form, "csrf")):
+                service.refused(caller.who, request.url.path, "missing or wrong CSRF token")
+                return _refused(403, "the form's token is missing or stale: reload the page")
+            request.state.form = form
+            return await _guarded(request, caller, handler)
+
+        return endpoint
+
+    async def _guarded(request: Request, caller: Caller, handler: Handler) -> Response:
+        try:
+            return await handler(request, caller)
+        except (InvalidInput, RegistryError, SqsDelayError) as exc:
+            status = 400 if isinstance(exc, InvalidInput) else 502
+            if request.headers.get("hx-request"):
+                return render(request, caller, "_outcomes.html", status, outcomes=[], error=exc)
+            return render(request, caller, "error.html", status, error=str(exc))
+        except HTTPException:
+            raise
+        except Exception:
+            log.exception("console.failed", path=request.url.path)
+            return render(
+                request,
+                caller,
+                "error.html",
+                500,
+                error="the console failed; its log (stderr) says why",
+            )
+
+    # -- pages -------------------------------------------------------------------------
+
+    async def home(request: Request, caller: Caller) -> Response:
+        response = RedirectResponse("/scheduled", status_code=303)
+        if caller.new_session and caller.sid:
+            _set_cookie(response, caller.sid, request)
+        return response
+
+    async def scheduled(request: Request, caller: Caller) -> Response:
+        q = request.query_params
+        destinations = await run_in_threadpool(service.destinations)
+        destination = q.get("destination") or (destinations[0] if destinations else "")
+        filters_form = {k: q.get(k, "") for k in ("state", "due_after", "due_before", "id_prefix")}
+        filters_form["state"] = filters_form["state"] or "scheduled"
+        context: dict[str, Any] = {
+            "destinations": destinations,
+            "destination": destination,
+            "form": filters_form,
+            "records": [],
+            "next_link": None,
+            "page": None,
+            "error": None,
+            "now_ms": _now_ms(),
+        }
+        if destination and service.registry_on:
+            try:
+                if destination not in destinations:
+                    service.known(destination)
+                filters = Filters(
+                    state=filters_form["state"],
+                    due_after=_time(filters_form["due_after"], "'due after'"),
+                    due_before=_time(filters_form["due_before"], "'due before'"),
+                    id_prefix=filters_form["id_prefix"].strip(),
+                )
+                query = service.query(destination, filters)
+                result, following = await run_in_threadpool(
+                    service.page, query, q.get("page") or None
+                )
+            except InvalidInput as exc:
+                context["error"] = str(exc)
+                return render(request, caller, "scheduled.html", 400, **context)
+            context["records"] = result.records
+            context["page"] = result
+            if following:
+                params = {"destination": destination, **filters_form, "page": following}
+                context["next_link"] = "/scheduled?" + urlencode(params)
+        return render(request, caller, "scheduled.html", **context)
+
+    async def dead_letters(request: Request, caller: Caller) -> Response:
+        q = request.query_params
+        destinations = await run_in_threadpool(service.destinations)
+        destination = q.get("destination") or (destinations[0] if destinations else "")
+        show_values = q.get("values") == "1"
+        letters: list[Any] = []
+        if destination:
+            if destination not in destinations:
+                service.known(destination)
+            letters = await run_in_threadpool(service.dead_letters, destination)
+        return render(
+            request,
+            caller,
+            "dead_letters.html",
+            destinations=destinations,
+            destination=destination,
+            letters=letters,
+            show_values=show_values,
+            now_ms=_now_ms(),
+        )
+
+    async def health(request: Request, caller: Caller) -> Response:
+        destinations = await run_in_threadpool(service.destinations)
+        report = await run_in_threadpool(service.health, destinations)
+        return render(request, caller, "health.html", destinations=destinations, report=report)
+
+    # -- actions -----------------------------------------------------------------------
+
+    def _outcomes(request: Request, caller: Caller, outcomes: list[Outcome]) -> Response:
+        name = "_outcomes.html" if request.headers.get("hx-request") else "outcomes.html"
+        return render(request, caller, name, outcomes=outcomes, error=None)
+
+    async def cancel(request: Request, caller: Caller) -> Response:
+        form: FormData = request.state.form
+        ids = [str(v) for v in form.getlist("id")]
+        out = await run_in_threadpool(
+            service.cancel, caller.who, _one(form, "destination") or "", ids
+        )
+        return _outcomes(request, caller, out)
+
+    async def reschedule(request: Request, caller: Caller) -> Response:
+        form: FormData = request.state.form
+        at = timefmt.parse_time(_one(form, "at") or "", "the new time")
+        out = await run_in_threadpool(
+            service.reschedule,
+            caller.who,
+            _one(form, "destination") or "",
+            _one(form, "id") or "",
+            at,
+        )
+        return _outcomes(request, caller, [out])
+
+    async def send_now(request: Request, caller: Caller) -> Response:
+        form: FormData = request.state.form
+        out = await run_in_threadpool(
+            service.send_now, caller.who, _one(form, "destination") or "", _one(form, "id") or ""
+        )
+        return _outcomes(request, caller, [out])
+
+    async def replay(request: Request, caller: Caller) -> Response:
+        form: FormData = request.state.form
+        ids = [str(v) for v in form.getlist("id")]
+        out = await run_in_threadpool(
+            service.replay, caller.who, _one(form, "destination") or "", ids
+        )
+        return _outcomes(request, caller, out)
+
+    # -- signing in ----------------------------------------------------------------------
+
+    async def signin_page(request: Request) -> Response:
+        if not tokens.required:
+            return RedirectResponse("/scheduled", status_code=303)
+        return render(request, None, "signin.html", error=None)
+
+    async def signin(request: Request) -> Response:
+        if not tokens.required:
+            return RedirectResponse("/scheduled", status_code=303)
+        if not _same_origin(request):
+            return _refused(403, "a sign-in from another site was refused")
+        form = await request.form()
+        name = tokens.who(_one(form, "token") or "")
+        if name is None:
+            log.warning("console.signin_refused")
+            return render(request, None, "signin.html", 403, error="that token is not valid")
+        sid = sessions.start(name)
+        log.info("console.signed_in", who=name)
+        response = RedirectResponse("/scheduled", status_code=303)
+        _set_cookie(response, sid, request)
+        return response
+
+    async def signout(request: Request, caller: Caller) -> Response:
+        sessions.end(caller.sid)
+        response = RedirectResponse("/signin" if tokens.required else "/", status_code=303)
+        response.delete_cookie(COOKIE)
+        return response
+
+    async def changes_nothing(request: Request) -> Response:
+        return _refused(403, "actions are POSTs from the console's own page; nothing was done")
+
+    writes = [
+        Route("/actions/cancel", action(cancel), methods=["POST"]),
+        Route("/actions/reschedule", action(reschedule), methods=["POST"]),
+        Route("/actions/send-now", action(send_now), methods=["POST"]),
+        Route("/actions/replay", action(replay), methods=["POST"]),
+    ]
+    if service.read_only:  # the pages without any action
+        writes = []
+    routes = [
+        Route("/", page(home)),
+        Route("/scheduled", page(scheduled)),
+        Route("/dead-letters", page(dead_letters)),
+        Route("/health", page(health)),
+        Route("/signin", signin_page, methods=["GET"]),
+        Route("/signin", signin, methods=["POST"]),
+        Route("/signout", action(signout), methods=["POST"]),
+        *writes,
+        Route("/actions/{name}", changes_nothing, methods=["GET"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    app = Starlette(routes=routes)
+    return SecurityHeaders(app)
+
+
+def _refused(status: int, why: str) -> Response:
+    return Response(f"refused: {why}\n", status_code=status, media_type="text/plain")
+
+
+def _one(form: FormData, name: str) -> str | None:
+    value = form.get(name)
+    return value if isinstance(value, str) else None
+
+
+def _time(text: str, what: str) -> Any:
+    return timefmt.parse_time(text, what) if text.strip() else None
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _same_origin(request: Request) -> bool:
+    """A browser says where a request comes from; anything but this console is refused."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True  # not a browser's cross-site form (those send Origin): CSRF decides
+    own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+    return origin == own
+
+
+def _set_cookie(response: Response, sid: str, request: Request) -> None:
+    response.set_cookie(
+        COOKIE,
+        sid,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )

@@ -1,0 +1,474 @@
+"""The web console in a real browser (Debian's Chromium through Playwright) against the
+embedded emulator with the registry, a `sqsdelay worker` beside it on a 1 s cycle."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import requests
+
+from sqsdelay.aws.sender import Sender
+from sqsdelay.core import wirenames
+from sqsdelay.core.send import Message
+from sqsdelay.settings import Settings
+from tests.conftest import wait_for
+from tests.support.console import (
+    browser,
+    console_process,
+    fits_1280,
+    free_port,
+    needs_chromium,
+    status_of,
+)
+from tests.support.workerkit import Collector
+
+pytestmark = [needs_chromium, pytest.mark.slow]
+
+CYCLE = 1  # SQSDELAY_MAX_NATIVE_DELAY_SECONDS: the worker sees each message every second
+XSS_ID = '"><img/src=x/onerror=alert(1)>'  # a valid message id (no spaces)
+XSS_VALUE = "<img src=x onerror=alert(1)>"
+TOKEN = "a-console-token-for-tests-" + "x" * 10
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    env: dict[str, str]
+    sqs: Any
+    dest: dict[str, str]  # a, b, c -> the destination's name as the console lists it
+    soon: list[str]  # a's ids due in about 40 s (the first page's top rows)
+    log: Path
+
+    def url(self, name: str) -> str:
+        return str(self.sqs.get_queue_url(QueueName=name)["QueueUrl"])
+
+    def state(self, letter: str, message_id: str) -> str:
+        records = Sender(self.settings).scheduled(self.dest[letter], state=None, limit=200)
+        return next(r.state for r in records if r.message_id == message_id)
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        lines = self.log.read_text().splitlines() if self.log.exists() else []
+        return [e for e in map(json.loads, lines) if e.get("event") == name]
+
+
+@pytest.fixture(scope="module")
+def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    prefix = f"k{uuid.uuid4().hex[:8]}-"
+    log = tmp_path_factory.mktemp("console") / "events.jsonl"
+    common: dict[str, Any] = {
+        "endpoint_url": moto_url,
+        "region": "us-east-1",
+        "queue_prefix": prefix,
+        "error_queue": f"{prefix}error",
+        "max_native_delay_seconds": CYCLE,
+        "registry": "dynamodb",
+        "registry_table": f"{prefix}scheduled",
+    }
+    settings = Settings(**common)
+    env = {
+        **os.environ,
+        **{f"SQSDELAY_{k.upper()}": str(v) for k, v in common.items()},
+        "SQSDELAY_WAIT_TIME_SECONDS": "1",
+        "SQSDELAY_LOG_FILE": str(log),
+    }
+    installed = subprocess.run(
+        [sys.executable, "-m", "sqsdelay", "install", "alpha", "bravo", "charlie"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert installed.returncode == 0, installed.stderr
+    sender = Sender(settings)
+    # 120 messages over 3 destinations: alpha 40 (10 due soon, the worker drains it),
+    # bravo 60 (more than a page), charlie 20 (ids to filter by).
+    soon = [f"a-soon-{i:02d}" for i in range(10)]
+    alpha = [Message("x", delay=40 + i, id=m) for i, m in enumerate(soon)]
+    alpha += [Message("x", delay=7200 + i, id=f"a-late-{i:02d}") for i in range(30)]
+    bravo = [Message("x", delay=3600 + i, id=f"b-{i:03d}") for i in range(60)]
+    charlie = [Message("x", delay=5400 + i, id=f"c-{i:03d}") for i in range(19)]
+    attrs = {"tenant": {"DataType": "String", "StringValue": XSS_VALUE}}
+    charlie.append(Message("x", delay=5500, id=XSS_ID, attributes=attrs))
+    for queue, batch in (("alpha", alpha), ("bravo", bravo), ("charlie", charlie)):
+        for start in range(0, len(batch), 10):
+            sender.send_batch(queue, batch[start : start + 10])
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "sqsdelay", "worker", "alpha"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    sqs = boto3.client("sqs", endpoint_url=moto_url, region_name="us-east-1")
+    dest = {k[0]: f"{prefix}{k}" for k in ("alpha", "bravo", "charlie")}
+    try:
+        yield Stack(settings, env, sqs, dest, soon, log)
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def console_url(stack: Stack) -> Iterator[str]:
+    with console_process(stack.env) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    with browser() as b:
+        yield b
+
+
+@pytest.fixture
+def page(chromium: Any) -> Iterator[Any]:
+    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    p = context.new_page()
+    dialogs: list[str] = []
+    p.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    p.dialogs = dialogs
+    try:
+        yield p
+    finally:
+        context.close()
+
+
+def outcomes(page: Any) -> dict[str, str]:
+    """The outcome table the last action put on the page: id -> outcome (read at once)."""
+    rows = page.locator("#outcomes table.outcomes tbody tr").evaluate_all(
+        "rows => rows.map(r => [r.querySelector('td.id').innerText,"
+        " r.querySelector('td.outcome').innerText])"
+    )
+    return {str(i): str(o) for i, o in rows}
+
+
+def ids_on(page: Any) -> list[str]:
+    return [str(i) for i in page.locator("table.messages tbody tr td.id").all_inner_texts()]
+
+
+def test_page_filter_cancel_reschedule_and_send_now_in_the_browser(
+    stack: Stack, console_url: str, page: Any, tmp_path: Path, record_property: Any
+) -> None:
+    alpha = Collector(stack.sqs, stack.url(stack.dest["a"]))
+    page.goto(f"{console_url}/scheduled")
+    # the destinations under the prefix, the first one shown, soonest first
+    options = page.locator("select[name=destination] option").all_inner_texts()
+    assert options == [stack.dest["a"], stack.dest["b"], stack.dest["c"]]
+    assert ids_on(page)[:10] == stack.soon
+    assert page.locator("table.messages tbody tr").count() == 40
+    first = page.locator("table.messages tbody tr").first.inner_text()
+    assert re.search(r"\bin \d+ s\b", first) and "B\t" in first  # due in seconds; its size
+    assert fits_1280(page)
+    page.screenshot(path=str(tmp_path / "scheduled.png"))
+
+    # page through bravo: 50, then the other 10 from DynamoDB's continuation key
+    page.select_option("select[name=destination]", stack.dest["b"])
+    page.click("form.filters button")
+    assert ids_on(page) == [f"b-{i:03d}" for i in range(50)]
+    page.click("#next-page")
+    assert ids_on(page) == [f"b-{i:03d}" for i in range(50, 60)]
+    assert "last page" in page.locator("p.paging").inner_text()
+
+    # filter charlie by id prefix and by due window
+    page.goto(f"{console_url}/scheduled?destination={stack.dest['c']}&id_prefix=c-01")
+    assert ids_on(page) == [f"c-{i:03d}" for i in range(10, 19)]
+    page.goto(f"{console_url}/scheduled?destination={stack.dest['c']}")
+    assert len(ids_on(page)) == 20
+
+    # cancel 5 selected on alpha: each outcome shown, the rows updated without a reload
+    page.goto(f"{console_url}/scheduled")
+    marker = page.evaluate("window.performance.timeOrigin")
+    chosen = stack.soon[:5]
+    for m in chosen:
+        page.locator(f"tr[data-id='{m}'] input[type=checkbox]").check()
+    page.click("#cancel-selected")
+    wait_for(lambda: len(outcomes(page)) == 5, timeout=15)
+    assert outcomes(page) == dict.fromkeys(chosen, "cancelled")
+    assert page.locator(f"tr[data-id='{chosen[0]}'] td:nth-child(4)").inner_text() == "cancelled"
+    assert page.evaluate("window.performance.timeOrigin") == marker  # no full reload
+
+    # reschedule one to a time two days on
+    later = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 2 * 86400))
+    row = page.locator("tr[data-id='a-late-00']")
+    row.locator("input[name=at]").fill(later)
+    row.locator("button.reschedule").click()
+    wait_for(lambda: outcomes(page).get("a-late-00") == "rescheduled", timeout=15)
+    assert later.removesuffix("Z") + ".000Z" in page.locator("#outcomes").inner_text()
+
+    # a time without a zone: a clear message, nothing changed
+    row = page.locator("tr[data-id='a-late-02']")
+    row.locator("input[name=at]").fill("2099-01-31T09:00:00")
+    row.locator("button.reschedule").click()
+    wait_for(lambda: "has no time zone" in page.locator("#outcomes").inner_text(), timeout=15)
+    assert stack.state("a", "a-late-02") == "scheduled"
+
+    # send one now: once the console has answered, the worker hands it over within 2 s
+    row = page.locator("tr[data-id='a-late-01']")
+    clicked = time.time()
+    with page.expect_response(re.compile(r".*/actions/send-now")):
+        row.locator("button.send-now").click()
+    answered = time.time()
+    arrived = alpha.until_all({"x"}, timeout=10)
+    assert arrived[0].attributes[wirenames.MESSAGE_ID_ATTRIBUTE]["StringValue"] == "a-late-01"
+    record_property("send_now_click_to_answer_s", round(answered - clicked, 3))
+    record_property("send_now_answer_to_arrival_s", round(arrived[0].at - answered, 3))
+    assert arrived[0].at - answered <= 2.0, (answered - clicked, arrived[0].at - answered)
+    wait_for(lambda: outcomes(page) == {"a-late-01": "rescheduled"}, timeout=10)
+
+    # the cancelled ones never arrive; the five soon ones not cancelled do, once due
+    alpha.until(6, timeout=70)
+    alpha.quiet_for(3)
+    got = [d.attributes[wirenames.MESSAGE_ID_ATTRIBUTE]["StringValue"] for d in alpha.got]
+    assert sorted(got) == sorted(["a-late-01", *stack.soon[5:]])
+    assert {stack.state("a", m) for m in chosen} == {"cancelled"}
+    assert stack.state("a", "a-late-00") == "scheduled"
+
+    # each action logged as an event: who, what, which ids, the outcome (never a body)
+    actions = stack.events("console.action")
+    cancel = next(e for e in actions if e["action"] == "cancel")
+    assert cancel["who"] == "local"
+    assert cancel["message_ids"] == chosen
+    assert set(cancel["outcomes"].values()) == {"cancelled"}
+    assert {e["action"] for e in actions} >= {"cancel", "reschedule", "send-now"}
+    assert "body" not in json.dumps(actions)
+
+
+def test_every_page_fits_1280_px_without_horizontal_scrolling(
+    stack: Stack, console_url: str, page: Any, tmp_path: Path
+) -> None:
+    for name, path in (
+        ("scheduled", f"/scheduled?destination={stack.dest['c']}&state=all"),
+        ("dead-letters", f"/dead-letters?destination={stack.dest['c']}&values=1"),
+        ("health", "/health"),
+    ):
+        page.goto(console_url + path)
+        page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
+        assert fits_1280(page), name
+    assert page.locator("table.health tbody tr").count() >= 9  # 3 destinations' queues
+
+
+def test_what_a_producer_wrote_is_shown_as_text_and_no_script_runs(
+    stack: Stack, console_url: str, page: Any
+) -> None:
+    # a dead letter of charlie whose attribute value is markup
+    error_url = stack.url(stack.settings.error_queue)
+    failure = {"queue": f"{stack.dest['c']}-delay.fifo", "reason": "poison: <b>bad</b> delay"}
+    stack.sqs.send_message(
+        QueueUrl=error_url,
+        MessageBody="secret body",
+        MessageAttributes={
+            wirenames.FAILURE_ATTRIBUTE: {"DataType": "String", "StringValue": json.dumps(failure)},
+            "note": {"DataType": "String", "StringValue": XSS_VALUE},
+        },
+    )
+    page.goto(f"{console_url}/scheduled?destination={stack.dest['c']}")
+    assert XSS_ID in ids_on(page)
+    assert page.locator("table.messages img").count() == 0
+    page.goto(f"{console_url}/dead-letters?destination={stack.dest['c']}&values=1")
+    text = page.locator("table.letters").inner_text()
+    assert XSS_VALUE in text and "poison: <b>bad</b> delay" in text
+    assert "secret body" not in page.content()  # bodies are never shown
+    assert page.locator("table.letters img, table.letters b").count() == 0
+    page.wait_for_timeout(300)  # an onerror would have fired by now
+    assert page.dialogs == []
+
+
+def test_a_cross_site_post_a_get_and_a_post_without_the_csrf_token_change_nothing(
+    stack: Stack, console_url: str, page: Any
+) -> None:
+    victim = "b-010"
+    page.goto(f"{console_url}/scheduled?destination={stack.dest['b']}")  # the session cookie
+    # another site (localhost is another site than 127.0.0.1) posts a form to the console
+    form = (
+        f"<form method=post action='{console_url}/actions/cancel'>"
+        f"<input name=destination value='{stack.dest['b']}'><input name=id value={victim}>"
+        "</form><script>document.forms[0].submit()</script>"
+    ).encode()
+
+    class Evil(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.end_headers()
+            self.wfile.write(form)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    port = free_port()
+    server = ThreadingHTTPServer(("127.0.0.1", port), Evil)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with page.expect_response(re.compile(r".*/actions/cancel")) as answer:
+            page.goto(f"http://localhost:{port}/")
+        assert answer.value.status == 403
+    finally:
+        server.shutdown()
+    # a GET that would change something, and a same-origin POST without the CSRF token
+    assert page.request.get(f"{console_url}/actions/cancel?id={victim}").status == 403
+    posted = page.request.post(
+        f"{console_url}/actions/cancel", form={"destination": stack.dest["b"], "id": victim}
+    )
+    assert posted.status == 403
+    assert stack.state("b", victim) == "scheduled"
+    refused = stack.events("console.refused")
+    assert {e["reason"] for e in refused} >= {"cross-site request", "missing or wrong CSRF token"}
+
+
+def test_with_a_token_every_request_needs_it(stack: Stack, chromium: Any) -> None:
+    env = {**stack.env, "SQSDELAY_CONSOLE_TOKEN": TOKEN}
+    with console_process(env) as url:
+        assert status_of(f"{url}/scheduled") == 303  # to the sign-in page
+        assert status_of(f"{url}/health", Authorization="Bearer wrong-token-wrong-token") == 401
+        assert status_of(f"{url}/health", Authorization=f"Bearer {TOKEN}") == 200
+        # a script cancels with its bearer token (no CSRF token: browsers never send it)
+        done = requests.post(
+            f"{url}/actions/cancel",
+            data={"destination": stack.dest["b"], "id": "b-020"},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=10,
+        )
+        assert done.status_code == 200 and "cancelled" in done.text
+        refused = requests.post(
+            f"{url}/actions/cancel",
+            data={"destination": stack.dest["b"], "id": "b-021"},
+            timeout=10,
+        )
+        assert refused.status_code == 403
+        assert stack.state("b", "b-021") == "scheduled"
+        # a browser signs in: an HttpOnly, SameSite=Strict session cookie
+        context = chromium.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        page.goto(f"{url}/scheduled")
+        assert page.url.endswith("/signin")
+        assert fits_1280(page)
+        page.fill("input[name=token]", "not-the-token-at-all")
+        page.click("form.signin button")
+        assert "not valid" in page.locator(".error").inner_text()
+        page.fill("input[name=token]", TOKEN)
+        page.click("form.signin button")
+        assert page.url.endswith("/scheduled")
+        [cookie] = context.cookies()
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+        assert "token" in page.locator("header .who").inner_text()
+        context.close()
+
+
+def test_read_only_serves_the_pages_without_any_action(stack: Stack) -> None:
+    with console_process(stack.env, "--read-only") as url:
+        html = requests.get(f"{url}/scheduled?destination={stack.dest['b']}", timeout=10)
+        assert html.status_code == 200 and "b-030" in html.text
+        assert "/actions/" not in html.text
+        session = requests.Session()
+        session.get(f"{url}/scheduled", timeout=10)
+        posted = session.post(
+            f"{url}/actions/cancel", data={"destination": stack.dest["b"], "id": "b-030"}
+        )
+        assert posted.status_code in (403, 405)
+        assert stack.state("b", "b-030") == "scheduled"
+
+
+def test_bad_input_gets_a_clear_message_and_no_traceback(stack: Stack, console_url: str) -> None:
+    s = requests.Session()
+    base = f"{console_url}/scheduled?destination={stack.dest['b']}"
+    first = s.get(base, timeout=10)
+    token = re.search(r'href="[^"]*page=([^"&]+)" id="next-page"', first.text)
+    assert token is not None
+    tampered = s.get(f"{base}&page={token.group(1)[:-3]}AAA", timeout=10)
+    assert tampered.status_code == 400 and "start again from the first page" in tampered.text
+    # a token made for bravo, pasted into charlie's page
+    other = s.get(f"{console_url}/scheduled?destination={stack.dest['c']}&page={token.group(1)}")
+    assert other.status_code == 400 and "not valid" in other.text
+    unknown = s.get(f"{console_url}/scheduled?destination=nowhere", timeout=10)
+    assert unknown.status_code == 400 and "unknown destination" in unknown.text
+    no_zone = s.get(f"{base}&due_before=2099-01-01T00:00:00", timeout=10)
+    assert no_zone.status_code == 400 and "has no time zone" in no_zone.text
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', first.text)
+    assert csrf is not None
+    bad_id = s.post(
+        f"{console_url}/actions/cancel",
+        data={"csrf": csrf.group(1), "destination": stack.dest["b"], "id": ["b-040", "a b"]},
+        timeout=10,
+    )
+    assert bad_id.status_code == 400 and "is not 1 to 128" in bad_id.text
+    assert stack.state("b", "b-040") == "scheduled"  # the good id was not cancelled either
+    for r in (tampered, other, unknown, no_zone, bad_id):
+        assert "Traceback" not in r.text
+
+
+def test_a_non_loopback_bind_without_a_token_is_refused_at_start(stack: Stack) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "sqsdelay", "console", "--host", "0.0.0.0", "--port", "8080"],
+        env=stack.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "not loopback, without a token" in done.stderr
+    assert "SQSDELAY_CONSOLE_TOKEN" in done.stderr
+
+
+def test_the_demo_leaves_the_console_open_on_its_data(tmp_path: Path) -> None:
+    port = free_port()
+    out = tmp_path / "stdout.txt"
+    with out.open("w") as stdout:
+        demo = subprocess.Popen(
+            [sys.executable, "-m", "sqsdelay", "demo", "--console", "--console-port", str(port)],
+            cwd=tmp_path,
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "COLUMNS": "120"},
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def shown() -> str | None:
+            assert demo.poll() is None, out.read_text()[-3000:]
+            try:
+                page = requests.get(f"{url}/scheduled", timeout=10)
+            except requests.ConnectionError:
+                return None
+            return page.text if "later-01" in page.text else None
+
+        html = wait_for(shown, timeout=60, interval=0.5)
+        assert "demo-reminders" in html and "demo-billing" in html and "parked" in html
+        line = f"Web console on the demo's data: {url}/"
+        wait_for(lambda: line in out.read_text(), timeout=30, interval=0.5)
+        # after the deliveries it stays open until Ctrl-C
+        wait_for(lambda: "press Ctrl-C to close it" in out.read_text(), timeout=120, interval=1)
+        assert requests.get(f"{url}/health", timeout=10).status_code == 200
+    finally:
+        demo.terminate()
+        demo.wait(timeout=30)
+
+
+def test_a_token_file_names_who_acted_and_lets_it_bind_beyond_loopback(
+    stack: Stack, tmp_path: Path
+) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"# operators\nalice:{TOKEN}-alice\nbob:{TOKEN}-bob\n")
+    env = {**stack.env, "SQSDELAY_CONSOLE_TOKEN_FILE": str(tokens)}
+    with console_process(env, "--host", "0.0.0.0") as url:
+        assert status_of(f"{url}/health") == 303
+        done = requests.post(
+            f"{url}/actions/cancel",
+            data={"destination": stack.dest["b"], "id": "b-050"},
+            headers={"Authorization": f"Bearer {TOKEN}-bob"},
+            timeout=10,
+        )
+        assert done.status_code == 200
+    [event] = [e for e in stack.events("console.action") if e["message_ids"] == ["b-050"]]
+    assert event["who"] == "bob" and event["outcomes"] == {"b-050": "cancelled"}
