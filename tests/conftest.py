@@ -67,6 +67,37 @@ LONGEST_FILES = {
 }
 
 
+# The files whose tests run on the suite's own SparkSession (the `spark` fixture below, one
+# per pytest worker): one worker takes them all, so the suite starts and warms up one JVM
+# for them rather than one on each worker (about 30 CPU-s each). The files that start
+# Spark processes of their own (the class-data archive, spark-submit, the commands) stay
+# apart: they would make that worker's lane the suite's longest.
+SHARED_SPARK_FILES = frozenset(
+    f"tests/cost/{name}.py"
+    for name in (
+        "test_cost_report",
+        "test_bill",
+        "test_fold",
+        "test_cost_parity",
+        "test_emr_template",
+    )
+)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, with the SHARED_SPARK_FILES as one unit of work."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SparkFilesTogether(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path: str = super()._split_scope(nodeid)
+            return "the shared SparkSession's files" if path in SHARED_SPARK_FILES else path
+
+    return SparkFilesTogether(config, log)
+
+
 # Files that keep a core busy from start to end (Spark's JVMs, pip installing into new
 # environments); the others mostly wait on servers, subprocesses and compressed cycles.
 BUSY_FILES = ("tests/integration/test_wheel.py", "tests/integration/test_container.py")
