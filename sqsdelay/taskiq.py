@@ -84,8 +84,9 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
     queues, sent through sqsdelay.
 
     It takes taskiq-aio-sqs's arguments, plus `sqsdelay`: overrides of sqsdelay's settings
-    (otherwise read from SQSDELAY_* variables), as `Settings` fields or a `Settings`. The
-    broker's `endpoint_url` and `region_name` are sqsdelay's too unless overridden there."""
+    (otherwise read from SQSDELAY_* variables), as `Settings` fields or a `Settings`. With
+    fields (or none), the broker's `endpoint_url` and `region_name` are sqsdelay's too unless
+    given there; a `Settings` is used as it is."""
 
     def __init__(
         self,
