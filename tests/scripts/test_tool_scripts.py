@@ -26,6 +26,7 @@ RUN_BY = {
     "aws_smoke.py": "test_tool_scripts.py",
     "bench_sender.py": "test_bench_scripts.py",
     "bench_dramatiq.py": "test_bench_scripts.py",
+    "bench_taskiq.py": "test_bench_scripts.py",
     "bench_worker.py": "test_bench_scripts.py",
     "bench_fleet.py": "test_bench_scripts.py",
     "bench_cost.py": "test_bench_scripts.py",
