@@ -472,3 +472,56 @@ def test_a_token_file_names_who_acted_and_lets_it_bind_beyond_loopback(
         assert done.status_code == 200
     [event] = [e for e in stack.events("console.action") if e["message_ids"] == ["b-050"]]
     assert event["who"] == "bob" and event["outcomes"] == {"b-050": "cancelled"}
+
+
+def test_dead_letters_are_replayed_and_health_shows_what_inspect_finds(
+    stack: Stack, console_url: str, page: Any
+) -> None:
+    error_url = stack.url(stack.settings.error_queue)
+    delay_queue = f"{stack.dest['c']}-delay.fifo"
+    failure = {
+        "queue": delay_queue,
+        "reason": "destination missing",
+        "delay_seconds": "86400",
+        "due_at": str(int(time.time() * 1000) + 86_400_000),
+    }
+    sent = stack.sqs.send_message(
+        QueueUrl=error_url,
+        MessageBody="replay me",
+        MessageAttributes={
+            wirenames.FAILURE_ATTRIBUTE: {"DataType": "String", "StringValue": json.dumps(failure)}
+        },
+    )["MessageId"]
+    page.goto(f"{console_url}/dead-letters?destination={stack.dest['c']}")
+    row = page.locator("table.letters tr", has_text=sent)
+    assert "destination missing" in row.inner_text()
+    row.locator("input[type=checkbox]").check()
+    page.click("#replay-selected")
+    wait_for(lambda: outcomes(page).get(sent) == "replayed", timeout=20)
+    attrs = stack.sqs.get_queue_attributes(
+        QueueUrl=stack.url(delay_queue), AttributeNames=["ApproximateNumberOfMessages"]
+    )["Attributes"]
+    assert int(attrs["ApproximateNumberOfMessages"]) >= 1
+
+    # a problem inspect would report, with its fix
+    stack.sqs.set_queue_attributes(
+        QueueUrl=stack.url(delay_queue), Attributes={"MessageRetentionPeriod": "60"}
+    )
+    page.goto(f"{console_url}/health")
+    problems = page.locator("table.health .problem").all_inner_texts()
+    assert any("retention" in p for p in problems), problems
+    assert "--fix" in page.locator("ul.fixes").inner_text()
+    assert fits_1280(page)  # with its problems and fixes too
+    assert page.locator("h2", has_text="Metrics").count() == 1
+
+
+def test_without_the_registry_the_page_says_so_and_the_rest_works(stack: Stack) -> None:
+    env = {**stack.env, "SQSDELAY_REGISTRY": "off"}
+    with console_process(env) as url:
+        s = requests.Session()
+        scheduled = s.get(f"{url}/scheduled", timeout=30)
+        assert scheduled.status_code == 200
+        assert "SQSDELAY_REGISTRY=dynamodb" in scheduled.text
+        assert "<tr data-id=" not in scheduled.text
+        assert s.get(f"{url}/health", timeout=60).status_code == 200
+        assert s.get(f"{url}/dead-letters", timeout=30).status_code == 200
