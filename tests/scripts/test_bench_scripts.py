@@ -6,6 +6,8 @@ to a bar: a burst whose receives come back short against the same burst with ful
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,6 +87,22 @@ def test_bench_cost() -> None:
         timeout=600,
     )
     assert out["warm_parquet"]["rows"] == 200 and out["one_shot_json"]["rows"] == 200
+
+
+@pytest.mark.timeout(600)
+def test_profile_cost(tmp_path: Path) -> None:
+    """The one-shot profile on a tiny event log: every phase timed, the aggregate's Spark jobs
+    and py4j round trips counted (issue 46: at most 200)."""
+    log = tmp_path / "events.jsonl"
+    record = {"event": "delay.scheduled", "destination": "orders", "size_bytes": 900}
+    lines = [{**record, "timestamp": f"2026-03-0{d}T10:00:00Z", "delay_seconds": 3600 * d}
+             for d in range(1, 8)]  # fmt: skip
+    log.write_text("\n".join(json.dumps(line) for line in lines))
+    out = run_script("profile_cost.py", "--input", str(log), "--fast-start", timeout=600)
+    phases = {p["phase"] for p in out["phases"]}
+    assert {"session start", "aggregation (Spark jobs)", "spreadsheet", "charts"} <= phases
+    assert 0 < out["aggregate_py4j_round_trips_without_releases"] <= 200
+    assert out["aggregate_spark_jobs"] >= 1
 
 
 def burst(short_batches: int) -> dict[str, Any]:
