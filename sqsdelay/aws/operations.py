@@ -16,7 +16,7 @@ from sqsdelay.aws.queues import QueueResolver
 from sqsdelay.core import discovery, identity, names, quotas, wire, wirenames
 from sqsdelay.core.batch_decisions import from_boto
 from sqsdelay.core.decision import parse_natural
-from sqsdelay.core.types import Attributes
+from sqsdelay.core.types import Attributes, AttributeValue
 from sqsdelay.errors import InvalidQueueName
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
@@ -153,7 +153,8 @@ def replay_errors(
     error-queue message id, so a replay that dies half-way and is run again within five
     minutes does not duplicate anything. Messages of other queues are made visible again at
     once, and count towards `scan`. `only`: replay just these error-queue message ids (the
-    console's selection); the others are released at once too.
+    console's selection); the others are held until the scan ends (released at once, they
+    would come back in the next receive and end it before the selection is found).
     """
     sqs = client or sync_client(settings)
     resolver = QueueResolver(settings)
@@ -163,8 +164,30 @@ def replay_errors(
     delay_url = resolver.url(sqs, delay_queue)
     result = ReplayResult()
     seen: set[str] = set()  # at most `scan` ids
+    held: list[str] = []  # with `only`: the unselected, released when the scan ends
+    try:
+        _replay(sqs, error_url, delay_url, delay_queue, result, seen, held, limit, scan, only)
+    finally:
+        _release(sqs, error_url, held)
+    return result
+
+
+def _replay(
+    sqs: Any,
+    error_url: str,
+    delay_url: str,
+    delay_queue: str,
+    result: ReplayResult,
+    seen: set[str],
+    held: list[str],
+    limit: int,
+    scan: int,
+    only: frozenset[str] | None,
+) -> None:
     while len(result.replayed) + len(result.failed) < limit and len(seen) < scan:
         wanted = min(quotas.MAX_BATCH_ENTRIES, limit - len(result.replayed) - len(result.failed))
+        if only is not None:  # the selection may be behind others: read full batches
+            wanted = quotas.MAX_BATCH_ENTRIES
         resp = sqs.receive_message(
             QueueUrl=error_url,
             MaxNumberOfMessages=max(1, min(wanted, scan - len(seen))),
@@ -178,7 +201,7 @@ def replay_errors(
         for m in fresh:
             seen.add(m.message_id)
             if only is not None and m.message_id not in only:
-                left.append(m.receipt_handle)
+                held.append(m.receipt_handle)
                 continue
             plan = plan_replay(m, delay_queue)
             if isinstance(plan, str):
@@ -205,7 +228,6 @@ def replay_errors(
         _release(sqs, error_url, left)  # not ours, or failed: visible again at once
         if not fresh or (only is not None and only <= seen):
             break
-    return result
 
 
 @dataclass(frozen=True)
@@ -223,13 +245,31 @@ def dead_letters(
     settings: Settings, queue: str, *, scan: int = 100, client: Any = None
 ) -> list[DeadLetter]:
     """QUEUE's messages in the (shared) error queue, looking at no more than `scan`: each is
-    received for 30 s and made visible again at once, as `replay_errors` does with others'."""
+    received for 30 s and made visible again as soon as the scan ends."""
     sqs = client or sync_client(settings)
     resolver = QueueResolver(settings)
     queues = resolver.trio(queue)
     error_url = resolver.url(sqs, queues.error)
     found: dict[str, DeadLetter] = {}
     seen: set[str] = set()
+    held: list[str] = []  # hidden until the scan ends, so that each receive brings new ones
+    try:
+        _list(sqs, error_url, queues.error, queues.delay, scan, found, seen, held)
+    finally:
+        _release(sqs, error_url, held)
+    return list(found.values())
+
+
+def _list(
+    sqs: Any,
+    error_url: str,
+    error_queue: str,
+    delay_queue: str,
+    scan: int,
+    found: dict[str, DeadLetter],
+    seen: set[str],
+    held: list[str],
+) -> None:
     while len(seen) < scan:
         try:
             resp = sqs.receive_message(
@@ -241,29 +281,32 @@ def dead_letters(
                 MessageSystemAttributeNames=["SentTimestamp"],
             )
         except (ClientError, BotoCoreError) as exc:
-            raise translate(exc, "ReceiveMessage", queues.error) from None
+            raise translate(exc, "ReceiveMessage", error_queue) from None
         batch = [from_boto(m) for m in resp.get("Messages", [])]
         fresh = [m for m in batch if m.message_id not in seen]
         for m in fresh:
             seen.add(m.message_id)
             failure = m.attributes.get(wirenames.FAILURE_ATTRIBUTE)
             record = _failure_record(failure.get("StringValue") if failure else None)
-            if record.get("queue") != queues.delay:
+            if record.get("queue") != delay_queue:
                 continue
             found[m.message_id] = DeadLetter(
                 message_id=m.message_id,
                 reason=str(record.get("reason", "unknown reason")),
                 size_bytes=len(m.body.encode()),
-                attributes={
-                    k: str(v.get("StringValue", v.get("BinaryValue", "")))
-                    for k, v in m.attributes.items()
-                },
+                attributes={k: _shown(v) for k, v in m.attributes.items()},
                 sent_ms=int(m.system.get("SentTimestamp", 0)),
             )
-        _release(sqs, error_url, [m.receipt_handle for m in batch])
+        held += [m.receipt_handle for m in batch]
         if not fresh:
             break
-    return list(found.values())
+
+
+def _shown(value: AttributeValue) -> str:
+    """An attribute value as text: a string as it is, a binary one by its size."""
+    if "StringValue" in value:
+        return value["StringValue"]
+    return f"(binary, {len(value.get('BinaryValue', b''))} bytes)"
 
 
 def _failure_record(raw: str | None) -> dict[str, Any]:

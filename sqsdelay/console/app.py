@@ -30,7 +30,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sqsdelay.console import timefmt
-from sqsdelay.console.auth import LOCAL, Sessions, Tokens, bearer
+from sqsdelay.console.auth import LOCAL, Sessions, Tokens, bearer, host_allowed
 from sqsdelay.console.service import ConsoleService, Filters, Outcome
 from sqsdelay.errors import InvalidInput, RegistryError, SqsDelayError
 from sqsdelay.logs import get_logger
@@ -53,12 +53,21 @@ HEADERS = {
 
 
 class SecurityHeaders:
-    """Adds `HEADERS` to every response, the static files' too."""
+    """Adds `HEADERS` to every response, the static files' too, and refuses a request
+    addressed to a host name the console does not serve (`auth.host_allowed`)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, bind: str) -> None:
         self.app = app
+        self.bind = bind
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+            if not host_allowed(host, self.bind):
+                refused = _refused(421, "this console answers only to 127.0.0.1 or localhost")
+                await refused(scope, receive, send)
+                return
+
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message.setdefault("headers", [])
@@ -83,7 +92,14 @@ def row_id(message_id: str) -> str:
     return hashlib.sha256(message_id.encode()).hexdigest()[:16]
 
 
-def create_app(service: ConsoleService, tokens: Tokens, sessions: Sessions | None = None) -> Any:
+def create_app(
+    service: ConsoleService,
+    tokens: Tokens,
+    sessions: Sessions | None = None,
+    *,
+    bind: str = "127.0.0.1",
+) -> Any:
+    """The application; `bind`, the address it is served on (loopback: loopback names only)."""
     sessions = sessions or Sessions()
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -343,7 +359,7 @@ def create_app(service: ConsoleService, tokens: Tokens, sessions: Sessions | Non
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes)
-    return SecurityHeaders(app)
+    return SecurityHeaders(app, bind)
 
 
 def _refused(status: int, why: str) -> Response:

@@ -4,7 +4,8 @@ here: the rules are tested on their own).
 - Tokens: `SQSDELAY_CONSOLE_TOKEN` (named `token`) or a file of `NAME:TOKEN` lines, compared
   in constant time (`hmac.compare_digest`) against every configured token, so that timing
   tells neither which token nor how much of one matched.
-- Binding: loopback needs no token; any other address does (`check_bind`).
+- Binding: loopback needs no token; any other address does (`check_bind`). Bound to
+  loopback, requests must name a loopback host (`host_allowed`: DNS rebinding).
 - Sessions: a random id in an HttpOnly, SameSite=Strict cookie; the server keeps who it is.
 - CSRF: each session's form token is an HMAC of its id under a secret of this process, sent
   back in a hidden field of every form and compared in constant time.
@@ -101,6 +102,21 @@ def check_bind(host: str, tokens: Tokens) -> None:
             "anyone who can reach it could cancel messages. Set SQSDELAY_CONSOLE_TOKEN (or "
             "SQSDELAY_CONSOLE_TOKEN_FILE), or bind to 127.0.0.1"
         )
+
+
+def host_allowed(host_header: str | None, bind: str) -> bool:
+    """Bound to loopback, only requests addressed to a loopback name are served: a page of
+    another site whose name was rebound to 127.0.0.1 (DNS rebinding) would otherwise be
+    same-origin with the console, read its CSRF token and post with it. The browser sends
+    that site's name in Host, which this refuses."""
+    if not is_loopback(bind):
+        return True  # reached from elsewhere: a token is required there
+    host = (host_header or "").strip()
+    if host.startswith("["):  # [::1]:8080
+        name = host[1 : host.find("]")] if "]" in host else ""
+    else:
+        name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    return bool(name) and is_loopback(name)
 
 
 def bearer(header: str | None) -> str | None:

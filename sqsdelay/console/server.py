@@ -23,7 +23,7 @@ def serve(
 ) -> None:
     """Serve until SIGINT/SIGTERM (uvicorn's own handling)."""
     check_bind(host, tokens)
-    app = create_app(ConsoleService(settings, read_only=read_only), tokens)
+    app = create_app(ConsoleService(settings, read_only=read_only), tokens, bind=host)
     shown = f"[{host}]" if ":" in host else host
     log.info(
         "console.started",
@@ -42,7 +42,7 @@ class ServerThread:
     def __init__(self, settings: Settings, *, host: str = "127.0.0.1", port: int = 8080) -> None:
         tokens = load_tokens(settings.console_token, settings.console_token_file)
         check_bind(host, tokens)
-        app = create_app(ConsoleService(settings), tokens)
+        app = create_app(ConsoleService(settings), tokens, bind=host)
         config = uvicorn.Config(
             app, host=host, port=port, log_config=None, access_log=False, log_level="warning"
         )

@@ -11,7 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sqsdelay.console import auth, timefmt
-from sqsdelay.console.auth import Sessions, Tokens, bearer, check_bind, load_tokens
+from sqsdelay.console.auth import (
+    Sessions,
+    Tokens,
+    bearer,
+    check_bind,
+    host_allowed,
+    load_tokens,
+)
 from sqsdelay.errors import ConfigError, InvalidDelay
 
 LONG = "t" * 20
@@ -144,3 +151,18 @@ def test_a_time_needs_a_zone() -> None:
     with pytest.raises(InvalidDelay, match="not an ISO 8601 time"):
         timefmt.parse_time("tomorrow", "the new time")
     assert timefmt.utc(0) == "1970-01-01 00:00:00 UTC"
+
+
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1:8080", "127.0.0.1", "localhost:8080", "[::1]:8080", "127.0.0.2:80"]
+)
+def test_a_loopback_console_answers_to_loopback_names(host: str) -> None:
+    assert host_allowed(host, "127.0.0.1")
+
+
+@pytest.mark.parametrize(
+    "host", ["evil.example:8080", "evil.example", "", "10.0.0.1:8080", "[::1", "localhost.evil"]
+)
+def test_a_loopback_console_refuses_other_names_dns_rebinding(host: str) -> None:
+    assert not host_allowed(host, "127.0.0.1")
+    assert host_allowed(host, "0.0.0.0")  # beyond loopback a token guards it instead

@@ -391,6 +391,9 @@ def test_bad_input_gets_a_clear_message_and_no_traceback(stack: Stack, console_u
     # a token made for bravo, pasted into charlie's page
     other = s.get(f"{console_url}/scheduled?destination={stack.dest['c']}&page={token.group(1)}")
     assert other.status_code == 400 and "not valid" in other.text
+    # a page of another site whose name was rebound to 127.0.0.1 (DNS rebinding)
+    rebound = s.get(base, headers={"Host": "evil.example"}, timeout=10)
+    assert rebound.status_code == 421 and "b-000" not in rebound.text
     unknown = s.get(f"{console_url}/scheduled?destination=nowhere", timeout=10)
     assert unknown.status_code == 400 and "unknown destination" in unknown.text
     no_zone = s.get(f"{base}&due_before=2099-01-01T00:00:00", timeout=10)
