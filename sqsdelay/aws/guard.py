@@ -18,9 +18,9 @@ from typing import Any, Generic, TypeVar
 from botocore.exceptions import ClientError
 
 from sqsdelay.aws.clients import sync_service
+from sqsdelay.core import consumed as received_rules
 from sqsdelay.core import idempotency
-from sqsdelay.core import received as received_rules
-from sqsdelay.core.received import Incoming
+from sqsdelay.core.consumed import Incoming
 from sqsdelay.errors import ConfigError, SqsDelayError
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings, load_settings

@@ -14,11 +14,11 @@ from typing import Any
 
 from sqsdelay.aws.sender import AsyncSender, Sender
 from sqsdelay.aws.sender_core import SenderCore
-from sqsdelay.core import received as received_rules
+from sqsdelay.core import consumed as received_rules
 from sqsdelay.core import retries
+from sqsdelay.core.consumed import Incoming
 from sqsdelay.core.delays import DelayLike
 from sqsdelay.core.flows import Call, Flow
-from sqsdelay.core.received import Incoming
 from sqsdelay.core.retries import Backoff
 from sqsdelay.core.send import SendResult
 from sqsdelay.errors import ConfigError, SqsOperationError

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from sqsdelay.core import wirenames
-from sqsdelay.core.received import Incoming
+from sqsdelay.core.consumed import Incoming
 from sqsdelay.errors import InvalidInput
 
 INPROGRESS: Final = "INPROGRESS"

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqsdelay.core import identity, wire, wirenames
+from sqsdelay.core.consumed import Incoming
 from sqsdelay.core.decision import Received, failure_attributes, parse_natural
-from sqsdelay.core.received import Incoming
 from sqsdelay.core.send import Message
 from sqsdelay.core.types import Attributes
 from sqsdelay.errors import InvalidInput, InvalidQueueName

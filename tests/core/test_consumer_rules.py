@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sqsdelay.core import idempotency, received, retries, send, wirenames
+from sqsdelay.core import consumed, idempotency, retries, send, wirenames
 from sqsdelay.core.types import Attributes
 from sqsdelay.errors import InvalidDelay, InvalidInput, InvalidMessage
 from tests.support.consumerkit import lambda_record
@@ -56,9 +56,9 @@ def test_the_three_kinds_read_alike() -> None:
     message = boto3_message(attrs, MessageGroupId="g1", AWSTraceHeader=TRACE)
     record = lambda_record(message, "p-orders")
     kinds = [
-        received.read(message, URL),
-        received.read(record),
-        received.read(SQSRecord(record)),
+        consumed.read(message, URL),
+        consumed.read(record),
+        consumed.read(SQSRecord(record)),
     ]
     for incoming in kinds:
         assert incoming.received.body == '{"order": 7}'
@@ -90,7 +90,7 @@ def test_what_is_not_a_message_from_sqs_is_refused_with_what_to_give(
     message: object, url: str | None, match: str
 ) -> None:
     with pytest.raises(InvalidMessage, match=match):
-        received.read(message, url)
+        consumed.read(message, url)
 
 
 def test_the_retry_keeps_body_attributes_group_trace_and_id_and_counts_the_attempt() -> None:
@@ -100,7 +100,7 @@ def test_the_retry_keeps_body_attributes_group_trace_and_id_and_counts_the_attem
         wirenames.MESSAGE_TYPE_ATTRIBUTE: s("Shop.OrderPlaced"),
         wirenames.ATTEMPT_ATTRIBUTE: {"DataType": "Number", "StringValue": "2"},
     }
-    incoming = received.read(boto3_message(attrs, MessageGroupId="g1", AWSTraceHeader=TRACE), URL)
+    incoming = consumed.read(boto3_message(attrs, MessageGroupId="g1", AWSTraceHeader=TRACE), URL)
     number = retries.attempt_of(incoming.received.attributes) + 1
     message = retries.retry_message(incoming, attempt=number, delay=timedelta(hours=13))
     planned = send.plan("orders", message, LIMITS, now=1_700_000_000.0)
@@ -124,7 +124,7 @@ def test_the_retry_keeps_body_attributes_group_trace_and_id_and_counts_the_attem
 
 
 def test_a_delay_beyond_any_date_is_refused_with_what_to_do() -> None:
-    incoming = received.read(boto3_message(), URL)
+    incoming = consumed.read(boto3_message(), URL)
     with pytest.raises(InvalidDelay, match="longer than the maximum"):
         send.plan(
             "orders", retries.retry_message(incoming, attempt=1, delay=10**12), LIMITS, now=1.0
@@ -172,7 +172,7 @@ def test_whatever_a_producer_wrote_the_retry_carries_it_or_is_refused_before_sen
     received (sqsdelay's own re-derived), or the plan raises a typed error, before any call:
     the original is then never deleted."""
     message = {**boto3_message(attrs), "Body": body}
-    incoming = received.read(lambda_record(message, "p-orders") if lambda_shape else message, URL)
+    incoming = consumed.read(lambda_record(message, "p-orders") if lambda_shape else message, URL)
     try:
         planned = send.plan(
             "orders", retries.retry_message(incoming, attempt=1, delay=delay), LIMITS, now=1.0
@@ -224,18 +224,18 @@ def test_the_guards_key_is_the_one_powertools_computes_from_the_record(attempt: 
     if attempt is not None:
         attrs[wirenames.ATTEMPT_ATTRIBUTE] = {"DataType": "Number", "StringValue": attempt}
     record = lambda_record(boto3_message(attrs), "p-orders")
-    ours = idempotency.record_key("fn", idempotency.key_data(received.read(record)))
+    ours = idempotency.record_key("fn", idempotency.key_data(consumed.read(record)))
     assert ours == _powertools_key(record, "fn", idempotency.POWERTOOLS_KEY_JMESPATH)
     # A copy (another SQS MessageId, receipt) has the same key; another attempt has another.
     copy = {**record, "messageId": "other", "receiptHandle": "other"}
-    assert idempotency.record_key("fn", idempotency.key_data(received.read(copy))) == ours
+    assert idempotency.record_key("fn", idempotency.key_data(consumed.read(copy))) == ours
 
 
 def test_a_foreign_message_takes_the_callers_key_in_both() -> None:
     record = lambda_record({**boto3_message(), "Body": json.dumps({"order_id": "o-9"})}, "q")
     with pytest.raises(InvalidInput, match="Name a key"):
-        idempotency.key_data(received.read(record))
-    ours = idempotency.record_key("fn", idempotency.key_data(received.read(record), "o-9"))
+        idempotency.key_data(consumed.read(record))
+    ours = idempotency.record_key("fn", idempotency.key_data(consumed.read(record), "o-9"))
     jmespath = idempotency.powertools_key_jmespath("powertools_json(body).order_id")
     assert ours == _powertools_key(record, "fn", jmespath)
 
@@ -272,7 +272,7 @@ def test_for_any_id_and_attempt_a_producer_wrote_the_key_is_powertools_and_every
     if attempt is not None:
         attrs[wirenames.ATTEMPT_ATTRIBUTE] = s(attempt)
     record = lambda_record(boto3_message(attrs), "p-orders")
-    ours = idempotency.record_key("fn", idempotency.key_data(received.read(record)))
+    ours = idempotency.record_key("fn", idempotency.key_data(consumed.read(record)))
     assert ours == _powertools_key(record, "fn", idempotency.POWERTOOLS_KEY_JMESPATH)
     copy = lambda_record({**boto3_message(attrs), "MessageId": "x", "ReceiptHandle": "y"}, "q")
-    assert idempotency.record_key("fn", idempotency.key_data(received.read(copy))) == ours
+    assert idempotency.record_key("fn", idempotency.key_data(consumed.read(copy))) == ours

@@ -1,7 +1,7 @@
-"""A message a consumer received, whatever shape it came in (pure): a boto3 `ReceiveMessage`
-message with its queue URL, a Lambda SQS event record, or a Powertools `SQSRecord` (whose
-`raw_event` is that record). Read into one shape, boto3's, so that it can be sent again
-byte for byte.
+"""A message a consumer received (not the worker's `Received`), whatever shape it came in
+(pure): a boto3 `ReceiveMessage` message with its queue URL, a Lambda SQS event record, or a
+Powertools `SQSRecord` (whose `raw_event` is that record). Read into one shape, boto3's, so
+that it can be sent again byte for byte.
 """
 
 from __future__ import annotations
