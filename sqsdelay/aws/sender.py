@@ -20,7 +20,7 @@ from sqsdelay.aws.clients import (
     sync_service,
 )
 from sqsdelay.aws.sender_core import NewDueTime, ScheduledQuery, SenderCore, plan
-from sqsdelay.core import registry, registry_pages
+from sqsdelay.core import parked, registry, registry_pages
 from sqsdelay.core.flows import Flow, adrive, drive
 from sqsdelay.core.send import BatchResult, Message, MessageOptions, SendFailure, SendResult
 from sqsdelay.core.types import CancelOutcome, RescheduleOutcome
@@ -92,6 +92,10 @@ class Sender(SenderCore):
         """One page of a destination's records from `start` (the previous page's
         `next_key`): the console's Scheduled page."""
         return drive(self.scheduled_page_flow(query, start), self._caller)
+
+    def parked(self, queue: str, *, scan: int = 200) -> parked.ParkedList:
+        """A destination's parked messages, from Scheduler (no registry needed)."""
+        return drive(self.parked_flow(queue, scan=scan), self._caller)
 
 
 class AsyncSender(SenderCore):

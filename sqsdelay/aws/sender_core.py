@@ -15,6 +15,7 @@ from sqsdelay.aws.queues import ParkTargets, QueueResolver
 from sqsdelay.core import (
     batching,
     identity,
+    parked,
     parking,
     registry,
     registry_pages,
@@ -472,3 +473,18 @@ class SenderCore:
             raise InvalidInput("the continuation key is not one of this destination's")
         timeout = self.settings.call_timeout_seconds
         return (yield from registry_pages.page(self._table, query, start, timeout))
+
+    def parked_flow(self, queue: str, *, scan: int = 200) -> Flow[parked.ParkedList]:
+        """A destination's parked messages among the first `scan` schedules of the group
+        (the console's Scheduled page without the registry)."""
+        if self.settings.parking != "scheduler":
+            raise ConfigError("listing parked messages needs SQSDELAY_PARKING=scheduler")
+        trio = yield from self._destination(queue)
+        return (
+            yield from parked.listed(
+                self.settings.schedule_group,
+                trio.delay,
+                scan=scan,
+                timeout=self.settings.call_timeout_seconds,
+            )
+        )

@@ -214,7 +214,12 @@ def create_app(
             "page": None,
             "error": None,
             "now_ms": _now_ms(),
+            "parked": None,
         }
+        if destination and not service.registry_on:
+            if destination not in destinations:
+                service.known(destination)
+            context["parked"] = await run_in_threadpool(service.parked, destination)
         if destination and service.registry_on:
             try:
                 if destination not in destinations:

@@ -16,6 +16,7 @@ from sqsdelay.aws import operations
 from sqsdelay.aws.cloudwatch import MetricsReport, read_metrics
 from sqsdelay.aws.sender import Sender
 from sqsdelay.core import identity, page_tokens, registry
+from sqsdelay.core.parked import ParkedList
 from sqsdelay.core.registry_pages import Page, PageQuery
 from sqsdelay.errors import InvalidInput
 from sqsdelay.logs import get_logger
@@ -104,6 +105,13 @@ class ConsoleService:
             page_tokens.seal(page.next_key, fingerprint, self._secret) if page.next_key else None
         )
         return page, following
+
+    def parked(self, destination: str) -> ParkedList | None:
+        """Without the registry: the destination's parked messages (None: parking is off)."""
+        if self.settings.parking != "scheduler":
+            return None
+        with self._lock:
+            return self._sender.parked(destination)
 
     def dead_letters(self, destination: str, scan: int = 100) -> list[operations.DeadLetter]:
         return operations.dead_letters(self.settings, destination, scan=scan)

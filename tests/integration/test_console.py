@@ -525,6 +525,47 @@ def test_without_the_registry_the_page_says_so_and_the_rest_works(stack: Stack) 
         scheduled = s.get(f"{url}/scheduled", timeout=30)
         assert scheduled.status_code == 200
         assert "SQSDELAY_REGISTRY=dynamodb" in scheduled.text
+        assert "Parking is off too" in scheduled.text
         assert "<tr data-id=" not in scheduled.text
         assert s.get(f"{url}/health", timeout=60).status_code == 200
         assert s.get(f"{url}/dead-letters", timeout=30).status_code == 200
+
+
+def test_without_the_registry_parked_messages_are_listed_and_cancelled(
+    stack: Stack, page: Any
+) -> None:
+    parking = {
+        "SQSDELAY_REGISTRY": "off",
+        "SQSDELAY_PARKING": "scheduler",
+        "SQSDELAY_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/sqsdelay-scheduler",
+        "SQSDELAY_SCHEDULE_GROUP": f"{stack.settings.queue_prefix}parked",
+    }
+    env = {**stack.env, **parking}
+    installed = subprocess.run(
+        [sys.executable, "-m", "sqsdelay", "install", "delta"], env=env, capture_output=True
+    )
+    assert installed.returncode == 0, installed.stderr
+    settings = Settings(
+        **{
+            k.removeprefix("SQSDELAY_").lower(): v
+            for k, v in env.items()
+            if k.startswith("SQSDELAY_")
+        }
+    )
+    sender = Sender(settings)
+    attrs = {"tenant": {"DataType": "String", "StringValue": XSS_VALUE}}
+    for i, message_id in enumerate(["p-1", "p-2", XSS_ID]):
+        sent = sender.send("delta", "secret body", delay=7200 + i, id=message_id, attributes=attrs)
+        assert sent.route == "parked"
+    with console_process(env) as url:
+        page.goto(f"{url}/scheduled?destination={stack.settings.queue_prefix}delta")
+        assert ids_on(page) == ["p-1", "p-2", XSS_ID]
+        text = page.locator("table.parked").inner_text()
+        assert "tenant" in text and "secret body" not in page.content()
+        assert XSS_VALUE not in page.content()  # values are not shown here
+        page.locator("tr[data-id='p-2'] input[type=checkbox]").check()
+        page.click("#cancel-selected")
+        wait_for(lambda: outcomes(page) == {"p-2": "cancelled"}, timeout=20)
+        page.reload()
+        assert ids_on(page) == ["p-1", XSS_ID]
+        assert page.dialogs == [] and fits_1280(page)
