@@ -20,8 +20,9 @@ from sqsdelay.aws.clients import (
     sync_service,
 )
 from sqsdelay.aws.sender_core import NewDueTime, ScheduledQuery, SenderCore, plan
-from sqsdelay.core import parked, registry, registry_pages
+from sqsdelay.core import registry, registry_pages
 from sqsdelay.core.flows import Flow, adrive, drive
+from sqsdelay.core.parked import ParkedList
 from sqsdelay.core.send import BatchResult, Message, MessageOptions, SendFailure, SendResult
 from sqsdelay.core.types import CancelOutcome, RescheduleOutcome
 from sqsdelay.settings import Settings
@@ -93,7 +94,7 @@ class Sender(SenderCore):
         `next_key`): the console's Scheduled page."""
         return drive(self.scheduled_page_flow(query, start), self._caller)
 
-    def parked(self, queue: str, *, scan: int = 200) -> parked.ParkedList:
+    def parked(self, queue: str, *, scan: int = 200) -> ParkedList:
         """A destination's parked messages, from Scheduler (no registry needed)."""
         return drive(self.parked_flow(queue, scan=scan), self._caller)
 
