@@ -18,7 +18,7 @@ from typing import Any
 from sqsdelay.core import names, quotas, tags, wirenames
 from sqsdelay.cost import bill as b
 from sqsdelay.cost.focus import DYNAMODB, SCHEDULER, SQS
-from sqsdelay.cost.money import route_requests
+from sqsdelay.cost.money import Billed, route_requests
 from sqsdelay.cost.pricing import Pricing, Quantities, Requests
 
 # The report's tables show this many destinations by name (times the months, times two
@@ -173,12 +173,11 @@ def fold(
         .agg(*(F.sum(c).alias(c) for c in parts))
         .persist()  # ranked here, and the FOCUS rows later
     )
-    cost = (
-        (F.col("fifo") + F.col("destination_fifo") + F.col("idle_poll_requests"))
-        * pricing.fifo_price
-        + (F.col("standard") + F.col("staging_poll_requests")) * pricing.standard_price
-        + F.col("invocations") * pricing.scheduler_price
-    )
+    cost = Billed(
+        fifo=F.col("fifo") + F.col("destination_fifo") + F.col("idle_poll_requests"),
+        standard=F.col("standard") + F.col("staging_poll_requests"),
+        invocations=F.col("invocations"),
+    ).cost(pricing)
     rank = per_month.groupBy("destination").agg(F.sum(cost).alias("usd"))
     if bill is not None:
         listed = (

@@ -14,14 +14,14 @@ from sqsdelay.core.queues import Role
 from sqsdelay.cost import focus as focus_rows
 from sqsdelay.cost.bands import BAND_ORDER
 from sqsdelay.cost.job import Aggregate
-from sqsdelay.cost.money import MODELS, priced, round_money, tiered_cost
+from sqsdelay.cost.money import MODELS, Billed, priced, round_money, tiered_cost
+from sqsdelay.cost.operating_cost import Running, running_costs
 from sqsdelay.cost.pricing import (
     REGISTRY_READ_UNITS_PER_HOP,
     REGISTRY_WRITE_UNITS,
     Pricing,
 )
 from sqsdelay.cost.reconcile import reconcile
-from sqsdelay.cost.running import Running, running_costs
 from sqsdelay.errors import InvalidInput
 
 MODEL_TITLES = {
@@ -143,13 +143,16 @@ def build(
     delayed = round(float(totals["delayed_messages"]))
     monthly = {str(m): round_money(float(c)) for m, c in by_month["estimated_cost"].items()}
     free_invocations = {
-        model: float(
-            (
-                by_month[f"{model}_invocations"]
-                - _free_scheduler(by_month[f"{model}_invocations"], pricing, free_tier)
-            ).sum()
-        )
-        * pricing.scheduler_price
+        model: Billed(
+            0.0,
+            0.0,
+            float(
+                (
+                    by_month[f"{model}_invocations"]
+                    - _free_scheduler(by_month[f"{model}_invocations"], pricing, free_tier)
+                ).sum()
+            ),
+        ).cost(pricing)
         for model in ("parked", "scheduler")
     }
     reconciliation, bill_notes = reconcile(by_dest_month, rows, agg.bill, pricing)
@@ -245,32 +248,30 @@ def _by_destination_and_month(
 ) -> tuple[Any, Any, Any]:
     """The priced rows summed per destination and month, with each destination's idle
     polling and its delay queue's own requests; then per month and per destination."""
-    fifo_price = pricing.fifo_price
     by_dest_month = per_destination.groupby(["destination", "month"])[SUMS].sum()
     by_dest_month = by_dest_month.join(agg.idle, how="outer").fillna(0.0)
     # the delay queue's idle long polls (FIFO) and a FIFO destination's staging queue's
-    by_dest_month["idle_poll_cost"] = (
-        by_dest_month["idle_poll_requests"] * fifo_price
-        + by_dest_month["staging_poll_requests"] * pricing.standard_price
-    )
+    by_dest_month["idle_poll_cost"] = Billed(
+        by_dest_month["idle_poll_requests"], by_dest_month["staging_poll_requests"]
+    ).cost(pricing)
     # The delay queue's own requests (FIFO), and a FIFO destination's staging queue's
     # (standard), each with its long polls.
     by_dest_month["delay_queue_requests"] = (
         by_dest_month["estimated_fifo"] + by_dest_month["idle_poll_requests"]
     )
-    by_dest_month["delay_queue_cost"] = by_dest_month["delay_queue_requests"] * fifo_price
     by_dest_month["staging_requests"] = (
         by_dest_month["estimated_staging"] + by_dest_month["staging_poll_requests"]
     )
     # Like for like with the bill's lines of the destination's delay-queue component: the
     # queues whose role is booked to it (`tags.queue_component`, as the installer tags them).
-    queues: dict[Role, tuple[Any, float]] = {
-        "delay": (by_dest_month["delay_queue_requests"], fifo_price),
-        "staging": (by_dest_month["staging_requests"], pricing.standard_price),
+    queues: dict[Role, Billed] = {
+        "delay": Billed(fifo=by_dest_month["delay_queue_requests"], standard=0.0),
+        "staging": Billed(fifo=0.0, standard=by_dest_month["staging_requests"]),
     }
+    by_dest_month["delay_queue_cost"] = queues["delay"].cost(pricing)
     booked = [r for r in queues if tags.queue_component(r) == tags.queue_component("delay")]
-    by_dest_month["delays_requests"] = sum(queues[r][0] for r in booked)
-    by_dest_month["delays_cost"] = sum(queues[r][0] * queues[r][1] for r in booked)
+    by_dest_month["delays_requests"] = sum(queues[r].requests for r in booked)
+    by_dest_month["delays_cost"] = sum(queues[r].cost(pricing) for r in booked)
     by_month = by_dest_month.groupby(level="month").sum()
     by_month["estimated_cost"] = _estimated(by_month, pricing, free_tier)
     by_destination = by_dest_month.groupby(level="destination").sum()
@@ -378,7 +379,7 @@ def _estimated(by_month: Any, pricing: Pricing, free_tier: frozenset[str]) -> An
     )
     standard = by_month["estimated_standard"] + by_month["staging_poll_requests"]
     invocations = by_month["estimated_invocations"]
-    scheduler = _free_scheduler(invocations, pricing, free_tier) * pricing.scheduler_price
+    scheduler = Billed(0.0, 0.0, _free_scheduler(invocations, pricing, free_tier)).cost(pricing)
     free = pricing.free_requests_per_month if "sqs" in free_tier else 0
     return [
         tiered_cost(float(fifo[m]), float(standard[m]), pricing, free=free) + float(scheduler[m])
