@@ -79,7 +79,7 @@ def cost_report(ctx: typer.Context, output: Path, master: str | None, **given: A
     from rich.console import Console
 
     from sqsdelay.cost.classarchive import class_archive_file
-    from sqsdelay.cost.options import report_arguments
+    from sqsdelay.cost.options import ReportRequest, report_arguments
     from sqsdelay.cost.render.terminal import print_summary
     from sqsdelay.cost.run import run_report
 
@@ -89,14 +89,16 @@ def cost_report(ctx: typer.Context, output: Path, master: str | None, **given: A
     console = Console(stderr=True)
     with console.status("cost report") as status:
         report = run_report(
-            **arguments,
-            output=str(output),
-            cycle_seconds=settings.max_native_delay_seconds,
+            ReportRequest(
+                **arguments,
+                output=str(output),
+                cycle_seconds=settings.max_native_delay_seconds,
+                registry_table=settings.registry_table_name(),
+                schedule_group=settings.schedule_group,
+            ),
             master=master,
             class_archive=class_archive_file(settings.spark_class_archive),
             progress=lambda text: status.update(f"cost report: {text}"),
-            registry_table=settings.registry_table_name(),
-            schedule_group=settings.schedule_group,
         )
     print_summary(report.summary, str(output), Console())
     return 0

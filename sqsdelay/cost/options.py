@@ -1,19 +1,51 @@
 """The cost report's options, defined once. `sqsdelay cost-report` (cli/costs.py) and the
 spark-submit entry (`cost/run.py`) both build their flags from `REPORT_OPTIONS`, and both turn
-what was given into `run_report`'s arguments with `report_arguments`.
+what was given into a `ReportRequest` (what `run_report` is asked for) with
+`report_arguments`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqsdelay.core import quotas
 from sqsdelay.cost.fold import TOP_DESTINATIONS
 from sqsdelay.cost.inputs import FORMATS
 from sqsdelay.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from sqsdelay.cost.operating_cost import Running
+    from sqsdelay.cost.pricing import Pricing
+    from sqsdelay.cost.whatif import WhatIf
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """What a report is of, how it is priced and where it goes: the options below as given
+    (`report_arguments`), and what the caller adds (the cycle, the registry's and
+    Scheduler's names in the bill, a folder for dated copies)."""
+
+    output: str
+    pricing: Pricing
+    inputs: Sequence[str] = ()
+    what_if: WhatIf | None = None
+    batch_fill: int = quotas.MAX_BATCH_ENTRIES
+    cycle_seconds: int = 900
+    input_format: str = "auto"
+    bills: Sequence[str] = ()
+    bill_format: str = "auto"
+    since: datetime | None = None
+    until: datetime | None = None
+    free_tier: frozenset[str] = frozenset()
+    running: Running | None = None
+    top: int = TOP_DESTINATIONS
+    registry_table: str | None = None
+    schedule_group: str | None = None
+    snapshots: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,9 +108,9 @@ REPORT_OPTIONS = (
 
 
 def report_arguments(given: dict[str, Any]) -> dict[str, Any]:
-    """`run_report`'s keyword arguments from the options as given (None or [] when not)."""
+    """`ReportRequest`'s fields from the options as given (None or [] when not)."""
+    from sqsdelay.cost.operating_cost import load_running
     from sqsdelay.cost.pricing import load_pricing
-    from sqsdelay.cost.running import load_running
     from sqsdelay.cost.whatif import load_what_if
 
     if given["input"] and given["what_if"]:

@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from sqsdelay.core import parking, quotas
-from sqsdelay.cost.running import RunningPrices
+from sqsdelay.cost.operating_cost import RunningPrices
 from sqsdelay.errors import ConfigError
 
 SECONDS_PER_MONTH = 30 * 24 * 3600  # the month used for idle polling: 30 days

@@ -17,47 +17,31 @@ from typing import Any
 from sqsdelay.cost import classarchive, localpaths, summary
 from sqsdelay.cost import focus as focus_rows
 from sqsdelay.cost.bill import Resources, read_bill
-from sqsdelay.cost.fold import TOP_DESTINATIONS
 from sqsdelay.cost.inputs import read_scheduled
 from sqsdelay.cost.job import aggregate, small_queries, utc
-from sqsdelay.cost.options import REPORT_OPTIONS, report_arguments
-from sqsdelay.cost.pricing import Pricing
+from sqsdelay.cost.options import REPORT_OPTIONS, ReportRequest, report_arguments
 from sqsdelay.cost.render.files import publish, write, write_csv
-from sqsdelay.cost.running import Running
 from sqsdelay.cost.session import spark_running, spark_session, stop_spark
-from sqsdelay.cost.whatif import WhatIf
 from sqsdelay.cost.workload import generate
 from sqsdelay.errors import InvalidInput
 
 
 def run_report(
+    request: ReportRequest,
     *,
-    inputs: Sequence[str],
-    output: str,
-    pricing: Pricing,
-    batch_fill: int = 10,
-    cycle_seconds: int = 900,
-    what_if: WhatIf | None = None,
-    input_format: str = "auto",
     master: str | None = None,
     fast_start: bool = False,
     class_archive: Path | None = None,
     spark: Any = None,
     progress: Any = None,
-    bills: Sequence[str] = (),
-    bill_format: str = "auto",
-    since: datetime | None = None,
-    until: datetime | None = None,
-    free_tier: frozenset[str] = frozenset(),
-    registry_table: str | None = None,
-    schedule_group: str | None = None,
-    snapshots: str | None = None,
-    running: Running | None = None,
-    top: int = TOP_DESTINATIONS,
 ) -> Any:
-    """Read (or generate), aggregate, read the bill (if any), and write the report. Returns
-    the `Report`. With `snapshots`, the same files also go to `<snapshots>/<UTC time of the
+    """Read (or generate), aggregate, read the bill (if any), and write the report that
+    `request` asks for. Returns the `Report`. The other arguments say how Spark runs: its
+    master (or the caller's `spark`), the class-data archive, and a `progress` callback.
+    With `request.snapshots`, the same files also go to `<snapshots>/<UTC time of the
     run>/`, so that a scheduled run that overwrites `latest` keeps its history."""
+    r = request
+    inputs, bills, what_if, output = list(r.inputs), list(r.bills), r.what_if, r.output
 
     def step(text: str) -> None:
         if progress is not None:
@@ -66,7 +50,7 @@ def run_report(
     if not inputs and what_if is None:
         raise InvalidInput("give --input PATH... or --what-if SPEC")
     # one zone for the bounds, from the CLI or spark-submit: without an offset, UTC
-    since, until = (None if t is None else utc(t) for t in (since, until))
+    since, until = (None if t is None else utc(t) for t in (r.since, r.until))
     if since and until and since >= until:
         raise InvalidInput("--since must be before --until")
     if spark is not None:
@@ -79,7 +63,7 @@ def run_report(
     step("starting Spark")
     # A session this call starts is stopped here, with its JVM; a caller's is left running.
     owned = spark is None and not spark_running()
-    targets = [output] + ([snapshot_of(snapshots, datetime.now(UTC))] if snapshots else [])
+    targets = [output] + ([snapshot_of(r.snapshots, datetime.now(UTC))] if r.snapshots else [])
     remote = any("://" in t for t in targets)  # published through Hadoop's file systems
     java = classarchive.use_option(class_archive)
     # No archive yet: this run lists the classes it loads, and one is written from the list.
@@ -94,22 +78,22 @@ def run_report(
         if what_if:
             df = generate(spark, what_if)
         else:
-            df = read_scheduled(spark, inputs, input_format, since=since, until=until)
+            df = read_scheduled(spark, inputs, r.input_format, since=since, until=until)
 
         def bill(known: Any) -> Any:
-            resources = Resources(known, registry_table, schedule_group)
-            return read_bill(spark, bills, resources, bill_format)
+            resources = Resources(known, r.registry_table, r.schedule_group)
+            return read_bill(spark, bills, resources, r.bill_format)
 
         agg = aggregate(
             df,
-            pricing,
-            cycle_seconds=cycle_seconds,
-            batch_fill=batch_fill,
+            r.pricing,
+            cycle_seconds=r.cycle_seconds,
+            batch_fill=r.batch_fill,
             since=since,
             until=until,
             bill=bill if bills else None,
-            top=top,
-            registry_table=registry_table,
+            top=r.top,
+            registry_table=r.registry_table,
         )
         # Every resource by name: with destinations folded, too many rows for the driver, so
         # Spark writes them; else the report writes them with its other files.
@@ -133,13 +117,13 @@ def run_report(
     step("writing the report")
     report = summary.build(
         agg,
-        pricing,
-        batch_fill=batch_fill,
-        cycle_seconds=cycle_seconds,
+        r.pricing,
+        batch_fill=r.batch_fill,
+        cycle_seconds=r.cycle_seconds,
         source=source,
-        free_tier=free_tier,
-        registry_table=registry_table,
-        running=running,
+        free_tier=r.free_tier,
+        registry_table=r.registry_table,
+        running=r.running,
     )
     if remote:
         with tempfile.TemporaryDirectory() as tmp:
@@ -189,15 +173,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("--top-destinations must be at least 1")
     arguments = report_arguments(args)
     spark = spark_session()  # under spark-submit, its master and resources apply
-    report = run_report(
+    request = ReportRequest(
         **arguments,
         output=args["output"],
         cycle_seconds=args["cycle_seconds"],
-        spark=spark,
         registry_table=args["registry_table"],
         schedule_group=args["schedule_group"],
         snapshots=args["snapshots"],
     )
+    report = run_report(request, spark=spark)
     s = report.summary
     print(
         json.dumps(

@@ -386,6 +386,7 @@ def _cost_report(
     except MissingExtra as missing:  # the delivery above is the demo; the report is a bonus
         console.print(f"cost report skipped: {missing}", markup=False)
         return 0
+    from sqsdelay.cost.options import ReportRequest
     from sqsdelay.cost.pricing import load_pricing
     from sqsdelay.cost.render.terminal import reconciliation_table
     from sqsdelay.cost.run import run_report
@@ -396,14 +397,16 @@ def _cost_report(
     bill = write_bill(output / "bill.parquet", cur_lines(calls, started, pricing, "us-east-1"))
     with console.status("cost report on the recorded events (Spark, local mode)"):
         report = run_report(
-            inputs=[str(events)],
-            output=str(output / "cost-report"),
-            pricing=pricing,
-            cycle_seconds=CYCLE,
+            ReportRequest(
+                inputs=[str(events)],
+                output=str(output / "cost-report"),
+                pricing=pricing,
+                cycle_seconds=CYCLE,
+                bills=[str(bill)],
+                registry_table="demo-scheduled",
+                schedule_group="sqsdelay",
+            ),
             fast_start=True,
-            bills=[str(bill)],
-            registry_table="demo-scheduled",
-            schedule_group="sqsdelay",
         )
     s = report.summary
     console.print(

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sqsdelay.cost.bill import Resources, read_bill
+from sqsdelay.cost.options import ReportRequest
 from sqsdelay.cost.pricing import load_pricing
 from sqsdelay.cost.run import run_report
 from sqsdelay.errors import InvalidInput
@@ -128,14 +129,16 @@ def events(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def report(spark: Any, events: Path, tmp_path: Path, bills: list[str], **kw: Any) -> Any:
     return run_report(
-        inputs=[str(events)],
-        output=str(tmp_path / "report"),
-        pricing=kw.pop("pricing", PRICING),
+        ReportRequest(
+            inputs=[str(events)],
+            output=str(tmp_path / "report"),
+            pricing=kw.pop("pricing", PRICING),
+            bills=bills,
+            registry_table="sqsdelay-scheduled",
+            schedule_group="sqsdelay",
+            **kw,
+        ),
         spark=spark,
-        bills=bills,
-        registry_table="sqsdelay-scheduled",
-        schedule_group="sqsdelay",
-        **kw,
     )
 
 
@@ -195,13 +198,15 @@ def test_an_export_folder_as_aws_writes_it_and_inputs_that_only_spark_can_find(
     glob = str(events.parent / "{events,absent}.parquet")
     for inputs in ([f"file:{events}"], [glob]):
         done = run_report(
-            inputs=inputs,
-            output=str(tmp_path / "report"),
-            pricing=PRICING,
+            ReportRequest(
+                inputs=inputs,
+                output=str(tmp_path / "report"),
+                pricing=PRICING,
+                bills=[str(tmp_path / "exports")],
+                registry_table="sqsdelay-scheduled",
+                schedule_group="sqsdelay",
+            ),
             spark=spark,
-            bills=[str(tmp_path / "exports")],
-            registry_table="sqsdelay-scheduled",
-            schedule_group="sqsdelay",
         )
         assert rows(done) == expected(), inputs
 
@@ -246,13 +251,15 @@ def test_an_input_folder_is_read_as_a_bill_folder_is(
     (folder / "_SUCCESS").write_bytes(b"")
     cur2().to_parquet(tmp_path / "cur.parquet")
     done = run_report(
-        inputs=[str(tmp_path / "events")],
-        output=str(tmp_path / "report"),
-        pricing=PRICING,
+        ReportRequest(
+            inputs=[str(tmp_path / "events")],
+            output=str(tmp_path / "report"),
+            pricing=PRICING,
+            bills=[str(tmp_path / "cur.parquet")],
+            registry_table="sqsdelay-scheduled",
+            schedule_group="sqsdelay",
+        ),
         spark=spark,
-        bills=[str(tmp_path / "cur.parquet")],
-        registry_table="sqsdelay-scheduled",
-        schedule_group="sqsdelay",
     )
     assert rows(done) == expected()
 
@@ -479,8 +486,12 @@ def test_a_fifo_destinations_staging_queue_reconciles_with_its_bill_lines(
     lines.to_parquet(bill)
     for top, name in ((200, "shop.fifo"), (0, "(other 1 destinations)")):
         out = tmp_path / f"top{top}"
-        done = run_report(inputs=[str(events)], output=str(out), pricing=PRICING, spark=spark,
-                          bills=[str(bill)], top=top)  # fmt: skip
+        done = run_report(
+            ReportRequest(
+                inputs=[str(events)], output=str(out), pricing=PRICING, bills=[str(bill)], top=top
+            ),
+            spark=spark,
+        )
         [row] = done.summary["reconciliation"]
         assert (row["destination"], row["month"]) == (name, "2026-01")
         assert row["estimated_requests"] == row["billed_requests"] == delay_queue + staging

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from sqsdelay.cost.options import ReportRequest
 from sqsdelay.cost.pricing import load_pricing
 from sqsdelay.cost.run import run_report
 from tests.support import duckdb_cost
@@ -275,7 +276,9 @@ def report(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
     log = tmp_path / "events.jsonl"
     event_log(log)
     out = tmp_path / "report"
-    run_report(inputs=[str(log)], output=str(out), pricing=load_pricing(), spark=spark)
+    run_report(
+        ReportRequest(inputs=[str(log)], output=str(out), pricing=load_pricing()), spark=spark
+    )
     return log, out
 
 

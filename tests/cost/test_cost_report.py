@@ -15,6 +15,7 @@ from sqsdelay.cost.focus import COLUMNS
 from sqsdelay.cost.inputs import envelope_texts, read_scheduled
 from sqsdelay.cost.job import aggregate
 from sqsdelay.cost.money import priced, round_money
+from sqsdelay.cost.options import ReportRequest
 from sqsdelay.cost.pricing import PythonOps, load_pricing, requests
 from sqsdelay.cost.run import run_report
 from sqsdelay.cost.whatif import WhatIf
@@ -224,7 +225,9 @@ def test_what_if_distributions(spark: Any, dist: dict[str, Any]) -> None:
 
 def test_report_files_and_summary(spark: Any, event_log: Path, tmp_path: Path) -> None:
     out = tmp_path / "report"
-    report = run_report(inputs=[str(event_log)], output=str(out), pricing=PRICING, spark=spark)
+    report = run_report(
+        ReportRequest(inputs=[str(event_log)], output=str(out), pricing=PRICING), spark=spark
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["input"] == INPUT_COUNTS
     exact = next(m for m in summary["models"] if m["model"] == "exact")
@@ -273,7 +276,9 @@ def test_report_can_be_published_to_a_hadoop_uri(
     spark: Any, event_log: Path, tmp_path: Path
 ) -> None:
     target = tmp_path / "published"
-    run_report(inputs=[str(event_log)], output=target.as_uri(), pricing=PRICING, spark=spark)
+    run_report(
+        ReportRequest(inputs=[str(event_log)], output=target.as_uri(), pricing=PRICING), spark=spark
+    )
     assert (target / "report.html").exists() and (target / "summary.json").exists()
 
 
@@ -281,7 +286,10 @@ def test_empty_input_is_a_clear_message(spark: Any, tmp_path: Path) -> None:
     path = tmp_path / "empty.jsonl"
     path.write_text(json.dumps({"event": "worker.stats"}) + "\nnot json\n")
     with pytest.raises(InvalidInput, match=r"no delay\.scheduled records") as info:
-        run_report(inputs=[str(path)], output=str(tmp_path / "o"), pricing=PRICING, spark=spark)
+        run_report(
+            ReportRequest(inputs=[str(path)], output=str(tmp_path / "o"), pricing=PRICING),
+            spark=spark,
+        )
     assert "other events: 1, malformed lines: 1" in str(info.value)
 
 
@@ -292,13 +300,18 @@ def test_missing_input_path(spark: Any, event_log: Path, tmp_path: Path) -> None
     for inputs, bills in (([missing], []), ([str(event_log)], [missing])):
         with pytest.raises(InvalidInput, match=f"^input not found: {missing}$"):
             run_report(
-                inputs=inputs, bills=bills, output=str(tmp_path / "o"), pricing=PRICING, spark=spark
+                ReportRequest(
+                    inputs=inputs, bills=bills, output=str(tmp_path / "o"), pricing=PRICING
+                ),
+                spark=spark,
             )
     with pytest.raises(InvalidInput, match="input not found"):
         run_report(
-            inputs=[str(tmp_path / "nothing-*.jsonl")],
-            output=str(tmp_path / "o"),
-            pricing=PRICING,
+            ReportRequest(
+                inputs=[str(tmp_path / "nothing-*.jsonl")],
+                output=str(tmp_path / "o"),
+                pricing=PRICING,
+            ),
             spark=spark,
         )
 
@@ -306,7 +319,9 @@ def test_missing_input_path(spark: Any, event_log: Path, tmp_path: Path) -> None
 def test_a_report_leaves_the_callers_session_running(
     spark: Any, event_log: Path, tmp_path: Path
 ) -> None:
-    run_report(inputs=[str(event_log)], output=str(tmp_path / "out"), pricing=PRICING)
+    run_report(
+        ReportRequest(inputs=[str(event_log)], output=str(tmp_path / "out"), pricing=PRICING)
+    )
     assert spark.range(2).count() == 2
 
 
@@ -357,7 +372,9 @@ def test_the_report_fits_1100_px_in_chromium(spark: Any, tmp_path: Path) -> None
         }
     )
     out = tmp_path / "report"
-    run_report(inputs=[], what_if=spec, output=str(out), pricing=PRICING, spark=spark)
+    run_report(
+        ReportRequest(inputs=[], what_if=spec, output=str(out), pricing=PRICING), spark=spark
+    )
     metrics = page_metrics(out / "report.html", tmp_path)
     assert metrics["scroll"] <= metrics["client"], metrics
     assert metrics["tables"] == 0, metrics
@@ -381,7 +398,9 @@ def test_the_estimate_follows_the_route_each_message_took(spark: Any, tmp_path: 
         line |= {"size_bytes": 100, "timestamp": "2026-01-01T00:00:00Z", "route": route}
         log.write_text(json.dumps(line) + "\n")
         out = tmp_path / route
-        report = run_report(inputs=[str(log)], output=str(out), pricing=PRICING, spark=spark)
+        report = run_report(
+            ReportRequest(inputs=[str(log)], output=str(out), pricing=PRICING), spark=spark
+        )
         months = report.tables["by_month"]
         summaries[route] = (
             float(months["estimated_fifo"].sum()),
@@ -448,22 +467,23 @@ def test_window_bounds_without_an_offset_are_utc_however_the_job_is_started(
     out = str(tmp_path / "r")
     with pytest.raises(InvalidInput, match="--since must be before --until"):
         run_report(
-            inputs=[str(event_log)],
-            output=out,
-            pricing=PRICING,
+            ReportRequest(
+                inputs=[str(event_log)],
+                output=out,
+                pricing=PRICING,
+                since=datetime(2026, 2, 1),
+                until=datetime(2026, 1, 1),
+            ),
             spark=spark,
-            since=datetime(2026, 2, 1),
-            until=datetime(2026, 1, 1),
         )
     monkeypatch.setenv("TZ", "America/New_York")
     time.tzset()
     try:
         report = run_report(
-            inputs=[str(event_log)],
-            output=out,
-            pricing=PRICING,
+            ReportRequest(
+                inputs=[str(event_log)], output=out, pricing=PRICING, since=datetime(2026, 2, 1)
+            ),
             spark=spark,
-            since=datetime(2026, 2, 1),
         )
     finally:
         monkeypatch.delenv("TZ")
@@ -492,7 +512,9 @@ def test_a_fifo_destination_is_priced_with_its_forwards_and_its_staging_queue(
     lines.append({**lines[0], "timestamp": "2026-01-20T00:00:00Z", "destination": "tick"})
     log = tmp_path / "events.jsonl"
     log.write_text("\n".join(json.dumps(x) for x in lines))
-    done = run_report(inputs=[str(log)], output=str(tmp_path / "out"), pricing=PRICING, spark=spark)
+    done = run_report(
+        ReportRequest(inputs=[str(log)], output=str(tmp_path / "out"), pricing=PRICING), spark=spark
+    )
     d = done.tables["by_destination"]
     std, fifo = d.loc["orders"], d.loc["jobs.fifo"]
     assert fifo["estimated_fifo"] == pytest.approx(std["estimated_fifo"])  # the delay queue's

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from sqsdelay.cost.options import ReportRequest
 from sqsdelay.cost.run import run_report
 from tests.cost.test_cost_report import INPUT_COUNTS, PRICING, write_event_log
 
@@ -97,7 +98,9 @@ def test_the_job_runs_unchanged_under_spark_submit(
     summary = json.loads((out / "summary.json").read_text())
     assert summary["input"] == INPUT_COUNTS
     embedded = tmp_path / "embedded"
-    run_report(inputs=[str(event_log)], output=str(embedded), pricing=PRICING, spark=spark)
+    run_report(
+        ReportRequest(inputs=[str(event_log)], output=str(embedded), pricing=PRICING), spark=spark
+    )
     for name in ("by_destination", "by_month", "by_band", "models"):
         pd.testing.assert_frame_equal(
             pd.read_csv(out / f"{name}.csv"), pd.read_csv(embedded / f"{name}.csv")
@@ -109,9 +112,11 @@ import sys
 from pyspark import SparkContext
 from sqsdelay.cost.session import spark_session
 from sqsdelay.cost.pricing import load_pricing
+from sqsdelay.cost.options import ReportRequest
 from sqsdelay.cost.run import run_report
 
-run_report(inputs=[sys.argv[1]], output=sys.argv[2], pricing=load_pricing(), fast_start=True)
+request = ReportRequest(inputs=[sys.argv[1]], output=sys.argv[2], pricing=load_pricing())
+run_report(request, fast_start=True)
 assert SparkContext._gateway is None, "the report's own JVM is still up"
 print(spark_session(fast_start=True).range(3).count())
 """

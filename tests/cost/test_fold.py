@@ -14,6 +14,7 @@ import pytest
 from sqsdelay.cost.fold import others
 from sqsdelay.cost.inputs import read_scheduled
 from sqsdelay.cost.job import aggregate
+from sqsdelay.cost.options import ReportRequest
 from sqsdelay.cost.pricing import load_pricing
 from sqsdelay.cost.run import run_report
 
@@ -88,10 +89,14 @@ def test_folded_destinations_keep_the_money_and_few_rows_reach_the_driver(
     # idle polling in March only (the window ends with the last send)
     assert len(agg.destinations) == 8 and len(agg.idle) == 4
 
-    full = run_report(inputs=[str(events)], output=str(tmp_path / "all"), pricing=PRICING,
-                      spark=spark, top=100)  # fmt: skip
-    top = run_report(inputs=[str(events)], output=str(tmp_path / "top"), pricing=PRICING,
-                     spark=spark, top=3)  # fmt: skip
+    full = run_report(
+        ReportRequest(inputs=[str(events)], output=str(tmp_path / "all"), pricing=PRICING, top=100),
+        spark=spark,
+    )
+    top = run_report(
+        ReportRequest(inputs=[str(events)], output=str(tmp_path / "top"), pricing=PRICING, top=3),
+        spark=spark,
+    )
     a, b = full.summary, top.summary
     assert (a["destinations"], b["destinations"]) == (12, 12)
     assert (a["destinations_folded"], b["destinations_folded"]) == (0, 9)
@@ -130,8 +135,12 @@ def test_a_destination_large_in_the_bill_is_named_and_the_rest_reconciled_as_one
     ).to_parquet(bill)  # fmt: skip
     out = tmp_path / "r"
     # in the suite's session (the CLI's own run: test_cost_report_processes.py)
-    run_report(inputs=[str(events)], output=str(out), pricing=PRICING, spark=spark,
-               bills=[str(bill)], top=3)  # fmt: skip
+    run_report(
+        ReportRequest(
+            inputs=[str(events)], output=str(out), pricing=PRICING, bills=[str(bill)], top=3
+        ),
+        spark=spark,
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["destinations_folded"] == 9
     table = {(r["destination"], r["month"]): r for r in summary["reconciliation"]}

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from sqsdelay.cost.operating_cost import Running, load_running, running_costs
 from sqsdelay.cost.pricing import load_pricing
-from sqsdelay.cost.running import Running, load_running, running_costs
 from sqsdelay.errors import ConfigError
 from tests.support import cfn
 
