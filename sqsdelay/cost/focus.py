@@ -12,6 +12,7 @@ the registry on, its DynamoDB request units per month. List prices are the price
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +40,7 @@ SQS, DYNAMODB = "Amazon Simple Queue Service", "Amazon DynamoDB"
 SCHEDULER = "Amazon EventBridge"  # Scheduler bills under EventBridge
 
 
+@functools.lru_cache(maxsize=4096)  # a month per row: a few distinct ones, many rows
 def _period(month: str) -> tuple[str, str]:
     start = datetime.strptime(month, "%Y-%m").replace(tzinfo=UTC)
     end = start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
@@ -55,40 +57,47 @@ def focus_rows(
     (SQSDELAY_REGISTRY=dynamodb)."""
     import pandas as pd
 
-    rows: list[dict[str, Any]] = []
+    rows: list[tuple[Any, ...]] = []
 
     def add(month: str, service: str, resource: str, quantity: float, unit: str,
-            per_million: float, tagged: dict[str, str]) -> None:  # fmt: skip
+            per_million: float, tagged: str) -> None:  # fmt: skip
         if quantity <= 0:
             return
         start, end = _period(month)
         price = per_million / 1e6
-        tagged_json = json.dumps(tagged, sort_keys=True, separators=(",", ":"))  # as Spark's
-        values = (start, end, service, resource, quantity, unit, price, quantity * price,
-                  pricing.currency, tagged_json, True)  # fmt: skip
-        rows.append(dict(zip(COLUMNS, values, strict=True)))
+        rows.append((start, end, service, resource, quantity, unit, price, quantity * price,
+                     pricing.currency, tagged, True))  # fmt: skip
 
     tier = pricing.sqs_tiers[0]
 
-    def tagged(role: Role, destination: str) -> dict[str, str]:  # as the installer tags it
-        return tags.tags(tags.queue_component(role), destination)
+    @functools.cache  # per destination, not per row
+    def tagged(component: tags.Component, destination: str | None = None) -> str:
+        # as the installer tags the resource, and as Spark writes the JSON
+        return json.dumps(tags.tags(component, destination), sort_keys=True, separators=(",", ":"))
 
-    for (destination, month), r in requests.iterrows():
-        queue = names.delay_queue_of(destination)
-        add(month, SQS, queue, float(r["fifo"]), "Requests", tier.fifo_per_million,
-            tagged("delay", destination))  # fmt: skip
+    @functools.cache
+    def queues(destination: str) -> tuple[str, Role, str]:
         role, standard_queue = handover_queue(destination)
-        add(month, SQS, standard_queue, float(r["standard"]), "Requests",
-            tier.standard_per_million, tagged(role, destination))  # fmt: skip
-        add(month, SQS, destination, float(r.get("destination_fifo", 0.0)), "Requests",
-            tier.fifo_per_million, tagged("destination", destination))  # fmt: skip
-        add(month, SCHEDULER, destination, float(r["invocations"]), "Invocations",
-            pricing.scheduler_per_million, tags.tags("schedule-group", destination))  # fmt: skip
-    if registry_table is None:
-        return pd.DataFrame(rows, columns=COLUMNS).sort_values(ORDER, ignore_index=True)
-    for month, r in registry_units.iterrows():
-        add(month, DYNAMODB, registry_table, float(r["writes"]), "Write Request Units",
-            pricing.dynamodb_write_per_million, tags.tags("registry"))  # fmt: skip
-        add(month, DYNAMODB, registry_table, float(r["reads"]), "Read Request Units",
-            pricing.dynamodb_read_per_million, tags.tags("registry"))  # fmt: skip
+        return names.delay_queue_of(destination), role, standard_queue
+
+    has_destination_fifo = "destination_fifo" in requests.columns
+    for (destination, month), r in zip(
+        requests.index, requests.itertuples(index=False), strict=True
+    ):
+        queue, role, standard_queue = queues(destination)
+        add(month, SQS, queue, float(r.fifo), "Requests", tier.fifo_per_million,
+            tagged(tags.queue_component("delay"), destination))  # fmt: skip
+        add(month, SQS, standard_queue, float(r.standard), "Requests",
+            tier.standard_per_million, tagged(tags.queue_component(role), destination))  # fmt: skip
+        add(month, SQS, destination, float(r.destination_fifo if has_destination_fifo else 0.0),
+            "Requests", tier.fifo_per_million,
+            tagged(tags.queue_component("destination"), destination))  # fmt: skip
+        add(month, SCHEDULER, destination, float(r.invocations), "Invocations",
+            pricing.scheduler_per_million, tagged("schedule-group", destination))  # fmt: skip
+    if registry_table is not None:
+        for month, r in registry_units.iterrows():
+            add(month, DYNAMODB, registry_table, float(r["writes"]), "Write Request Units",
+                pricing.dynamodb_write_per_million, tagged("registry"))  # fmt: skip
+            add(month, DYNAMODB, registry_table, float(r["reads"]), "Read Request Units",
+                pricing.dynamodb_read_per_million, tagged("registry"))  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS).sort_values(ORDER, ignore_index=True)

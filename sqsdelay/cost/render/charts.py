@@ -7,6 +7,8 @@ from typing import Any
 
 from sqsdelay.cost.summary import MODEL_TITLES, Report
 
+MONTH_LABELS = 24  # the most month labels on the monthly chart's axis
+
 
 def _svg(fig: Any) -> str:
     buf = io.StringIO()
@@ -27,6 +29,10 @@ def charts(report: Report) -> dict[str, str]:
     out = {}
     month = report.tables["by_month"]
     fig, ax = plt.subplots(figsize=(8, 3.2))
+    # Long delays spread a year of sends over many usage months (years, with delays of
+    # years): a label per month made hundreds of ticks, most of the report's drawing time,
+    # and unreadable. At most MONTH_LABELS of them are labelled, evenly spaced.
+    x = list(range(len(month)))
     style: Any
     for model, style in (
         ("reference", "--"),
@@ -36,15 +42,15 @@ def charts(report: Report) -> dict[str, str]:
         ("scheduler", "-."),
     ):
         ax.plot(
-            month.index,
+            x,
             month[f"{model}_cost"],
             linestyle=style,
             marker="o",
             label=MODEL_TITLES[model],
         )
-    ax.bar(
-        month.index, month["estimated_cost"], alpha=0.25, label="Estimated (batched + idle, tiers)"
-    )
+    ax.bar(x, month["estimated_cost"], alpha=0.25, label="Estimated (batched + idle, tiers)")
+    step = -(-len(x) // MONTH_LABELS) or 1
+    ax.set_xticks(x[::step], [str(m) for m in month.index[::step]])
     ax.set_ylabel(cur)
     ax.yaxis.set_major_formatter(thousands)
     ax.set_title("Estimated cost per usage month")
