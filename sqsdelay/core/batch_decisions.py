@@ -24,7 +24,7 @@ from sqsdelay.core.decision import (
 from sqsdelay.core.failures import FailureLog
 from sqsdelay.core.types import AttributeValue, Target
 
-# System attributes the decision needs (DESIGN.md, "The worker").
+# System attributes the decision needs (docs/wire-format.md, "What the worker reads").
 SYSTEM_ATTRIBUTES = (
     "SentTimestamp",
     "ApproximateFirstReceiveTimestamp",
