@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqsdelay.aws.batches import BatchRunner
+from sqsdelay.aws.batch_runner import BatchRunner
 from sqsdelay.aws.callers import SyncCaller
 from sqsdelay.aws.clients import (
     ExtraService,
@@ -22,11 +22,11 @@ from sqsdelay.aws.clients import (
     sync_service,
 )
 from sqsdelay.aws.emf import EmfWriter
-from sqsdelay.aws.queues import QueueResolver
-from sqsdelay.core.batch_decisions import from_lambda
+from sqsdelay.aws.queue_urls import QueueResolver
 from sqsdelay.core.decision import Received
 from sqsdelay.core.flows import drive
 from sqsdelay.core.outcomes import Outcome
+from sqsdelay.core.record_decisions import from_lambda
 from sqsdelay.errors import InvalidQueueName
 from sqsdelay.logs import configure, get_logger
 from sqsdelay.settings import Settings, load_settings

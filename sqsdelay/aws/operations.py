@@ -12,10 +12,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sqsdelay.aws.clients import sync_client, translate
 from sqsdelay.aws.installer import Installer, QueueReport
-from sqsdelay.aws.queues import QueueResolver
-from sqsdelay.core import discovery, identity, names, quotas, wire, wirenames
-from sqsdelay.core.batch_decisions import from_boto
+from sqsdelay.aws.queue_urls import QueueResolver
+from sqsdelay.core import discovery, identity, message_shape, queue_names, quotas, wire_format
 from sqsdelay.core.decision import parse_natural
+from sqsdelay.core.record_decisions import from_boto
 from sqsdelay.core.types import Attributes
 from sqsdelay.errors import InvalidQueueName
 from sqsdelay.logs import get_logger
@@ -52,7 +52,7 @@ def discovered(settings: Settings, *, client: Any = None) -> list[str]:
     found = []
     for name in discovery.delay_queues(urls, prefix):
         try:
-            found.append(names.destination_of_delay_queue(name))
+            found.append(queue_names.destination_of_delay_queue(name))
         except InvalidQueueName as exc:  # the worker skips it too
             log.warning("queue.skipped", queue=name, problems=[str(exc)])
     return found
@@ -110,7 +110,7 @@ class Replay:
 
 def plan_replay(message: Any, delay_queue: str) -> Replay | str:
     """A Replay for a message dead-lettered from `delay_queue`, or why it cannot be replayed."""
-    raw = message.attributes.get(wirenames.FAILURE_ATTRIBUTE, {}).get("StringValue")
+    raw = message.attributes.get(wire_format.FAILURE_ATTRIBUTE, {}).get("StringValue")
     if raw is None:
         return "no sqsdelay.Failure record (no room for it), so its queue is unknown"
     try:
@@ -122,11 +122,11 @@ def plan_replay(message: Any, delay_queue: str) -> Replay | str:
     delay = str(record.get("delay_seconds") or "")
     if parse_natural(delay) is None:
         return f"no valid delay to restore ({record.get('reason', 'unknown reason')})"
-    attrs = {k: v for k, v in message.attributes.items() if k != wirenames.FAILURE_ATTRIBUTE}
-    attrs[wirenames.DELAY_ATTRIBUTE] = wire.string_attribute(delay)
+    attrs = {k: v for k, v in message.attributes.items() if k != wire_format.FAILURE_ATTRIBUTE}
+    attrs[wire_format.DELAY_ATTRIBUTE] = message_shape.string_attribute(delay)
     due = parse_natural(str(record.get("due_at") or ""))
     if due is not None:  # keeps the original due time; if it has passed, delivery is immediate
-        attrs[wirenames.DUE_AT_ATTRIBUTE] = wire.number_attribute(due)
+        attrs[wire_format.DUE_AT_ATTRIBUTE] = message_shape.number_attribute(due)
     return Replay(delay_queue, attrs)
 
 

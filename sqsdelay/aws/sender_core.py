@@ -10,12 +10,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypedDict
 
-from sqsdelay.aws.queues import ParkTargets, QueueResolver
-from sqsdelay.core import batching, identity, parking, registry, schedules, send, tracing
+from sqsdelay.aws.queue_urls import ParkTargets, QueueResolver
+from sqsdelay.core import batch_entries, identity, parking, registry, schedules, send, tracing
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.delays import DelayLike, delay_milliseconds
 from sqsdelay.core.flows import Call, Flow, gather
-from sqsdelay.core.queues import QueueTrio
+from sqsdelay.core.queue_trios import QueueTrio
 from sqsdelay.core.send import (
     BatchResult,
     Message,
@@ -109,7 +109,7 @@ def _collect(
     url: str,
     response: dict[str, Any],
 ) -> None:
-    ok, failed = batching.read_batch_response(response, (str(i) for i in batch))
+    ok, failed = batch_entries.read_batch_response(response, (str(i) for i in batch))
     for index in batch:
         entry_id = str(index)
         if entry_id in ok:

@@ -26,7 +26,7 @@ from typing import Any
 
 import aioboto3
 
-from sqsdelay.aws.batches import BatchRunner
+from sqsdelay.aws.batch_runner import BatchRunner
 from sqsdelay.aws.callers import AsyncCaller
 from sqsdelay.aws.capacity import Capacity
 from sqsdelay.aws.clients import (
@@ -38,17 +38,17 @@ from sqsdelay.aws.clients import (
     service_kwargs,
 )
 from sqsdelay.aws.emf import EmfWriter
-from sqsdelay.aws.queues import QueueResolver, check_queue
+from sqsdelay.aws.queue_urls import QueueResolver, check_queue
 from sqsdelay.core import discovery, heartbeat, idle, quotas
 from sqsdelay.core.backlog import Backlog
 from sqsdelay.core.backoff import BackoffTimer
-from sqsdelay.core.batch_decisions import SYSTEM_ATTRIBUTES, from_boto
 from sqsdelay.core.decision import Received
 from sqsdelay.core.flows import Call, Fault, Flow, adrive, adrive_until_pause
 from sqsdelay.core.metrics import RECEIVE_FAILURES
 from sqsdelay.core.outcomes import Outcome, Stats
-from sqsdelay.core.queues import QueueSpec, QueueTrio
+from sqsdelay.core.queue_trios import QueueSpec, QueueTrio
 from sqsdelay.core.receive_loops import QueueDemand
+from sqsdelay.core.record_decisions import SYSTEM_ATTRIBUTES, from_boto
 from sqsdelay.core.step import extend
 from sqsdelay.errors import InvalidQueueName, ReceiveUnavailable, SqsDelayError
 from sqsdelay.logs import get_logger

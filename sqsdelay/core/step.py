@@ -15,18 +15,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqsdelay.core import batching, identity, parking, schedules, tracing
+from sqsdelay.core import batch_entries, identity, parking, schedules, tracing
 from sqsdelay.core.backoff import retry_backoff_seconds, visibility_seconds
-from sqsdelay.core.batch_decisions import Outgoing, decide_batch, outgoing
 from sqsdelay.core.decision import Forward, HandOver, Park, Received
 from sqsdelay.core.failures import is_message_fault
 from sqsdelay.core.flows import Call, Fault, Flow, gather, pause
 from sqsdelay.core.metrics import FALLBACKS
 from sqsdelay.core.outcomes import Outcome
-from sqsdelay.core.queues import QueueTrio
+from sqsdelay.core.queue_trios import QueueTrio
 from sqsdelay.core.quotas import MAX_BATCH_ENTRIES
-from sqsdelay.core.step_claims import StepClaims
-from sqsdelay.core.step_ends import PARK_SHARE, SEND_SHARE, StepConfig, StepState, event_ids
+from sqsdelay.core.record_decisions import Outgoing, decide_batch, outgoing
+from sqsdelay.core.step_registry import StepClaims
+from sqsdelay.core.step_state import PARK_SHARE, SEND_SHARE, StepConfig, StepState, event_ids
 from sqsdelay.errors import InvalidMessage
 from sqsdelay.logs import get_logger
 
@@ -276,7 +276,7 @@ class _Step(StepClaims):
         entry to find the culprit; a target that fails backs off and its messages are held."""
         batches = [
             _Batch(self.queues.of(outs[b[0]].target), [outs[i] for i in b])
-            for b in batching.chunk(
+            for b in batch_entries.chunk(
                 outs, key=lambda o: o.target, size=lambda o: o.size, max_bytes=self.config.max_bytes
             )
         ]
@@ -309,7 +309,7 @@ class _Step(StepClaims):
 
     def _settled(self, batch: _Batch, response: Mapping[str, Any]) -> None:
         self.state.sends.success(batch.queue)
-        ok, failed = batching.read_batch_response(
+        ok, failed = batch_entries.read_batch_response(
             dict(response), (str(i) for i in range(len(batch.outs)))
         )
         for i, out in enumerate(batch.outs):

@@ -16,8 +16,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from sqsdelay.core import names, tags
-from sqsdelay.core.queues import Role, handover_queue
+from sqsdelay.core import queue_names, tags
+from sqsdelay.core.queue_trios import Role, handover_queue
 from sqsdelay.cost.pricing import Pricing
 
 COLUMNS = [
@@ -74,7 +74,7 @@ def focus_rows(
         return tags.tags(tags.queue_component(role), destination)
 
     for (destination, month), r in requests.iterrows():
-        queue = names.delay_queue_of(destination)
+        queue = queue_names.delay_queue_of(destination)
         add(month, SQS, queue, float(r["fifo"]), "Requests", tier.fifo_per_million,
             tagged("delay", destination))  # fmt: skip
         role, standard_queue = handover_queue(destination)

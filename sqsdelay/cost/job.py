@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from sqsdelay.core import wirenames
+from sqsdelay.core import wire_format
 from sqsdelay.cost.bands import BANDS, LONGER
 from sqsdelay.cost.fold import (
     BILL_ROW_BUDGET,
@@ -93,7 +93,7 @@ def aggregate(
         chunk_bytes=pricing.billing_chunk_bytes,
         # The threshold a worker with SQSDELAY_PARKING=scheduler uses by default.
         park_after=park_break_even_seconds(pricing, cycle_seconds=cycle_seconds),
-        fifo_destination=F.col("destination").endswith(wirenames.FIFO_SUFFIX).cast("int"),
+        fifo_destination=F.col("destination").endswith(wire_format.FIFO_SUFFIX).cast("int"),
     )
     # Integer keys: cheaper to hash than strings; named again on the small result.
     band = F.lit(0)

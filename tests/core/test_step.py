@@ -9,13 +9,13 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from sqsdelay.core import tracing, wirenames
+from sqsdelay.core import tracing, wire_format
 from sqsdelay.core.decision import Limits, Received
 from sqsdelay.core.flows import drive
-from sqsdelay.core.names import is_group_id
 from sqsdelay.core.outcomes import Outcome
 from sqsdelay.core.parking import ParkTarget, min_park_after_seconds
-from sqsdelay.core.queues import QueueTrio
+from sqsdelay.core.queue_names import is_group_id
+from sqsdelay.core.queue_trios import QueueTrio
 from sqsdelay.core.step import StepConfig, StepState, handle
 from tests.support.stub import StubAws
 
@@ -48,7 +48,7 @@ class Clock:
 def message(i: int, delay: Any, *, attrs: dict[str, Any] | None = None, **system: str) -> Received:
     attributes: dict[str, Any] = dict(attrs or {})
     if delay is not None:
-        attributes[wirenames.DELAY_ATTRIBUTE] = {"DataType": "String", "StringValue": str(delay)}
+        attributes[wire_format.DELAY_ATTRIBUTE] = {"DataType": "String", "StringValue": str(delay)}
     return Received(
         f"id{i}",
         f"rh{i}",
@@ -93,7 +93,7 @@ def run(
 
 def failure_reason(entry: dict[str, Any]) -> str:
     reason: str = json.loads(
-        entry["MessageAttributes"][wirenames.FAILURE_ATTRIBUTE]["StringValue"]
+        entry["MessageAttributes"][wire_format.FAILURE_ATTRIBUTE]["StringValue"]
     )["reason"]
     return reason
 
@@ -103,7 +103,9 @@ def test_a_mangled_due_time_never_stops_the_batch() -> None:
     # the worker's TaskGroup, then the next worker's.
     mangled = ["²", "٣", "9" * 40, "-5", "1e3", "", " 7"]
     batch = [
-        message(i, 60, attrs={wirenames.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": v}})
+        message(
+            i, 60, attrs={wire_format.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": v}}
+        )
         for i, v in enumerate(mangled)
     ]
     batch.append(message(99, 60))
@@ -233,12 +235,12 @@ values = st.one_of(
 names = st.one_of(
     st.sampled_from(
         [
-            wirenames.DELAY_ATTRIBUTE,
-            wirenames.DUE_AT_ATTRIBUTE,
-            wirenames.MESSAGE_ID_ATTRIBUTE,
-            wirenames.FAILURE_ATTRIBUTE,
-            wirenames.GROUP_ID_ATTRIBUTE,
-            wirenames.DELAY_MS_ATTRIBUTE,
+            wire_format.DELAY_ATTRIBUTE,
+            wire_format.DUE_AT_ATTRIBUTE,
+            wire_format.MESSAGE_ID_ATTRIBUTE,
+            wire_format.FAILURE_ATTRIBUTE,
+            wire_format.GROUP_ID_ATTRIBUTE,
+            wire_format.DELAY_MS_ATTRIBUTE,
         ]
     ),
     st.text(min_size=1, max_size=12),
@@ -270,7 +272,7 @@ APIS = [
 @example(
     recs=[
         (
-            {wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "9000"}},
+            {wire_format.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "9000"}},
             "253402292820000",
             "0",
             "1",
@@ -344,4 +346,4 @@ def test_any_batch_ends_every_record_in_exactly_one_place(
     for entry in stub.queues["orders.fifo"]:  # in the sender's group, deduplicated by its id
         assert "DelaySeconds" not in entry and entry["MessageGroupId"]
         assert len(entry["MessageDeduplicationId"]) == 64
-        assert wirenames.GROUP_ID_ATTRIBUTE not in entry.get("MessageAttributes", {})
+        assert wire_format.GROUP_ID_ATTRIBUTE not in entry.get("MessageAttributes", {})

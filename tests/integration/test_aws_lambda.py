@@ -14,7 +14,7 @@ from sqsdelay.aws import lambda_driver as aws_lambda
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.lambda_driver import Handler
 from sqsdelay.aws.sender import Sender
-from sqsdelay.core import wirenames
+from sqsdelay.core import wire_format
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.support.workerkit import Collector
@@ -82,7 +82,7 @@ def cycle(make_settings: Any, sqs: Any) -> tuple[Settings, dict[str, str], str]:
 def send_raw(sqs: Any, url: str, body: str, delay: str | None, **extra: Any) -> None:
     attrs = dict(extra)
     if delay is not None:
-        attrs[wirenames.DELAY_ATTRIBUTE] = {"DataType": "String", "StringValue": delay}
+        attrs[wire_format.DELAY_ATTRIBUTE] = {"DataType": "String", "StringValue": delay}
     sqs.send_message(
         QueueUrl=url,
         MessageBody=body,
@@ -124,21 +124,21 @@ def test_requeue_hand_over_and_poison_in_one_event(cycle: Any, sqs: Any) -> None
     now_record = next(r for r in records if r["body"] == "now")
     assert handed.body == "now"  # with the message id NServiceBus's pump would also set
     assert handed.attributes == {
-        wirenames.MESSAGE_ID_ATTRIBUTE: {
+        wire_format.MESSAGE_ID_ATTRIBUTE: {
             "DataType": "String",
             "StringValue": now_record["messageId"],
         }
     }
     (dead,) = Collector(sqs, urls["error"]).until(1, timeout=10)
-    assert dead.body == "bad" and wirenames.FAILURE_ATTRIBUTE in dead.attributes
+    assert dead.body == "bad" and wire_format.FAILURE_ATTRIBUTE in dead.attributes
     for r in records:  # what Lambda does with the records that did not fail
         sqs.delete_message(QueueUrl=urls["delay"], ReceiptHandle=r["receiptHandle"])
     requeued = receive_records(sqs, urls["delay"], arn, 1)
     later = [r for r in requeued if r["body"] == "later"]
     assert later and later[0]["messageAttributes"]["bin"]["binaryValue"] == "AP8="
-    left = int(later[0]["messageAttributes"][wirenames.DELAY_ATTRIBUTE]["stringValue"])
+    left = int(later[0]["messageAttributes"][wire_format.DELAY_ATTRIBUTE]["stringValue"])
     assert 3590 < left < 3600
-    assert wirenames.DUE_AT_ATTRIBUTE in later[0]["messageAttributes"]
+    assert wire_format.DUE_AT_ATTRIBUTE in later[0]["messageAttributes"]
 
 
 def test_two_copies_of_one_message_in_one_event_are_handed_over_once(cycle: Any, sqs: Any) -> None:
@@ -178,7 +178,7 @@ def test_records_without_broker_timestamps_are_poison(cycle: Any, sqs: Any) -> N
     del record["attributes"]["SentTimestamp"]
     assert Handler(s, client=sqs)({"Records": [record]}) == {"batchItemFailures": []}
     (dead,) = Collector(sqs, urls["error"]).until(1, timeout=10)
-    reason = json.loads(dead.attributes[wirenames.FAILURE_ATTRIBUTE]["StringValue"])["reason"]
+    reason = json.loads(dead.attributes[wire_format.FAILURE_ATTRIBUTE]["StringValue"])["reason"]
     assert "SentTimestamp is missing" in reason
 
 

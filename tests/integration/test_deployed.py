@@ -21,9 +21,9 @@ import pytest
 
 from sqsdelay.aws.installer import Installer, queue_tags
 from sqsdelay.aws.sender import Message, Sender
-from sqsdelay.core import defaults, quotas, wirenames
+from sqsdelay.core import defaults, quotas, wire_format
 from sqsdelay.core.metrics import BACKLOG_DUE, BACKLOG_VISIBLE
-from sqsdelay.core.queues import QueueSpec
+from sqsdelay.core.queue_trios import QueueSpec
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.integration.test_aws_lambda import invoke_as_lambda, lambda_record
@@ -496,7 +496,7 @@ def send_poison(sqs: Any, delay_queue_url: str) -> None:
         MessageBody="poison",
         MessageGroupId="p",
         MessageDeduplicationId="p",
-        MessageAttributes={wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "x"}},
+        MessageAttributes={wire_format.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "x"}},
     )
 
 
@@ -525,7 +525,7 @@ def every_fifo_path(s: Settings, sqs: Any) -> dict[str, str]:
     later, soon = Message("later", delay=3600, group_id="g"), Message("soon", delay=2, group_id="g")
     sender.send_batch("orders.fifo", [later, soon])
     sender.send("orders.fifo", "x" * 2000, delay=2, group_id="g")  # held: staging refuses it
-    group = {wirenames.GROUP_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "g"}}
+    group = {wire_format.GROUP_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "g"}}
     sqs.send_message(QueueUrl=urls["staging"], MessageBody="y" * 1200, MessageAttributes=group)
     send_poison(sqs, urls["delay"])
     return urls

@@ -14,7 +14,7 @@ import pytest
 
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Sender
-from sqsdelay.core import wirenames
+from sqsdelay.core import wire_format
 from sqsdelay.errors import InvalidMessage, InvalidQueueName
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
@@ -88,9 +88,9 @@ def test_delays_of_every_length_reach_the_group_once_and_never_early(
     for d in got:
         assert d.system["MessageGroupId"] == f"g-{d.body}"
         assert d.at >= sent_at + delays[d.body], f"{d.body} was early"
-        assert wirenames.GROUP_ID_ATTRIBUTE not in d.attributes  # ours stays ours
+        assert wire_format.GROUP_ID_ATTRIBUTE not in d.attributes  # ours stays ours
     short = next(d for d in got if d.body == "short")
-    ident = short.attributes[wirenames.MESSAGE_ID_ATTRIBUTE]["StringValue"]
+    ident = short.attributes[wire_format.MESSAGE_ID_ATTRIBUTE]["StringValue"]
     assert ident == results["short"].message_id
 
 
@@ -118,9 +118,9 @@ def test_a_retried_hand_over_is_delivered_once_and_a_new_send_of_its_id_again(
 
     def attrs(ident: str, due: int) -> dict[str, Any]:
         return {
-            wirenames.GROUP_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "g"},
-            wirenames.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": ident},
-            wirenames.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": str(due)},
+            wire_format.GROUP_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "g"},
+            wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": ident},
+            wire_format.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": str(due)},
         }
 
     for _ in range(2):
@@ -144,7 +144,7 @@ def test_what_cannot_be_forwarded_goes_to_the_error_queue_with_the_reason(
     staging = urls[f"{p}orders-fifo-staging"]
     bad = {"no group": {}, "bad group": {"DataType": "String", "StringValue": "has space"}}
     for body, value in bad.items():
-        attrs = {wirenames.GROUP_ID_ATTRIBUTE: value} if value else {}
+        attrs = {wire_format.GROUP_ID_ATTRIBUTE: value} if value else {}
         sqs.send_message(QueueUrl=staging, MessageBody=body, MessageAttributes=attrs)
     with RunningWorker(fifo, ["orders.fifo"]):
         Sender(fifo, client=sqs).send("orders.fifo", "good", delay=1, group_id="g")
@@ -153,8 +153,8 @@ def test_what_cannot_be_forwarded_goes_to_the_error_queue_with_the_reason(
     assert [d.body for d in good] == ["good"]
     assert sorted(d.body for d in errors) == sorted(bad)
     for d in errors:
-        failure = json.loads(d.attributes[wirenames.FAILURE_ATTRIBUTE]["StringValue"])
-        assert wirenames.GROUP_ID_ATTRIBUTE in failure["reason"]
+        failure = json.loads(d.attributes[wire_format.FAILURE_ATTRIBUTE]["StringValue"])
+        assert wire_format.GROUP_ID_ATTRIBUTE in failure["reason"]
         assert failure["queue"] == f"{p}orders-fifo-staging"
 
 

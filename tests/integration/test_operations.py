@@ -17,7 +17,7 @@ import pytest
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.operations import Replay, inspect, plan_replay, replay_errors
 from sqsdelay.aws.sender import Sender
-from sqsdelay.core import wirenames
+from sqsdelay.core import wire_format
 from sqsdelay.core.decision import Received
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
@@ -174,7 +174,7 @@ def test_the_emulator_keeps_a_recursion_config_per_function_as_lambda_does(
 
 def failure(queue: str, **record: Any) -> dict[str, Any]:
     return {
-        wirenames.FAILURE_ATTRIBUTE: {
+        wire_format.FAILURE_ATTRIBUTE: {
             "DataType": "String",
             "StringValue": json.dumps({"queue": queue, **record}),
         }
@@ -193,9 +193,9 @@ def test_plan_replay_restores_the_delay_attributes() -> None:
     )
     plan = plan_replay(m, "q-delay.fifo")
     assert isinstance(plan, Replay)
-    assert plan.attributes[wirenames.DELAY_ATTRIBUTE]["StringValue"] == "7200"
-    assert plan.attributes[wirenames.DUE_AT_ATTRIBUTE]["StringValue"] == "123"
-    assert wirenames.FAILURE_ATTRIBUTE not in plan.attributes and "keep" in plan.attributes
+    assert plan.attributes[wire_format.DELAY_ATTRIBUTE]["StringValue"] == "7200"
+    assert plan.attributes[wire_format.DUE_AT_ATTRIBUTE]["StringValue"] == "123"
+    assert wire_format.FAILURE_ATTRIBUTE not in plan.attributes and "keep" in plan.attributes
     assert "belongs to 'q-delay.fifo'" in str(plan_replay(m, "other-delay.fifo"))
     bad = Received("m", "r", "b", failure("q-delay.fifo", delay_seconds="soon", reason="x"))
     assert "no valid delay" in str(plan_replay(bad, "q-delay.fifo"))

@@ -15,7 +15,7 @@ import pytest
 
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender
-from sqsdelay.core import identity, parking, wirenames
+from sqsdelay.core import identity, parking, wire_format
 from sqsdelay.core.decision import Limits, Park, Received, Requeue, decide
 from sqsdelay.cost.money import estimate
 from sqsdelay.cost.pricing import load_pricing, park_break_even_seconds
@@ -76,8 +76,8 @@ def counting(client: Any) -> list[str]:
 
 def received(delay: int, *, sent_ms: int = 1_000_000, attrs: int = 0) -> Received:
     attributes: dict[str, Any] = {
-        wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": str(delay)},
-        wirenames.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "id-1"},
+        wire_format.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": str(delay)},
+        wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "id-1"},
     }
     for i in range(attrs):
         attributes[f"a{i}"] = {"DataType": "String", "StringValue": "x"}
@@ -99,8 +99,8 @@ def test_a_long_remaining_delay_is_parked_and_comes_back_one_lead_before_due() -
     assert d.fire_ms <= due - parking.lead_seconds(900) * 1000  # back a cycle + margin early
     assert d.fire_ms % 1000 == 0  # at() takes whole seconds
     back = d.attributes
-    assert back[wirenames.DUE_AT_ATTRIBUTE]["StringValue"] == str(due)
-    assert int(back[wirenames.DELAY_ATTRIBUTE]["StringValue"]) * 1000 >= due - d.fire_ms
+    assert back[wire_format.DUE_AT_ATTRIBUTE]["StringValue"] == str(due)
+    assert int(back[wire_format.DELAY_ATTRIBUTE]["StringValue"]) * 1000 >= due - d.fire_ms
     assert isinstance(d.fallback, Requeue) and d.fallback.due_ms == due
     # Not enough left, parking off, or no room for DueAt: the loop.
     short = decide(received(10_000), local_now_ms=0, offset_ms=None, lim=lim)
@@ -108,7 +108,7 @@ def test_a_long_remaining_delay_is_parked_and_comes_back_one_lead_before_due() -
     off = decide(received(86_400), local_now_ms=0, offset_ms=None, lim=Limits())
     assert isinstance(off, Requeue)
     full = decide(received(86_400, attrs=8), local_now_ms=0, offset_ms=None, lim=lim)
-    assert isinstance(full, Requeue) and wirenames.DUE_AT_ATTRIBUTE not in full.attributes
+    assert isinstance(full, Requeue) and wire_format.DUE_AT_ATTRIBUTE not in full.attributes
 
 
 def test_schedule_request_shape_and_input_limit() -> None:

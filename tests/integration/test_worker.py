@@ -19,7 +19,7 @@ from sqsdelay.aws import worker as worker_module
 from sqsdelay.aws.callers import AsyncCaller
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender
-from sqsdelay.core import wirenames
+from sqsdelay.core import wire_format
 from sqsdelay.core.flows import Call, Fault, Reply
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
@@ -80,7 +80,7 @@ def test_delays_below_at_and_above_the_cycle_arrive_once_on_time_intact(
         assert g.attributes["bin"]["BinaryValue"] == binary
         assert g.attributes["trace"] == {"StringValue": "ünï ✓", "DataType": "String.custom"}
         assert g.attributes["n"]["StringValue"] == "-1.5e3"
-        assert not set(g.attributes) & wirenames.OWN_ATTRIBUTES
+        assert not set(g.attributes) & wire_format.OWN_ATTRIBUTES
 
 
 def test_foreign_nservicebus_message_is_delivered_on_time(fast: Settings, sqs: Any) -> None:
@@ -93,7 +93,7 @@ def test_foreign_nservicebus_message_is_delivered_on_time(fast: Settings, sqs: A
         MessageGroupId="nsb-group",
         MessageDeduplicationId="nsb-dedup",
         MessageAttributes={
-            wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": str(delay)}
+            wire_format.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": str(delay)}
         },
     )
     collector = Collector(sqs, urls["orders"])
@@ -103,7 +103,7 @@ def test_foreign_nservicebus_message_is_delivered_on_time(fast: Settings, sqs: A
     # NServiceBus's pump does; it then travels unchanged.
     assert got.body == '{"nsb": true}'
     assert got.attributes == {
-        wirenames.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": sent["MessageId"]}
+        wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": sent["MessageId"]}
     }
     assert 0 <= got.at - (start + delay) < 2.0
 
@@ -124,7 +124,7 @@ def test_poison_messages_go_to_the_error_queue_and_good_ones_still_arrive(
             MessageAttributes=attrs,
         )
 
-    delay_attr = wirenames.DELAY_ATTRIBUTE
+    delay_attr = wire_format.DELAY_ATTRIBUTE
     raw("missing", {"other": {"DataType": "String", "StringValue": "x"}})
     raw("word", {delay_attr: {"DataType": "String", "StringValue": "soon"}})
     raw("negative", {delay_attr: {"DataType": "String", "StringValue": "-5"}})
@@ -141,7 +141,7 @@ def test_poison_messages_go_to_the_error_queue_and_good_ones_still_arrive(
     by_body = {g.body: g for g in errors.got}
     assert set(by_body) == {"missing", "word", "negative", "eleven"}
     reasons = {
-        b: json.loads(by_body[b].attributes[wirenames.FAILURE_ATTRIBUTE]["StringValue"])["reason"]
+        b: json.loads(by_body[b].attributes[wire_format.FAILURE_ATTRIBUTE]["StringValue"])["reason"]
         for b in ("missing", "word", "negative")
     }
     assert "no NServiceBus.AmazonSQS.DelaySeconds" in reasons["missing"]
@@ -203,7 +203,7 @@ def test_a_message_the_destination_refuses_goes_to_the_error_queue_after_max_att
     with RunningWorker(s, ["orders"]):
         (got,) = errors.until(1, timeout=40)
         (fine,) = dest.until(1, timeout=10)
-    record = json.loads(got.attributes[wirenames.FAILURE_ATTRIBUTE]["StringValue"])
+    record = json.loads(got.attributes[wire_format.FAILURE_ATTRIBUTE]["StringValue"])
     assert got.body == "x" * 2000 and fine.body == "small"
     assert "failed 2 times (SQSDELAY_MAX_ATTEMPTS=2)" in record["reason"]
     assert "last error: InvalidParameterValue" in record["reason"]
@@ -437,7 +437,7 @@ def test_a_backlog_gets_parallel_receive_loops_within_the_limit(
 ) -> None:
     s = make_settings(max_native_delay_seconds=1, wait_time_seconds=1, concurrency=3)
     urls = setup_queues(s, sqs)
-    far = {wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000"}}
+    far = {wire_format.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000"}}
     for start in range(0, 60, 10):
         sqs.send_message_batch(
             QueueUrl=urls["orders-delay.fifo"],
@@ -523,8 +523,8 @@ def test_a_mangled_due_time_does_not_stop_the_worker(fast: Settings, sqs: Any) -
             MessageGroupId=f"g{i}",
             MessageDeduplicationId=f"d{i}",
             MessageAttributes={
-                wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "3"},
-                wirenames.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": due},
+                wire_format.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "3"},
+                wire_format.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": due},
             },
         )
     collector = Collector(sqs, urls["orders"])

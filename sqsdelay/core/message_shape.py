@@ -2,7 +2,7 @@
 
 import re
 
-from sqsdelay.core import quotas, wirenames
+from sqsdelay.core import quotas, wire_format
 from sqsdelay.core.types import Attributes, AttributeValue
 from sqsdelay.errors import InvalidMessage, MessageTooLarge, TooManyAttributes
 
@@ -79,7 +79,7 @@ def check_fits(body: str, attributes: Attributes, max_bytes: int) -> None:
 def check_user_attributes(attributes: Attributes) -> None:
     for name, value in attributes.items():
         check_attribute_name(name)
-        if name in wirenames.SENDER_ATTRIBUTES:
+        if name in wire_format.SENDER_ATTRIBUTES:
             raise InvalidMessage(
                 f"attribute {name!r} is set by sqsdelay; leave it out (a message type goes "
                 "in --message-type / message_type)"

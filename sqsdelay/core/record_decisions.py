@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqsdelay.core import tracing, wire
+from sqsdelay.core import message_shape, tracing
 from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import (
     Decision,
@@ -85,7 +85,7 @@ def outgoing(received: Received, decision: Decision) -> Outgoing:
     entry |= tracing.system_attributes(tracing.carried(received.system))
     if decision.attributes:
         entry["MessageAttributes"] = decision.attributes
-    size = wire.message_size(received.body, decision.attributes)
+    size = message_shape.message_size(received.body, decision.attributes)
     return Outgoing(received, decision, decision.target, entry, size)
 
 

@@ -1,7 +1,7 @@
 """The step's bookkeeping of one batch in hand: its configuration and the state that lasts
 from batch to batch, its budget, and where each record ends (`StepBase`: held, moved,
 released, with the events and metrics each end counts). The phases build on it:
-`step_claims.py` (the registry), `step.py` (parking, sending, deleting).
+`step_registry.py` (the registry), `step.py` (parking, sending, deleting).
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from typing import Any
 
 from sqsdelay.core import identity, parking, registry
 from sqsdelay.core.backoff import BackoffTimer
-from sqsdelay.core.batch_decisions import Outgoing
 from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import HandOver, Limits, Received, Requeue
 from sqsdelay.core.failures import FailureLog
 from sqsdelay.core.metrics import HELD, lateness_ms
 from sqsdelay.core.outcomes import END, Held, Outcome, Stats
-from sqsdelay.core.queues import QueueTrio
+from sqsdelay.core.queue_trios import QueueTrio
 from sqsdelay.core.quotas import MAX_MESSAGE_BYTES
+from sqsdelay.core.record_decisions import Outgoing
 from sqsdelay.logs import get_logger
 
 log = get_logger("sqsdelay.step")

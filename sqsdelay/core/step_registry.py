@@ -8,15 +8,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from sqsdelay.core import identity, registry, wirenames
+from sqsdelay.core import identity, registry, wire_format
 from sqsdelay.core.backoff import visibility_seconds
-from sqsdelay.core.batch_decisions import Outgoing
 from sqsdelay.core.decision import HandOver, Received
 from sqsdelay.core.delays import whole_seconds
 from sqsdelay.core.flows import Fault, Flow
+from sqsdelay.core.message_shape import number_attribute
 from sqsdelay.core.metrics import CANCELLED
-from sqsdelay.core.step_ends import PARK_SHARE, SEND_SHARE, StepBase, event_ids
-from sqsdelay.core.wire import number_attribute
+from sqsdelay.core.record_decisions import Outgoing
+from sqsdelay.core.step_state import PARK_SHARE, SEND_SHARE, StepBase, event_ids
 from sqsdelay.logs import get_logger
 
 log = get_logger("sqsdelay.step")
@@ -24,7 +24,7 @@ log = get_logger("sqsdelay.step")
 
 def _due_from(received: Received, record: registry.Record) -> Received:
     """The message with the due time its record was rescheduled to."""
-    due = {wirenames.DUE_AT_ATTRIBUTE: number_attribute(record.due_ms)}
+    due = {wire_format.DUE_AT_ATTRIBUTE: number_attribute(record.due_ms)}
     return replace(received, attributes={**received.attributes, **due})
 
 
