@@ -59,7 +59,7 @@ from sqsdelay.aws.clients import client_kwargs
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.core import wire_format
-from sqsdelay.core.record_decisions import SYSTEM_ATTRIBUTES
+from sqsdelay.core.received import SYSTEM_ATTRIBUTES
 from sqsdelay.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

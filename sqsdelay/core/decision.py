@@ -9,15 +9,15 @@ between them read each other (the due time, the attributes a hop carries, the li
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from sqsdelay.core import (
     defaults,
+    failure_record,
     identity,
     message_shape,
     parking,
@@ -27,19 +27,13 @@ from sqsdelay.core import (
 )
 from sqsdelay.core.delays import whole_seconds
 from sqsdelay.core.identity import forward_dedup_id as forward_dedup_id  # older callers' name
+from sqsdelay.core.received import Received, parse_natural
 from sqsdelay.core.types import Attributes, InvalidDelayAction, Target
 from sqsdelay.errors import InvalidMessage
 
 # ASCII digits only: str.isdigit() and \d accept "²" and other digits int() refuses or
 # NServiceBus reads differently.
 _INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_MILLIS = re.compile(r"[0-9]{1,16}", re.ASCII)
-
-
-def parse_natural(text: object) -> int | None:
-    """A whole number of at most 16 ASCII digits (a broker timestamp in epoch ms, our due
-    time, a count or a delay), or None if the text is not one."""
-    return int(text) if isinstance(text, str) and _MILLIS.fullmatch(text) else None
 
 
 _LAST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, datetime's last
@@ -49,22 +43,6 @@ def utc_month(epoch_ms: int) -> tuple[int, int]:
     """(year, month) of a broker time, UTC (times past year 9999 count as its December)."""
     at = datetime.fromtimestamp(min(epoch_ms, _LAST_MS) / 1000, UTC)
     return at.year, at.month
-
-
-@dataclass(frozen=True)
-class Received:
-    """A message as received from a delay queue, in boto3's shape."""
-
-    message_id: str
-    receipt_handle: str
-    body: str
-    attributes: Attributes = field(default_factory=dict)
-    system: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def receive_count(self) -> int:
-        count = parse_natural(self.system.get("ApproximateReceiveCount", "1"))
-        return count if count else 1
 
 
 @dataclass(frozen=True)
@@ -259,39 +237,9 @@ def _delay_ms(attributes: Attributes, delay: int) -> int | None:
     return ms if ms is not None and whole_seconds(ms) == delay else None
 
 
-def _string(attributes: Attributes, name: str) -> str | None:
-    value = attributes.get(name)
-    return value.get("StringValue") if value else None
-
-
-def _without_own(attributes: Attributes) -> Attributes:
-    return {k: v for k, v in attributes.items() if k not in wire_format.OWN_ATTRIBUTES}
-
-
-def failure_attributes(
-    received: Received, reason: str, source_queue: str, max_bytes: int
-) -> Attributes:
-    """Attributes for the error queue: the original ones, with our delay attributes folded
-    into one `sqsdelay.Failure` record (reason and what replay needs), when it fits."""
-    original = received.attributes
-    record = {
-        "reason": reason,
-        "queue": source_queue,
-        "delay_seconds": _string(original, wire_format.DELAY_ATTRIBUTE),
-        "due_at": _string(original, wire_format.DUE_AT_ATTRIBUTE),
-        "receive_count": received.receive_count,
-    }
-    attrs = _without_own(original)
-    attrs[wire_format.FAILURE_ATTRIBUTE] = message_shape.string_attribute(json.dumps(record)[:4096])
-    try:
-        message_shape.check_fits(received.body, attrs, max_bytes)
-    except InvalidMessage:
-        return dict(original)  # no room: keep it intact; the reason is in the log event
-    return attrs
-
-
 def _poison(received: Received, reason: str, source_queue: str, lim: Limits) -> Poison:
-    return Poison(reason, failure_attributes(received, reason, source_queue, lim.max_message_bytes))
+    attrs = failure_record.attributes(received, reason, source_queue, lim.max_message_bytes)
+    return Poison(reason, attrs)
 
 
 def decide(
@@ -348,10 +296,10 @@ def decide(
         {**attrs, wire_format.DUE_AT_ATTRIBUTE: message_shape.number_attribute(due)},
         attrs,
     ]
-    if len(with_id) > len(_without_own(received.attributes)):
+    if len(with_id) > len(message_shape.without_own(received.attributes)):
         # No room for NServiceBus.MessageId (a foreign message with 9 attributes of its own):
         # requeue it as it came rather than lose it.
-        as_came = _without_own(received.attributes)
+        as_came = message_shape.without_own(received.attributes)
         candidates.append(
             {**as_came, wire_format.DELAY_ATTRIBUTE: attrs[wire_format.DELAY_ATTRIBUTE]}
         )
@@ -402,17 +350,20 @@ def forward(
     sender gave one (a hand-over from the worker waited out its own)."""
     if own_failures >= lim.max_attempts:
         return _gave_up(received, own_failures, last_error, source_queue, lim)
-    group = _string(received.attributes, wire_format.GROUP_ID_ATTRIBUTE)
+    group = message_shape.string_value(received.attributes, wire_format.GROUP_ID_ATTRIBUTE)
     if group is None or not queue_names.is_group_id(group):
         reason = (
             f"no valid {wire_format.GROUP_ID_ATTRIBUTE} attribute: a message for a FIFO "
             "destination needs its message group (send it with group_id=)"
         )
         return _poison(received, reason, source_queue, lim)
-    ident = _string(received.attributes, wire_format.MESSAGE_ID_ATTRIBUTE) or received.message_id
+    ident = (
+        message_shape.string_value(received.attributes, wire_format.MESSAGE_ID_ATTRIBUTE)
+        or received.message_id
+    )
     attrs = {
         k: v
-        for k, v in _without_own(received.attributes).items()
+        for k, v in message_shape.without_own(received.attributes).items()
         if k != wire_format.GROUP_ID_ATTRIBUTE
     }
     try:
@@ -422,7 +373,9 @@ def forward(
     wait = _fraction_left(received, local_now_ms, offset_ms)
     # The send's due time, which its hand-over into staging carries. Without it (no room)
     # what every copy carries unchanged: not the staging message's SQS id, new per copy.
-    due = parse_natural(_string(received.attributes, wire_format.DUE_AT_ATTRIBUTE))
+    due = parse_natural(
+        message_shape.string_value(received.attributes, wire_format.DUE_AT_ATTRIBUTE)
+    )
     if due is not None:
         dedup = identity.forward_dedup_id(ident, due)
     else:
@@ -435,7 +388,9 @@ def _fraction_left(received: Received, local_now_ms: int, offset_ms: int | None)
     999: the staging queue's DelaySeconds were the whole seconds, so no more can be left
     (a larger figure is not the sender's, and is not waited for). 0 when anything is
     missing."""
-    delay_ms = parse_natural(_string(received.attributes, wire_format.DELAY_MS_ATTRIBUTE))
+    delay_ms = parse_natural(
+        message_shape.string_value(received.attributes, wire_format.DELAY_MS_ATTRIBUTE)
+    )
     sent = parse_natural(received.system.get("SentTimestamp"))
     first = parse_natural(received.system.get("ApproximateFirstReceiveTimestamp"))
     if delay_ms is None or sent is None or first is None:
@@ -455,7 +410,7 @@ def _parked(requeue: Requeue, left_at_first: int, lim: Limits) -> Park | None:
     attrs = requeue.attributes
     if after is None or left_at_first <= after or wire_format.DUE_AT_ATTRIBUTE not in attrs:
         return None
-    ident = _string(attrs, wire_format.MESSAGE_ID_ATTRIBUTE)
+    ident = message_shape.string_value(attrs, wire_format.MESSAGE_ID_ATTRIBUTE)
     if not ident:
         return None
     fire = parking.fire_at_ms(requeue.due_ms, lim.max_native_delay_seconds)
@@ -469,7 +424,7 @@ def _with_message_id(received: Received) -> Attributes:
     """The attributes to pass on, with NServiceBus.MessageId as NServiceBus's pump sets it:
     kept when present, else the received SQS MessageId (DelayedMessagesPump.PrepareMessages).
     With the attribute always there, a pump overwrites it instead of adding an 11th."""
-    base = _without_own(received.attributes)
+    base = message_shape.without_own(received.attributes)
     if wire_format.MESSAGE_ID_ATTRIBUTE not in base:
         base[wire_format.MESSAGE_ID_ATTRIBUTE] = message_shape.string_attribute(received.message_id)
     return base
@@ -488,8 +443,8 @@ def _hand_over(
     time as the forward's deduplication key (`identity.forward_dedup_id`); to a standard
     destination, a group becomes the message's MessageGroupId (SQS fair queues)."""
     problem = ""
-    group = _string(received.attributes, wire_format.GROUP_ID_ATTRIBUTE)
-    candidates = [_with_message_id(received), _without_own(received.attributes)]
+    group = message_shape.string_value(received.attributes, wire_format.GROUP_ID_ATTRIBUTE)
+    candidates = [_with_message_id(received), message_shape.without_own(received.attributes)]
     if staging:
         due_at = {wire_format.DUE_AT_ATTRIBUTE: message_shape.number_attribute(due)}
         candidates.insert(0, {**candidates[0], **due_at})

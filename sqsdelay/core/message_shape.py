@@ -93,3 +93,14 @@ def string_attribute(value: str) -> AttributeValue:
 
 def number_attribute(value: int) -> AttributeValue:
     return {"DataType": "Number", "StringValue": str(value)}
+
+
+def string_value(attributes: Attributes, name: str) -> str | None:
+    """The StringValue of an attribute, or None when it is absent."""
+    value = attributes.get(name)
+    return value.get("StringValue") if value else None
+
+
+def without_own(attributes: Attributes) -> Attributes:
+    """The attributes without sqsdelay's own (`wire_format.OWN_ATTRIBUTES`)."""
+    return {k: v for k, v in attributes.items() if k not in wire_format.OWN_ATTRIBUTES}

@@ -17,13 +17,14 @@ from typing import Any
 
 from sqsdelay.core import batch_entries, identity, parking, schedules, tracing
 from sqsdelay.core.backoff import retry_backoff_seconds, visibility_seconds
-from sqsdelay.core.decision import Forward, HandOver, Park, Received
+from sqsdelay.core.decision import Forward, HandOver, Park
 from sqsdelay.core.failures import is_message_fault
 from sqsdelay.core.flows import Call, Fault, Flow, gather, pause
 from sqsdelay.core.metrics import FALLBACKS
 from sqsdelay.core.outcomes import Outcome
 from sqsdelay.core.queue_trios import QueueTrio
 from sqsdelay.core.quotas import MAX_BATCH_ENTRIES
+from sqsdelay.core.received import Received
 from sqsdelay.core.record_decisions import Outgoing, decide_batch, outgoing
 from sqsdelay.core.step_registry import StepClaims
 from sqsdelay.core.step_state import PARK_SHARE, SEND_SHARE, StepConfig, StepState, event_ids

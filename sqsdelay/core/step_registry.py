@@ -10,11 +10,12 @@ from typing import Literal
 
 from sqsdelay.core import identity, registry, wire_format
 from sqsdelay.core.backoff import visibility_seconds
-from sqsdelay.core.decision import HandOver, Received
+from sqsdelay.core.decision import HandOver
 from sqsdelay.core.delays import whole_seconds
 from sqsdelay.core.flows import Fault, Flow
 from sqsdelay.core.message_shape import number_attribute
 from sqsdelay.core.metrics import CANCELLED
+from sqsdelay.core.received import Received
 from sqsdelay.core.record_decisions import Outgoing
 from sqsdelay.core.step_state import PARK_SHARE, SEND_SHARE, StepBase, event_ids
 from sqsdelay.logs import get_logger

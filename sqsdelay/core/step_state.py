@@ -13,12 +13,13 @@ from typing import Any
 from sqsdelay.core import identity, parking, registry
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.clock import ClockOffset
-from sqsdelay.core.decision import HandOver, Limits, Received, Requeue
+from sqsdelay.core.decision import HandOver, Limits, Requeue
 from sqsdelay.core.failures import FailureLog
 from sqsdelay.core.metrics import HELD, lateness_ms
 from sqsdelay.core.outcomes import END, Held, Outcome, Stats
 from sqsdelay.core.queue_trios import QueueTrio
 from sqsdelay.core.quotas import MAX_MESSAGE_BYTES
+from sqsdelay.core.received import Received
 from sqsdelay.core.record_decisions import Outgoing
 from sqsdelay.logs import get_logger
 

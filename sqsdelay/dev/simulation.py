@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from sqsdelay.core import message_shape, quotas, wire_format
 from sqsdelay.core.clock import ClockOffset
-from sqsdelay.core.decision import HandOver, Limits, Park, Poison, Received, Requeue, decide
+from sqsdelay.core.decision import HandOver, Limits, Park, Poison, Requeue, decide
+from sqsdelay.core.received import Received
 from sqsdelay.core.types import Attributes
 
 START_MS = 1_700_000_000_000

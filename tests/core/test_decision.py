@@ -17,12 +17,12 @@ from sqsdelay.core.decision import (
     Limits,
     Park,
     Poison,
-    Received,
     Requeue,
     decide,
     forward,
     utc_month,
 )
+from sqsdelay.core.received import Received
 from sqsdelay.core.types import AttributeValue
 from sqsdelay.dev.simulation import simulate
 

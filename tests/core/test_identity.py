@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sqsdelay.core import identity, message_shape, parking, wire_format
-from sqsdelay.core.decision import Forward, Limits, Received, Requeue, decide, forward
+from sqsdelay.core.decision import Forward, Limits, Requeue, decide, forward
+from sqsdelay.core.received import Received
 from sqsdelay.core.send import Message, SendLimits, park_request, plan
 from sqsdelay.core.types import Attributes
 from sqsdelay.errors import InvalidInput

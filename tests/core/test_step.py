@@ -10,12 +10,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sqsdelay.core import tracing, wire_format
-from sqsdelay.core.decision import Limits, Received
+from sqsdelay.core.decision import Limits
 from sqsdelay.core.flows import drive
 from sqsdelay.core.outcomes import Outcome
 from sqsdelay.core.parking import ParkTarget, min_park_after_seconds
 from sqsdelay.core.queue_names import is_group_id
 from sqsdelay.core.queue_trios import QueueTrio
+from sqsdelay.core.received import Received
 from sqsdelay.core.step import StepConfig, StepState, handle
 from tests.support.stub import StubAws
 

@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sqsdelay.core import identity, registry, wire_format
-from sqsdelay.core.decision import Limits, Received
+from sqsdelay.core.decision import Limits
 from sqsdelay.core.flows import Call
+from sqsdelay.core.received import Received
 from sqsdelay.core.step import StepConfig, StepState, handle
 from tests.core.test_step import DAY, TARGET, Clock, Q, T, message, run
 from tests.support.stub import StubAws

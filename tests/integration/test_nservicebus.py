@@ -17,8 +17,8 @@ import pytest
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender, plan
 from sqsdelay.core import nservicebus, quotas, wire_format
-from sqsdelay.core.decision import HandOver, Limits, Received, Requeue, decide
-from sqsdelay.core.record_decisions import from_boto
+from sqsdelay.core.decision import HandOver, Limits, Requeue, decide
+from sqsdelay.core.received import Received, from_boto
 from sqsdelay.errors import InvalidMessage, InvalidQueueName, TooManyAttributes
 from sqsdelay.settings import Settings
 from tests.support import nservicebus_port as nsb

@@ -15,10 +15,11 @@ import boto3
 import pytest
 
 from sqsdelay.aws.installer import Installer
-from sqsdelay.aws.operations import Replay, inspect, plan_replay, replay_errors
+from sqsdelay.aws.operations import inspect, replay_errors
 from sqsdelay.aws.sender import Sender
 from sqsdelay.core import wire_format
-from sqsdelay.core.decision import Received
+from sqsdelay.core.failure_record import Replay, plan_replay
+from sqsdelay.core.received import Received
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.support.workerkit import Collector, RunningWorker

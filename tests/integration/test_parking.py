@@ -16,7 +16,8 @@ import pytest
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.core import identity, parking, wire_format
-from sqsdelay.core.decision import Limits, Park, Received, Requeue, decide
+from sqsdelay.core.decision import Limits, Park, Requeue, decide
+from sqsdelay.core.received import Received
 from sqsdelay.cost.money import estimate
 from sqsdelay.cost.pricing import load_pricing, park_break_even_seconds
 from sqsdelay.errors import ConfigError, InvalidMessage
