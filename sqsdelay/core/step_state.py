@@ -1,26 +1,22 @@
-"""The step's bookkeeping of one batch in hand: its configuration and the state that lasts
-from batch to batch, its budget, and where each record ends (`StepBase`: held, moved,
-released, with the events and metrics each end counts). The phases build on it:
-`step_registry.py` (the registry), `step.py` (parking, sending, deleting).
+"""The batch step's configuration (`StepConfig`), the state that lasts from batch to batch
+in one runtime (`StepState`), a batch's time budget (`Budget`, with each phase's share) and
+how events name a message. The batch in hand is `batch_in_hand.py`; the phases, `step.py`
+and `registry_phases.py`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from sqsdelay.core import identity, parking, registry
+from sqsdelay.core import identity
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.clock import ClockOffset
-from sqsdelay.core.decision import HandOver, Limits, Requeue
+from sqsdelay.core.decision import Limits
 from sqsdelay.core.failures import FailureLog
-from sqsdelay.core.metrics import HELD, lateness_ms
-from sqsdelay.core.outcomes import END, Held, Outcome, Stats
-from sqsdelay.core.queue_trios import QueueTrio
+from sqsdelay.core.outcomes import Stats
 from sqsdelay.core.quotas import MAX_MESSAGE_BYTES
 from sqsdelay.core.received import Received
-from sqsdelay.core.record_decisions import Outgoing
 from sqsdelay.logs import get_logger
 
 log = get_logger("sqsdelay.step")
@@ -94,7 +90,10 @@ def event_ids(received: Received) -> dict[str, str]:
     return {"message_id": own, "sqs_message_id": received.message_id}
 
 
-class _Budget:
+class Budget:
+    """The time a batch's calls may use: phases end at shares of it, and every call's limit
+    is the smaller of the call timeout and its phase's time left."""
+
     def __init__(self, clock: Callable[[], float], deadline: float, call_timeout: float) -> None:
         self.clock = clock
         self.start = clock()
@@ -109,71 +108,3 @@ class _Budget:
         """The time limit of a call made now in a phase that may use `share` of the budget;
         at most 0 when that phase has no time left."""
         return min(self.call_timeout, self.end(share) - self.clock())
-
-
-@dataclass
-class StepBase:
-    """One batch in hand: what it was given, and what it has done so far."""
-
-    queues: QueueTrio
-    target: parking.ParkTarget | None  # where a parked message goes back to
-    config: StepConfig
-    state: StepState
-    clock: Callable[[], float]
-    local_ms: int  # when the batch arrived: `clock()` need not be epoch time
-    deadline: float  # no call starts after it (a `clock()` time)
-    outcome: Outcome
-    done: list[Outgoing] = field(default_factory=list)  # sent or parked: may be deleted
-    dropped: list[Received] = field(default_factory=list)  # cancelled or a second copy
-    records: dict[str, registry.Record] = field(default_factory=dict)  # by SQS MessageId
-    claimed: list[Outgoing] = field(default_factory=list)  # claims this batch won
-    offset_ms: int = 0  # the clock offset estimate the decisions used (set by `run`)
-
-    def __post_init__(self) -> None:
-        self.budget = _Budget(self.clock, self.deadline, self.config.call_timeout)
-
-    def release(self, copy: Received) -> None:
-        self.outcome.released.append(copy)
-        self.state.stats.events["delay.copy_in_hand"] += 1
-        log.warning("delay.copy_in_hand", **event_ids(copy), queue=self.queues.delay)
-
-    def broker_ms(self) -> int:
-        """Now on the broker's clock: the local time since the batch arrived, corrected by
-        the estimated offset (none yet: the local clock)."""
-        elapsed = int((self.clock() - self.budget.start) * 1000)
-        return self.local_ms + elapsed + self.offset_ms
-
-    def hold(self, source: Received, wait_seconds: int, reason: str) -> None:
-        self.outcome.ends[source.message_id] = "held"
-        self.state.stats.tally.count(self.queues.destination, HELD)
-        self.outcome.held.append(Held(source, wait_seconds, reason))
-
-    def moved(self, out: Outgoing, **fields: Any) -> None:
-        d = out.decision
-        self.done.append(out)
-        self.outcome.ends[out.source.message_id] = END[d.event]
-        self.state.stats.events[d.event] += 1
-        self._tally(out)
-        self.state.failures.forget(out.source.message_id)
-        getattr(log, d.level)(
-            d.event,
-            **event_ids(out.source),
-            destination=self.queues.destination,
-            receive_count=out.source.receive_count,
-            size_bytes=out.size,
-            **fields,
-            **d.log_fields(),
-        )
-
-    def _tally(self, out: Outgoing) -> None:
-        """Called as soon as the move succeeded: a hand-over's send time is now (its reply
-        arrived, so this errs late by at most the round trip)."""
-        d, tally, destination = out.decision, self.state.stats.tally, self.queues.destination
-        tally.moved(destination, d.event)
-        if isinstance(d, HandOver):
-            late = lateness_ms(
-                sent_ms=self.broker_ms(), delay_seconds=d.remaining_seconds, due_ms=d.due_ms
-            )
-            tally.handed_over(destination, late)
-        elif isinstance(d, Requeue):  # a parked message is not in the loop: not counted
-            tally.due(destination, d.due_ms - self.broker_ms())
