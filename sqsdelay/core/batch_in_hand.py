@@ -1,7 +1,7 @@
 """One batch in hand (`BatchInHand`): what it was given, and where each of its records ends
-(held, moved, dropped, released), with the events and metrics each end counts. The step's
-phases are flow functions that take it: `step.py` (deciding, parking, sending, deleting,
-hiding) and `registry_phases.py` (the registry).
+(held, moved, dropped, released), with the events and metrics each end counts, and how
+events name a message. The step's phases are flow functions that take it: `step.py`
+(deciding, parking, sending, deleting, hiding) and `registry_phases.py` (the registry).
 """
 
 from __future__ import annotations
@@ -10,17 +10,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqsdelay.core import parking, registry
+from sqsdelay.core import identity, parking, registry
 from sqsdelay.core.decision import HandOver, Requeue
 from sqsdelay.core.metrics import CANCELLED, HELD, lateness_ms
 from sqsdelay.core.outcomes import END, Held, Outcome
 from sqsdelay.core.queue_trios import QueueTrio
 from sqsdelay.core.received import Received
 from sqsdelay.core.record_decisions import Outgoing
-from sqsdelay.core.step_state import Budget, StepConfig, StepState, event_ids
+from sqsdelay.core.step_state import Budget, StepConfig, StepState
 from sqsdelay.logs import get_logger
 
 log = get_logger("sqsdelay.step")
+
+
+def event_ids(received: Received) -> dict[str, str]:
+    """How events name a message: `message_id`, its own id (the one `send` printed and
+    `cancel` takes; a foreign message's group id), and this hop's `sqs_message_id`."""
+    own = (
+        identity.registry_id(received.attributes)
+        or received.system.get("MessageGroupId")
+        or received.message_id
+    )
+    return {"message_id": own, "sqs_message_id": received.message_id}
 
 
 @dataclass

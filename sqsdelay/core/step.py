@@ -21,7 +21,7 @@ from typing import Any
 
 from sqsdelay.core import batch_entries, identity, parking, schedules, tracing
 from sqsdelay.core.backoff import retry_backoff_seconds, visibility_seconds
-from sqsdelay.core.batch_in_hand import BatchInHand
+from sqsdelay.core.batch_in_hand import BatchInHand, event_ids
 from sqsdelay.core.decision import Forward, HandOver, Park
 from sqsdelay.core.failures import is_message_fault
 from sqsdelay.core.flows import Call, Fault, Flow, gather, pause
@@ -32,7 +32,7 @@ from sqsdelay.core.quotas import MAX_BATCH_ENTRIES
 from sqsdelay.core.received import Received
 from sqsdelay.core.record_decisions import Outgoing, decide_batch, outgoing
 from sqsdelay.core.registry_phases import claim, follow_registry, mark_delivered
-from sqsdelay.core.step_state import PARK_SHARE, SEND_SHARE, StepConfig, StepState, event_ids
+from sqsdelay.core.step_state import PARK_SHARE, SEND_SHARE, StepConfig, StepState
 from sqsdelay.errors import InvalidMessage
 from sqsdelay.logs import get_logger
 

@@ -1,7 +1,7 @@
 """The batch step's configuration (`StepConfig`), the state that lasts from batch to batch
-in one runtime (`StepState`), a batch's time budget (`Budget`, with each phase's share) and
-how events name a message. The batch in hand is `batch_in_hand.py`; the phases, `step.py`
-and `registry_phases.py`.
+in one runtime (`StepState`), and a batch's time budget (`Budget`, with each phase's
+share). The batch in hand is `batch_in_hand.py`; the phases, `step.py` and
+`registry_phases.py`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqsdelay.core import identity
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import Limits
@@ -77,17 +76,6 @@ class StepState:
         for r in received:
             self.in_hand.discard(r.message_id)
             self.newest.pop(r.message_id, None)
-
-
-def event_ids(received: Received) -> dict[str, str]:
-    """How events name a message: `message_id`, its own id (the one `send` printed and
-    `cancel` takes; a foreign message's group id), and this hop's `sqs_message_id`."""
-    own = (
-        identity.registry_id(received.attributes)
-        or received.system.get("MessageGroupId")
-        or received.message_id
-    )
-    return {"message_id": own, "sqs_message_id": received.message_id}
 
 
 class Budget:
