@@ -19,7 +19,7 @@ from sqsdelay.core.step import (
     StepState,
     handle,
 )
-from tests.core.test_step import CONFIG, QF, TARGET, Clock, Q, T, message, run
+from tests.support.steps import CONFIG, QF, TARGET, Clock, Q, T, message, run
 from tests.support.stub import StubAws
 
 

@@ -15,7 +15,7 @@ from sqsdelay.core.decision import Limits
 from sqsdelay.core.flows import Call
 from sqsdelay.core.received import Received
 from sqsdelay.core.step import StepConfig, StepState, handle
-from tests.core.test_step import DAY, TARGET, Clock, Q, T, message, run
+from tests.support.steps import DAY, TARGET, Clock, Q, T, message, run
 from tests.support.stub import StubAws
 
 TABLE = "sqsdelay-scheduled"

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,57 +15,9 @@ from sqsdelay.aws.sender import Sender
 from sqsdelay.core import wire_format
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
+from tests.support.lambda_events import invoke_as_lambda, receive_records
+from tests.support.queues import send_raw
 from tests.support.workerkit import Collector
-
-
-def lambda_record(message: dict[str, Any], arn: str) -> dict[str, Any]:
-    """What Lambda's SQS poller hands the function for a received message."""
-    attrs = {}
-    for name, value in message.get("MessageAttributes", {}).items():
-        attr: dict[str, Any] = {
-            "dataType": value["DataType"],
-            "stringListValues": [],
-            "binaryListValues": [],
-        }
-        if "BinaryValue" in value:
-            attr["binaryValue"] = base64.b64encode(value["BinaryValue"]).decode()
-        else:
-            attr["stringValue"] = value["StringValue"]
-        attrs[name] = attr
-    return {
-        "messageId": message["MessageId"],
-        "receiptHandle": message["ReceiptHandle"],
-        "body": message["Body"],
-        "attributes": message["Attributes"],
-        "messageAttributes": attrs,
-        "md5OfBody": message["MD5OfBody"],
-        "eventSource": "aws:sqs",
-        "eventSourceARN": arn,
-        "awsRegion": "us-east-1",
-    }
-
-
-def invoke_as_lambda(
-    sqs: Any, url: str, handler: Callable[[dict[str, Any], Any], dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """One round of Lambda's SQS poller: receive, invoke, delete what did not fail."""
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
-    resp = sqs.receive_message(
-        QueueUrl=url,
-        MaxNumberOfMessages=10,
-        WaitTimeSeconds=1,
-        MessageAttributeNames=["All"],
-        MessageSystemAttributeNames=["All"],
-    )
-    records = [lambda_record(m, arn["Attributes"]["QueueArn"]) for m in resp.get("Messages", [])]
-    if records:
-        failed = {
-            f["itemIdentifier"] for f in handler({"Records": records}, None)["batchItemFailures"]
-        }
-        for r in records:
-            if r["messageId"] not in failed:
-                sqs.delete_message(QueueUrl=url, ReceiptHandle=r["receiptHandle"])
-    return records
 
 
 @pytest.fixture
@@ -77,37 +27,6 @@ def cycle(make_settings: Any, sqs: Any) -> tuple[Settings, dict[str, str], str]:
     urls = {r.spec.role: str(r.url) for r in reports}
     arn = sqs.get_queue_attributes(QueueUrl=urls["delay"], AttributeNames=["QueueArn"])
     return s, urls, arn["Attributes"]["QueueArn"]
-
-
-def send_raw(sqs: Any, url: str, body: str, delay: str | None, **extra: Any) -> None:
-    attrs = dict(extra)
-    if delay is not None:
-        attrs[wire_format.DELAY_ATTRIBUTE] = {"DataType": "String", "StringValue": delay}
-    sqs.send_message(
-        QueueUrl=url,
-        MessageBody=body,
-        MessageGroupId=body,
-        MessageDeduplicationId=body,
-        MessageAttributes=attrs,
-    )
-
-
-def receive_records(sqs: Any, url: str, arn: str, count: int) -> list[dict[str, Any]]:
-    got: list[dict[str, Any]] = []
-
-    def more() -> bool:
-        resp = sqs.receive_message(
-            QueueUrl=url,
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=1,
-            MessageAttributeNames=["All"],
-            MessageSystemAttributeNames=["All"],
-        )
-        got.extend(resp.get("Messages", []))
-        return len(got) >= count
-
-    wait_for(more, timeout=15)
-    return [lambda_record(m, arn) for m in got]
 
 
 def test_requeue_hand_over_and_poison_in_one_event(cycle: Any, sqs: Any) -> None:

@@ -18,8 +18,8 @@ from sqsdelay.aws_lambda import Handler
 from sqsdelay.core import tracing, wire_format
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
-from tests.integration.test_aws_lambda import invoke_as_lambda
-from tests.integration.test_cli import run
+from tests.support.cli import run
+from tests.support.lambda_events import invoke_as_lambda
 from tests.support.workerkit import Collector, RunningWorker
 
 CYCLE = 2

@@ -6,7 +6,6 @@ import io
 import json
 import shlex
 import subprocess
-import sys
 import uuid
 import zipfile
 from typing import Any
@@ -22,6 +21,7 @@ from sqsdelay.core.failure_record import Replay, plan_replay
 from sqsdelay.core.received import Received
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
+from tests.support.cli import run
 from tests.support.workerkit import Collector, RunningWorker
 
 
@@ -44,28 +44,11 @@ def test_inspect_counts_and_checks(make_settings: Any, sqs: Any) -> None:
 
 
 def test_inspect_cli(env: dict[str, str], sqs: Any) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "sqsdelay", "install", "orders"],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "sqsdelay", "inspect", "orders"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    assert run(env, "install", "orders").returncode == 0
+    done = run(env, "inspect", "orders")
     assert done.returncode == 0, done.stderr
     assert "orders-delay.fifo" in done.stdout and "in flight" in done.stdout
-    missing = subprocess.run(
-        [sys.executable, "-m", "sqsdelay", "inspect", "ghost"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    missing = run(env, "inspect", "ghost")
     assert missing.returncode == 1 and "queue does not exist" in missing.stdout
 
 
@@ -98,16 +81,10 @@ def test_inspect_lambda_cli_reports_terminate_and_its_fix_clears_it(
     emulator's GetFunctionRecursionConfig: a new function has Lambda's default Terminate,
     which is a problem (exit 1) with a fix; after the fix it passes."""
     lam, function = lambda_function(moto_url)
-    subprocess.run(
-        [sys.executable, "-m", "sqsdelay", "install", "orders"], env=env, check=True,
-        capture_output=True,
-    )  # fmt: skip
+    assert run(env, "install", "orders").returncode == 0
 
     def inspect_cli() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "sqsdelay", "inspect", "orders", "--lambda", function],
-            env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        return run(env, "inspect", "orders", "--lambda", function)
 
     before = inspect_cli()
     assert before.returncode == 1, before.stdout + before.stderr
@@ -123,10 +100,7 @@ def test_inspect_lambda_cli_reports_terminate_and_its_fix_clears_it(
     after = inspect_cli()
     assert after.returncode == 0, after.stdout + after.stderr
     assert "problem" not in after.stdout and "fix:" not in after.stdout
-    missing = subprocess.run(
-        [sys.executable, "-m", "sqsdelay", "inspect", "orders", "--lambda", "ghost"],
-        env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    missing = run(env, "inspect", "orders", "--lambda", "ghost")
     assert missing.returncode == 1 and "GetFunctionRecursionConfig" in missing.stderr
 
 
