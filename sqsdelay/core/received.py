@@ -63,23 +63,27 @@ def _attribute(value: Mapping[str, Any]) -> AttributeValue:
     return out
 
 
+# The keys of a message: ReceiveMessage's answer, and a Lambda event's record (lower case).
+_BOTO_KEYS = ("MessageId", "ReceiptHandle", "Body", "MessageAttributes", "Attributes")
+_LAMBDA_KEYS = ("messageId", "receiptHandle", "body", "messageAttributes", "attributes")
+
+
+def _read(message: Mapping[str, Any], keys: tuple[str, str, str, str, str]) -> Received:
+    ident, handle, body, attributes, system = keys
+    return Received(
+        message_id=message[ident],
+        receipt_handle=message[handle],
+        body=message.get(body, ""),
+        attributes={k: _attribute(v) for k, v in message.get(attributes, {}).items()},
+        system=dict(message.get(system, {})),
+    )
+
+
 def from_boto(message: Mapping[str, Any]) -> Received:
     """A message from ReceiveMessage."""
-    return Received(
-        message_id=message["MessageId"],
-        receipt_handle=message["ReceiptHandle"],
-        body=message.get("Body", ""),
-        attributes={k: _attribute(v) for k, v in message.get("MessageAttributes", {}).items()},
-        system=dict(message.get("Attributes", {})),
-    )
+    return _read(message, _BOTO_KEYS)
 
 
 def from_lambda(record: Mapping[str, Any]) -> Received:
     """A record of a Lambda SQS event (lower-case keys, base64 binary values)."""
-    return Received(
-        message_id=record["messageId"],
-        receipt_handle=record["receiptHandle"],
-        body=record.get("body", ""),
-        attributes={k: _attribute(v) for k, v in record.get("messageAttributes", {}).items()},
-        system=dict(record.get("attributes", {})),
-    )
+    return _read(record, _LAMBDA_KEYS)

@@ -102,7 +102,9 @@ def extend(
 
 
 @dataclass(frozen=True)
-class _Batch:
+class _SendBatch:
+    """One SendMessageBatch call's worth: a target queue and the outgoing entries for it."""
+
     queue: str
     outs: list[Outgoing]
 
@@ -285,14 +287,14 @@ def _send(batch: BatchInHand, outs: list[Outgoing]) -> Flow[None]:
     batches of a round at once. A batch refused whole for its content is retried entry by
     entry to find the culprit; a target that fails backs off and its messages are held."""
     batches = [
-        _Batch(batch.queues.of(outs[b[0]].target), [outs[i] for i in b])
+        _SendBatch(batch.queues.of(outs[b[0]].target), [outs[i] for i in b])
         for b in batch_entries.chunk(
             outs, key=lambda o: o.target, size=lambda o: o.size, max_bytes=batch.config.max_bytes
         )
     ]
     while batches:
         timeout = batch.budget.timeout(SEND_SHARE)
-        ready: list[_Batch] = []
+        ready: list[_SendBatch] = []
         for sends in batches:
             wait = batch.state.sends.retry_in(sends.queue, batch.clock())
             if timeout <= 0:
@@ -314,12 +316,12 @@ def _send(batch: BatchInHand, outs: list[Outgoing]) -> Flow[None]:
                 batches += _failed(batch, sends, reply.fault)
 
 
-def _hold_all(batch: BatchInHand, sends: _Batch, seconds: int, reason: str) -> None:
+def _hold_all(batch: BatchInHand, sends: _SendBatch, seconds: int, reason: str) -> None:
     for out in sends.outs:
         batch.hold(out.source, seconds, reason)
 
 
-def _settled(batch: BatchInHand, sends: _Batch, response: Mapping[str, Any]) -> None:
+def _settled(batch: BatchInHand, sends: _SendBatch, response: Mapping[str, Any]) -> None:
     batch.state.sends.success(sends.queue)
     ok, failed = batch_entries.read_batch_response(
         dict(response), (str(i) for i in range(len(sends.outs)))
@@ -332,12 +334,12 @@ def _settled(batch: BatchInHand, sends: _Batch, response: Mapping[str, Any]) -> 
             _entry_failed(batch, sends.queue, out, f.code, f.message)
 
 
-def _failed(batch: BatchInHand, sends: _Batch, fault: Fault) -> list[_Batch]:
+def _failed(batch: BatchInHand, sends: _SendBatch, fault: Fault) -> list[_SendBatch]:
     """A whole call failed: the batches to try next (one per entry when SQS blamed the
     content); otherwise the target backs off and the messages are held."""
     if is_message_fault(fault.code):
         if len(sends.outs) > 1:
-            return [_Batch(sends.queue, [o]) for o in sends.outs]
+            return [_SendBatch(sends.queue, [o]) for o in sends.outs]
         _entry_failed(batch, sends.queue, sends.outs[0], fault.code, fault.detail)
         return []
     wait = batch.state.sends.failure(sends.queue, batch.clock())
