@@ -26,7 +26,7 @@ import boto3
 from benchkit import EmulatorProcess
 
 from sqsdelay import consumer, logs
-from sqsdelay.core import wirenames
+from sqsdelay.core import wire_format
 
 
 def dynamodb(url: str) -> Any:
@@ -55,10 +55,10 @@ def counted(client: Any) -> Counter[str]:
 def record(i: int, attempt: int | None = None) -> dict[str, Any]:
     """A Lambda SQS record of a handed-over message (its sqsdelay id), SQS id `copy`-unique."""
     attrs = {
-        wirenames.MESSAGE_ID_ATTRIBUTE: {"dataType": "String", "stringValue": f"order-{i}"},
+        wire_format.MESSAGE_ID_ATTRIBUTE: {"dataType": "String", "stringValue": f"order-{i}"},
     }
     if attempt is not None:
-        attrs[wirenames.ATTEMPT_ATTRIBUTE] = {"dataType": "Number", "stringValue": str(attempt)}
+        attrs[wire_format.ATTEMPT_ATTRIBUTE] = {"dataType": "Number", "stringValue": str(attempt)}
     return {
         "messageId": uuid.uuid4().hex,
         "receiptHandle": uuid.uuid4().hex,

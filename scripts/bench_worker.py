@@ -58,14 +58,14 @@ from sqsdelay import logs
 from sqsdelay.aws.clients import client_kwargs
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender
-from sqsdelay.core import wirenames
-from sqsdelay.core.batch_decisions import SYSTEM_ATTRIBUTES
+from sqsdelay.core import wire_format
+from sqsdelay.core.received import SYSTEM_ATTRIBUTES
 from sqsdelay.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.support.faultproxy import FaultProxy
 
-FAR = {wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000000"}}
+FAR = {wire_format.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000000"}}
 
 
 def install(url: str, prefix: str, queues: list[str], cycle: int) -> dict[str, str]:
@@ -297,8 +297,8 @@ async def preload_burst(url: str, queue_urls: list[str], dues_ms: list[int]) -> 
                 "Id": str(i),
                 "MessageBody": f"burst {start + i}",
                 "MessageAttributes": {
-                    wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "200"},
-                    wirenames.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": str(due)},
+                    wire_format.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "200"},
+                    wire_format.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": str(due)},
                 },
                 "MessageGroupId": uuid.uuid4().hex,
                 "MessageDeduplicationId": uuid.uuid4().hex,

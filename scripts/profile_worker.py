@@ -30,7 +30,7 @@ PARTS = [
     ("botocore: build the user agent", "botocore/useragent.py", "to_string"),
     ("sqsdelay: the step (all of it)", "core/step.py", "handle"),
     ("sqsdelay: per-message log events", "sqsdelay/logs.py", "info"),
-    ("sqsdelay: decisions", "core/batch_decisions.py", "decide_batch"),
+    ("sqsdelay: decisions", "core/record_decisions.py", "decide_batch"),
 ]
 
 

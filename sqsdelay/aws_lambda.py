@@ -1,4 +1,4 @@
-"""The Lambda entry point, `sqsdelay.aws_lambda.handler` (DESIGN.md, the Dockerfile, infra/).
+"""The Lambda entry point, `sqsdelay.aws_lambda.handler` (docs/wire-format.md, "Lambda mode").
 
 The driver lives in `sqsdelay.aws.lambda_driver`; this path stays for deployed functions.
 """

@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqsdelay.core import defaults, quotas
 from sqsdelay.core.decision import Limits
 from sqsdelay.core.parking import min_park_after_seconds, park_after_seconds
-from sqsdelay.core.queues import QueueConfig
+from sqsdelay.core.queue_trios import QueueConfig
 from sqsdelay.core.send import SendLimits
 from sqsdelay.core.types import InvalidDelayAction, Parking, WireFormat
 from sqsdelay.errors import ConfigError

@@ -59,7 +59,7 @@ LONGEST_FILES = {
     "tests/cost/test_fold.py": 48,
     "tests/integration/test_fifo.py": 37,
     "tests/integration/test_cli.py": 34,
-    "tests/core/test_fix_hints.py": 33,
+    "tests/integration/test_fix_hints.py": 33,
     "tests/cost/test_cost_parity.py": 33,
     "tests/integration/test_emulator_fidelity.py": 31,
     "tests/integration/test_idle_queues.py": 28,

@@ -21,8 +21,8 @@ from sqsdelay.core.flows import Call, Fault, Flow, Reply, adrive, drive
 from sqsdelay.errors import SqsOperationError
 
 
-class QueueResolver(Protocol):
-    """What a caller needs of `aws.queues.QueueResolver`: a queue's URL, and the typed
+class QueueLookup(Protocol):
+    """What a caller needs of `aws.queue_urls.QueueResolver`: a queue's URL, and the typed
     error of a failed call on a queue (a missing one says how to create it)."""
 
     def lookup(self, name: str, account: str = "") -> Flow[str]: ...
@@ -48,7 +48,7 @@ def fault_of(exc: Exception) -> Fault:
 
 class _Caller:
     def __init__(
-        self, clients: Mapping[str, Any], resolver: QueueResolver | None = None, account: str = ""
+        self, clients: Mapping[str, Any], resolver: QueueLookup | None = None, account: str = ""
     ) -> None:
         self.clients = clients
         self.resolver = resolver
@@ -76,7 +76,7 @@ class SyncCaller(_Caller):
     def __init__(
         self,
         clients: Mapping[str, Any],
-        resolver: QueueResolver | None = None,
+        resolver: QueueLookup | None = None,
         account: str = "",
         *,
         threads: int = 10,

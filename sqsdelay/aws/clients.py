@@ -1,6 +1,9 @@
 """Building boto3 / aioboto3 SQS clients from settings (the only place that knows how)."""
 
+import contextlib
+import functools
 import ipaddress
+from collections.abc import Callable, Mapping
 from importlib.metadata import version
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -101,6 +104,49 @@ def extra_services(settings: Settings) -> list[ExtraService]:
         "dynamodb": settings.registry == "dynamodb",
     }
     return [service for service, on in used.items() if on]
+
+
+def sync_clients(
+    settings: Settings, given: Mapping[str, Any] | None = None, stats: Stats | None = None
+) -> dict[str, Any]:
+    """The SQS client and the extra services these settings call (`extra_services`), as
+    boto3 clients: each the one `given`, or a new one (counted in `stats`, if any). The one
+    place the sender and the Lambda handler make their set."""
+    given = given or {}
+    made: dict[str, Callable[[], Any]] = {"sqs": functools.partial(sync_client, settings)}
+    for extra in extra_services(settings):
+        made[extra] = functools.partial(sync_service, settings, extra)
+    clients: dict[str, Any] = {}
+    for service, make in made.items():
+        clients[service] = given.get(service)
+        if clients[service] is None:
+            clients[service] = make()
+            if stats is not None:
+                observe(stats, clients[service])
+    return clients
+
+
+async def async_clients(
+    settings: Settings,
+    session: Any,
+    stack: contextlib.AsyncExitStack,
+    *,
+    max_pool: int,
+    validate: bool = True,
+    stats: Stats | None = None,
+) -> dict[str, Any]:
+    """As `sync_clients`, with an aioboto3 `session`, each client entered on `stack`: the
+    async sender's and the worker's calls (the worker's SQS client skips validation,
+    `client_kwargs`; the other services' never do)."""
+    sqs = client_kwargs(settings, max_pool=max_pool, validate=validate)
+    clients = {"sqs": await stack.enter_async_context(session.client("sqs", **sqs))}
+    for service in extra_services(settings):
+        kwargs = service_kwargs(settings, max_pool=max_pool)
+        clients[service] = await stack.enter_async_context(session.client(service, **kwargs))
+    if stats is not None:
+        for client in clients.values():
+            observe(stats, client)
+    return clients
 
 
 def error_code(exc: Exception) -> str:

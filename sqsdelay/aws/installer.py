@@ -1,6 +1,6 @@
 """Queue installers: create, check and fix a destination, its delay queue and the error queue.
 
-The attribute rules are pure (`core/queues.py`, `core/queue_checks.py`); `Installer` is the
+The attribute rules are pure (`core/queue_trios.py`, `core/queue_checks.py`); `Installer` is the
 boto3 adapter around them.
 """
 
@@ -15,10 +15,10 @@ from botocore import xform_name
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sqsdelay.aws.clients import error_code, sync_client, sync_service, translate
-from sqsdelay.aws.queues import QueueResolver, check_queue, trio
+from sqsdelay.aws.queue_urls import QueueResolver, check_queue, trio
 from sqsdelay.core import registry, tags
 from sqsdelay.core.queue_checks import Problem
-from sqsdelay.core.queues import QueueSpec, expected_attributes, specs
+from sqsdelay.core.queue_trios import QueueSpec, expected_attributes, specs
 from sqsdelay.errors import RegistryError
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings, install_command

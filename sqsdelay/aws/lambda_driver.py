@@ -12,21 +12,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqsdelay.aws.batches import BatchRunner
+from sqsdelay.aws.batch_runner import BatchRunner
 from sqsdelay.aws.callers import SyncCaller
-from sqsdelay.aws.clients import (
-    ExtraService,
-    extra_services,
-    observe,
-    sync_client,
-    sync_service,
-)
+from sqsdelay.aws.clients import observe, sync_clients
 from sqsdelay.aws.emf import EmfWriter
-from sqsdelay.aws.queues import QueueResolver
-from sqsdelay.core.batch_decisions import from_lambda
-from sqsdelay.core.decision import Received
+from sqsdelay.aws.queue_urls import QueueResolver
 from sqsdelay.core.flows import drive
 from sqsdelay.core.outcomes import Outcome
+from sqsdelay.core.received import Received, from_lambda
 from sqsdelay.errors import InvalidQueueName
 from sqsdelay.logs import configure, get_logger
 from sqsdelay.settings import Settings, load_settings
@@ -52,8 +45,8 @@ class Handler:
         write_metrics: Callable[[str], object] | None = None,
     ) -> None:
         self.settings = settings or load_settings()
-        self._client = client
-        self._others: dict[ExtraService, Any] = {"scheduler": scheduler, "dynamodb": dynamodb}
+        self._given = {"sqs": client, "scheduler": scheduler, "dynamodb": dynamodb}
+        self._clients: dict[str, Any] | None = None
         self._clock = clock
         self.resolver = QueueResolver(self.settings)
         # Lambda deletes every record not reported as failed: the step deletes nothing.
@@ -67,26 +60,16 @@ class Handler:
                 observe(self.stats, given)
 
     @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = sync_client(self.settings)
-            observe(self.stats, self._client)
-        return self._client
-
-    def _other(self, service: ExtraService) -> Any:
-        """The client of a service besides SQS, made when first needed."""
-        if self._others[service] is None:
-            self._others[service] = sync_service(self.settings, service)
-            observe(self.stats, self._others[service])
-        return self._others[service]
+    def clients(self) -> dict[str, Any]:
+        """SQS and the extra services, made at the first invocation and kept while warm."""
+        if self._clients is None:
+            self._clients = sync_clients(self.settings, self._given, self.stats)
+        return self._clients
 
     def _caller(self, account: str) -> SyncCaller:
         if account not in self._callers:
-            clients = {"sqs": self.client}
-            for service in extra_services(self.settings):
-                clients[service] = self._other(service)
             self._callers[account] = SyncCaller(
-                clients, self.resolver, account, threads=self.settings.park_concurrency
+                self.clients, self.resolver, account, threads=self.settings.park_concurrency
             )
         return self._callers[account]
 
@@ -137,7 +120,7 @@ class Handler:
             flow = self.batches.flow(
                 received,
                 trio,
-                self.client,
+                self.clients["sqs"],
                 local_ms=local_ms,
                 deadline=deadline,
                 account=account,

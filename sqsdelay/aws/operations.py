@@ -1,4 +1,6 @@
-"""Operations: inspect queues, and replay dead-lettered messages once their problem is fixed."""
+"""Operations: inspect queues, and replay dead-lettered messages once their problem is fixed
+(the replay's flow and record are `core/replay.py` and `core/failure_record.py`), and list a
+destination's dead letters for the console."""
 
 from __future__ import annotations
 
@@ -10,13 +12,15 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from sqsdelay.aws.callers import SyncCaller
 from sqsdelay.aws.clients import sync_client, translate
 from sqsdelay.aws.installer import Installer, QueueReport
-from sqsdelay.aws.queues import QueueResolver
-from sqsdelay.core import discovery, identity, names, quotas, wire, wirenames
-from sqsdelay.core.batch_decisions import from_boto
-from sqsdelay.core.decision import parse_natural
-from sqsdelay.core.types import Attributes, AttributeValue
+from sqsdelay.aws.queue_urls import QueueResolver
+from sqsdelay.core import discovery, queue_names, quotas, replay, wire_format
+from sqsdelay.core.flows import drive
+from sqsdelay.core.received import from_boto
+from sqsdelay.core.replay import ReplayResult
+from sqsdelay.core.types import AttributeValue
 from sqsdelay.errors import InvalidQueueName
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
@@ -52,7 +56,7 @@ def discovered(settings: Settings, *, client: Any = None) -> list[str]:
     found = []
     for name in discovery.delay_queues(urls, prefix):
         try:
-            found.append(names.destination_of_delay_queue(name))
+            found.append(queue_names.destination_of_delay_queue(name))
         except InvalidQueueName as exc:  # the worker skips it too
             log.warning("queue.skipped", queue=name, problems=[str(exc)])
     return found
@@ -100,43 +104,6 @@ def lambda_problems(
     return problems
 
 
-@dataclass(frozen=True)
-class Replay:
-    """Where a dead-lettered message goes back to, and with which attributes (pure)."""
-
-    queue: str
-    attributes: Attributes
-
-
-def plan_replay(message: Any, delay_queue: str) -> Replay | str:
-    """A Replay for a message dead-lettered from `delay_queue`, or why it cannot be replayed."""
-    raw = message.attributes.get(wirenames.FAILURE_ATTRIBUTE, {}).get("StringValue")
-    if raw is None:
-        return "no sqsdelay.Failure record (no room for it), so its queue is unknown"
-    try:
-        record = json.loads(raw)
-    except json.JSONDecodeError:
-        return "sqsdelay.Failure record is not JSON"
-    if record.get("queue") != delay_queue:
-        return f"belongs to {record.get('queue')!r}"
-    delay = str(record.get("delay_seconds") or "")
-    if parse_natural(delay) is None:
-        return f"no valid delay to restore ({record.get('reason', 'unknown reason')})"
-    attrs = {k: v for k, v in message.attributes.items() if k != wirenames.FAILURE_ATTRIBUTE}
-    attrs[wirenames.DELAY_ATTRIBUTE] = wire.string_attribute(delay)
-    due = parse_natural(str(record.get("due_at") or ""))
-    if due is not None:  # keeps the original due time; if it has passed, delivery is immediate
-        attrs[wirenames.DUE_AT_ATTRIBUTE] = wire.number_attribute(due)
-    return Replay(delay_queue, attrs)
-
-
-@dataclass
-class ReplayResult:
-    replayed: list[str] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)
-    failed: dict[str, str] = field(default_factory=dict)
-
-
 def replay_errors(
     settings: Settings,
     queue: str,
@@ -146,88 +113,17 @@ def replay_errors(
     client: Any = None,
     only: frozenset[str] | None = None,
 ) -> ReplayResult:
-    """Move up to `limit` messages of `queue` from the error queue back to its delay queue,
-    looking at no more than `scan` messages of the (shared) error queue.
-
-    Each message is sent before it is deleted, with a deduplication id derived from its
-    error-queue message id, so a replay that dies half-way and is run again within five
-    minutes does not duplicate anything. Messages of other queues are made visible again at
-    once, and count towards `scan`. `only`: replay just these error-queue message ids (the
-    console's selection); the others are held until the scan ends (released at once, they
-    would come back in the next receive and end it before the selection is found).
-    """
+    """Drive `core.replay.replay_errors` for a destination with boto3 (`sqsdelay
+    replay-errors`; the console's selection: `only` these error-queue message ids). A
+    missing error or delay queue stops it first, with its fix."""
     sqs = client or sync_client(settings)
     resolver = QueueResolver(settings)
-    queues = resolver.trio(queue)
-    delay_queue = queues.delay
-    error_url = resolver.url(sqs, queues.error)
-    delay_url = resolver.url(sqs, delay_queue)
-    result = ReplayResult()
-    seen: set[str] = set()  # at most `scan` ids
-    held: list[str] = []  # with `only`: the unselected, released when the scan ends
-    try:
-        _replay(sqs, error_url, delay_url, delay_queue, result, seen, held, limit, scan, only)
-    finally:
-        _release(sqs, error_url, held)
-    return result
-
-
-def _replay(
-    sqs: Any,
-    error_url: str,
-    delay_url: str,
-    delay_queue: str,
-    result: ReplayResult,
-    seen: set[str],
-    held: list[str],
-    limit: int,
-    scan: int,
-    only: frozenset[str] | None,
-) -> None:
-    while len(result.replayed) + len(result.failed) < limit and len(seen) < scan:
-        wanted = min(quotas.MAX_BATCH_ENTRIES, limit - len(result.replayed) - len(result.failed))
-        if only is not None:  # the selection may be behind others: read full batches
-            wanted = quotas.MAX_BATCH_ENTRIES
-        resp = sqs.receive_message(
-            QueueUrl=error_url,
-            MaxNumberOfMessages=max(1, min(wanted, scan - len(seen))),
-            WaitTimeSeconds=1,
-            VisibilityTimeout=30,
-            MessageAttributeNames=["All"],
-        )
-        batch = [from_boto(m) for m in resp.get("Messages", [])]
-        fresh = [m for m in batch if m.message_id not in seen]
-        left = [m.receipt_handle for m in batch if m.message_id in seen]
-        for m in fresh:
-            seen.add(m.message_id)
-            if only is not None and m.message_id not in only:
-                held.append(m.receipt_handle)
-                continue
-            plan = plan_replay(m, delay_queue)
-            if isinstance(plan, str):
-                result.skipped[m.message_id] = plan
-                left.append(m.receipt_handle)
-                continue
-            dedup = identity.replay_dedup_id(m.message_id)
-            try:
-                sqs.send_message(
-                    QueueUrl=delay_url,
-                    MessageBody=m.body,
-                    MessageAttributes=plan.attributes,
-                    MessageGroupId=dedup,
-                    MessageDeduplicationId=dedup,
-                )
-                sqs.delete_message(QueueUrl=error_url, ReceiptHandle=m.receipt_handle)
-            except (ClientError, BotoCoreError) as exc:
-                err = translate(exc, "SendMessage", delay_queue)
-                result.failed[m.message_id] = f"{err.code}: {err.detail}"
-                left.append(m.receipt_handle)
-                continue
-            result.replayed.append(m.message_id)
-            log.info("delay.replayed", message_id=m.message_id, queue=delay_queue)
-        _release(sqs, error_url, left)  # not ours, or failed: visible again at once
-        if not fresh or (only is not None and only <= seen):
-            break
+    trio = resolver.trio(queue)
+    caller = SyncCaller({"sqs": sqs}, resolver)
+    for name in (trio.error, trio.delay):
+        drive(resolver.lookup(name), caller)
+    flow = replay.replay_errors(trio.error, trio.delay, limit=limit, scan=scan, only=only)
+    return drive(flow, caller)
 
 
 @dataclass(frozen=True)
@@ -286,7 +182,7 @@ def _list(
         fresh = [m for m in batch if m.message_id not in seen]
         for m in fresh:
             seen.add(m.message_id)
-            failure = m.attributes.get(wirenames.FAILURE_ATTRIBUTE)
+            failure = m.attributes.get(wire_format.FAILURE_ATTRIBUTE)
             record = _failure_record(failure.get("StringValue") if failure else None)
             if record.get("queue") != delay_queue:
                 continue

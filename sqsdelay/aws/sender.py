@@ -12,13 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, Unpack
 
 from sqsdelay.aws.callers import AsyncCaller, SyncCaller
-from sqsdelay.aws.clients import (
-    client_kwargs,
-    extra_services,
-    service_kwargs,
-    sync_client,
-    sync_service,
-)
+from sqsdelay.aws.clients import async_clients, sync_clients
 from sqsdelay.aws.sender_core import NewDueTime, ScheduledQuery, SenderCore, plan
 from sqsdelay.core import registry, registry_pages
 from sqsdelay.core.flows import Flow, adrive, drive
@@ -43,11 +37,9 @@ class Sender(SenderCore):
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(settings, clock)
-        self._client = client or sync_client(self.settings)
-        clients = {"sqs": self._client}
-        given = {"scheduler": scheduler, "dynamodb": dynamodb}
-        for service in extra_services(self.settings):
-            clients[service] = given[service] or sync_service(self.settings, service)
+        given = {"sqs": client, "scheduler": scheduler, "dynamodb": dynamodb}
+        clients = sync_clients(self.settings, given)
+        self._client = clients["sqs"]
         self._caller = SyncCaller(clients, self.resolver, threads=self.settings.park_concurrency)
 
     def send(self, queue: str, body: str, **options: Unpack[MessageOptions]) -> SendResult:
@@ -116,14 +108,8 @@ class AsyncSender(SenderCore):
         self._caller: AsyncCaller | None = None
 
     async def __aenter__(self) -> AsyncSender:
-        kwargs = client_kwargs(self.settings, max_pool=50)
-        self._client = await self._stack.enter_async_context(self._session.client("sqs", **kwargs))
-        clients = {"sqs": self._client}
-        for service in extra_services(self.settings):
-            kwargs = service_kwargs(self.settings, max_pool=50)
-            clients[service] = await self._stack.enter_async_context(
-                self._session.client(service, **kwargs)
-            )
+        clients = await async_clients(self.settings, self._session, self._stack, max_pool=50)
+        self._client = clients["sqs"]
         self._caller = AsyncCaller(clients, self.resolver)
         return self
 

@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypedDict
 
-from sqsdelay.aws.queues import ParkTargets, QueueResolver
+from sqsdelay.aws.queue_urls import ParkTargets, QueueResolver
 from sqsdelay.core import (
-    batching,
+    batch_entries,
     identity,
     parked,
     parking,
@@ -22,12 +22,12 @@ from sqsdelay.core import (
     schedules,
     send,
     tracing,
-    wirenames,
+    wire_format,
 )
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.core.delays import DelayLike, delay_milliseconds
 from sqsdelay.core.flows import Call, Flow, gather
-from sqsdelay.core.queues import QueueTrio
+from sqsdelay.core.queue_trios import QueueTrio
 from sqsdelay.core.send import (
     BatchResult,
     Message,
@@ -121,7 +121,7 @@ def _collect(
     url: str,
     response: dict[str, Any],
 ) -> None:
-    ok, failed = batching.read_batch_response(response, (str(i) for i in batch))
+    ok, failed = batch_entries.read_batch_response(response, (str(i) for i in batch))
     for index in batch:
         entry_id = str(index)
         if entry_id in ok:
@@ -210,7 +210,7 @@ class SenderCore:
             route,
             size_bytes=planned.size_bytes,
             # the caller's names only (the console shows them; values and body stay out)
-            attribute_names=tuple(sorted(set(given) - wirenames.SENDER_ATTRIBUTES)),
+            attribute_names=tuple(sorted(set(given) - wire_format.SENDER_ATTRIBUTES)),
         )
         timeout = self.settings.call_timeout_seconds
         if (yield from registry.put(self._table, record, now_ms, timeout)):

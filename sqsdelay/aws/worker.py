@@ -26,29 +26,27 @@ from typing import Any
 
 import aioboto3
 
-from sqsdelay.aws.batches import BatchRunner
+from sqsdelay.aws.batch_runner import BatchRunner
 from sqsdelay.aws.callers import AsyncCaller
 from sqsdelay.aws.capacity import Capacity
 from sqsdelay.aws.clients import (
     LONG_POLL_READ_TIMEOUT,
     MISSING_QUEUE_CODES,
+    async_clients,
     client_kwargs,
-    extra_services,
     observe,
-    service_kwargs,
 )
 from sqsdelay.aws.emf import EmfWriter
-from sqsdelay.aws.queues import QueueResolver, check_queue
+from sqsdelay.aws.queue_urls import QueueResolver, check_queue
 from sqsdelay.core import discovery, heartbeat, idle, quotas
 from sqsdelay.core.backlog import Backlog
 from sqsdelay.core.backoff import BackoffTimer
-from sqsdelay.core.batch_decisions import SYSTEM_ATTRIBUTES, from_boto
-from sqsdelay.core.decision import Received
 from sqsdelay.core.flows import Call, Fault, Flow, adrive, adrive_until_pause
 from sqsdelay.core.metrics import RECEIVE_FAILURES
 from sqsdelay.core.outcomes import Outcome, Stats
-from sqsdelay.core.queues import QueueSpec, QueueTrio
+from sqsdelay.core.queue_trios import QueueSpec, QueueTrio
 from sqsdelay.core.receive_loops import QueueDemand
+from sqsdelay.core.received import SYSTEM_ATTRIBUTES, Received, from_boto
 from sqsdelay.core.step import extend
 from sqsdelay.errors import InvalidQueueName, ReceiveUnavailable, SqsDelayError
 from sqsdelay.logs import get_logger
@@ -179,21 +177,14 @@ class Worker:
             read_timeout=LONG_POLL_READ_TIMEOUT,
             validate=False,
         )
-        calls = client_kwargs(self.settings, max_pool=pool, validate=False)
         async with contextlib.AsyncExitStack() as stack:
             poller = await stack.enter_async_context(session.client("sqs", **polls))
-            client = await stack.enter_async_context(session.client("sqs", **calls))
-            self._client = client
             observe(self.stats, poller)
-            observe(self.stats, client)
             self._poller = AsyncCaller({"sqs": poller}, self.resolver)
-            clients = {"sqs": client}
-            for service in extra_services(self.settings):
-                other = await stack.enter_async_context(
-                    session.client(service, **service_kwargs(self.settings, max_pool=pool))
-                )
-                observe(self.stats, other)
-                clients[service] = other
+            clients = await async_clients(
+                self.settings, session, stack, max_pool=pool, validate=False, stats=self.stats
+            )
+            self._client = clients["sqs"]
             self._caller = AsyncCaller(clients, self.resolver)
             for q in self.queues:  # a missing delay queue stops the start with its fix
                 await adrive(self.resolver.lookup(q.trio.delay), self.caller)

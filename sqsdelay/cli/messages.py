@@ -89,7 +89,7 @@ def send(
     return 0
 
 
-# Exit codes of cancel and reschedule by status (DESIGN.md).
+# Exit codes of cancel and reschedule by status (README, "Commands").
 STATUS_EXIT = {"cancelled": 0, "rescheduled": 0, "too-late": 3, "unknown": 4}
 
 

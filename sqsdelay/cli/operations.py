@@ -170,7 +170,7 @@ def inspect(
 def _print_metrics(console: Console, settings: Settings, queues: list[str]) -> None:
     """The due windows of the last cycle and the last hour's lateness, from CloudWatch."""
     from sqsdelay.aws.cloudwatch import read_metrics
-    from sqsdelay.aws.queues import QueueResolver
+    from sqsdelay.aws.queue_urls import QueueResolver
     from sqsdelay.core.metrics import WINDOWS
 
     resolver = QueueResolver(settings)

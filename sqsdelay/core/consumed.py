@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from sqsdelay.core import tracing, wire, wirenames
-from sqsdelay.core.decision import Received
+from sqsdelay.core import message_shape, tracing, wire_format
+from sqsdelay.core.received import Received
 from sqsdelay.core.types import Attributes, AttributeValue
 from sqsdelay.errors import InvalidMessage
 
@@ -52,7 +52,7 @@ class Incoming:
     def message_id(self) -> str | None:
         """sqsdelay's id of the message (NServiceBus.MessageId), None for a message it did not
         send: SQS's MessageId is new on every send, so it is not this id."""
-        value = self.received.attributes.get(wirenames.MESSAGE_ID_ATTRIBUTE)
+        value = self.received.attributes.get(wire_format.MESSAGE_ID_ATTRIBUTE)
         return value.get("StringValue") if value else None
 
 
@@ -106,7 +106,7 @@ def _boto3_value(name: str, value: Any) -> AttributeValue:
         out["BinaryValue"] = bytes(value["BinaryValue"])
     if "StringValue" in value:
         out["StringValue"] = str(value["StringValue"])
-    wire.check_attribute_value(name, out)
+    message_shape.check_attribute_value(name, out)
     return out
 
 
@@ -146,5 +146,5 @@ def _lambda_value(name: str, value: Any) -> AttributeValue:
             raise InvalidMessage(f"message attribute {name!r}: binaryValue is not base64") from None
     if value.get("stringValue") is not None:
         out["StringValue"] = str(value["stringValue"])
-    wire.check_attribute_value(name, out)
+    message_shape.check_attribute_value(name, out)
     return out

@@ -9,29 +9,31 @@ between them read each other (the due time, the attributes a hop carries, the li
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqsdelay.core import defaults, identity, names, parking, quotas, wire, wirenames
+from sqsdelay.core import (
+    defaults,
+    failure_record,
+    identity,
+    message_shape,
+    parking,
+    queue_names,
+    quotas,
+    wire_format,
+)
 from sqsdelay.core.delays import whole_seconds
 from sqsdelay.core.identity import forward_dedup_id as forward_dedup_id  # older callers' name
+from sqsdelay.core.received import Received, parse_natural
 from sqsdelay.core.types import Attributes, InvalidDelayAction, Target
 from sqsdelay.errors import InvalidMessage
 
 # ASCII digits only: str.isdigit() and \d accept "²" and other digits int() refuses or
 # NServiceBus reads differently.
 _INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_MILLIS = re.compile(r"[0-9]{1,16}", re.ASCII)
-
-
-def parse_natural(text: object) -> int | None:
-    """A whole number of at most 16 ASCII digits (a broker timestamp in epoch ms, our due
-    time, a count or a delay), or None if the text is not one."""
-    return int(text) if isinstance(text, str) and _MILLIS.fullmatch(text) else None
 
 
 _LAST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, datetime's last
@@ -41,22 +43,6 @@ def utc_month(epoch_ms: int) -> tuple[int, int]:
     """(year, month) of a broker time, UTC (times past year 9999 count as its December)."""
     at = datetime.fromtimestamp(min(epoch_ms, _LAST_MS) / 1000, UTC)
     return at.year, at.month
-
-
-@dataclass(frozen=True)
-class Received:
-    """A message as received from a delay queue, in boto3's shape."""
-
-    message_id: str
-    receipt_handle: str
-    body: str
-    attributes: Attributes = field(default_factory=dict)
-    system: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def receive_count(self) -> int:
-        count = parse_natural(self.system.get("ApproximateReceiveCount", "1"))
-        return count if count else 1
 
 
 @dataclass(frozen=True)
@@ -214,20 +200,20 @@ def _timestamp(system: Mapping[str, str], name: str) -> int:
 
 
 def _delay(attributes: Attributes, max_seconds: int) -> int:
-    value = attributes.get(wirenames.DELAY_ATTRIBUTE)
+    value = attributes.get(wire_format.DELAY_ATTRIBUTE)
     if value is None:
-        raise InvalidMessage(f"no {wirenames.DELAY_ATTRIBUTE} attribute")
+        raise InvalidMessage(f"no {wire_format.DELAY_ATTRIBUTE} attribute")
     text = value.get("StringValue", "")
     if not isinstance(text, str) or not _INTEGER.fullmatch(text.strip()):
         shown = text[:40] if isinstance(text, str) else type(text).__name__
-        raise InvalidMessage(f"{wirenames.DELAY_ATTRIBUTE} is not an integer ({shown!r})")
+        raise InvalidMessage(f"{wire_format.DELAY_ATTRIBUTE} is not an integer ({shown!r})")
     text = text.strip()
     if text.startswith("-") and text.strip("-0"):
-        raise InvalidMessage(f"{wirenames.DELAY_ATTRIBUTE} is negative ({text[:40]})")
+        raise InvalidMessage(f"{wire_format.DELAY_ATTRIBUTE} is negative ({text[:40]})")
     # More digits than any allowed delay has: compared as text, so int() never sees 5000 of them.
     if len(text.lstrip("+-0")) > len(str(max_seconds)) or int(text) > max_seconds:
         raise InvalidMessage(
-            f"{wirenames.DELAY_ATTRIBUTE} is {text[:40]} s, above the maximum delay of "
+            f"{wire_format.DELAY_ATTRIBUTE} is {text[:40]} s, above the maximum delay of "
             f"{max_seconds} s (SQSDELAY_MAX_DELAY_SECONDS); raise the setting and replay it if "
             "it is meant"
         )
@@ -237,7 +223,7 @@ def _delay(attributes: Attributes, max_seconds: int) -> int:
 def _due_at(attributes: Attributes, sent_ms: int, max_seconds: int) -> int | None:
     """Our own attribute; if someone mangled it (not a time, or further off than any delay
     may be), the NServiceBus delay decides instead."""
-    value = attributes.get(wirenames.DUE_AT_ATTRIBUTE)
+    value = attributes.get(wire_format.DUE_AT_ATTRIBUTE)
     due = parse_natural(value.get("StringValue")) if value else None
     return due if due is not None and due - sent_ms <= max_seconds * 1000 else None
 
@@ -246,44 +232,14 @@ def _delay_ms(attributes: Attributes, delay: int) -> int | None:
     """The sender's delay in milliseconds, if it agrees with the whole seconds beside it: an
     NServiceBus pump that requeued the message keeps our attribute but counts the seconds
     from its own send, and then the seconds decide."""
-    value = attributes.get(wirenames.DELAY_MS_ATTRIBUTE)
+    value = attributes.get(wire_format.DELAY_MS_ATTRIBUTE)
     ms = parse_natural(value.get("StringValue")) if value else None
     return ms if ms is not None and whole_seconds(ms) == delay else None
 
 
-def _string(attributes: Attributes, name: str) -> str | None:
-    value = attributes.get(name)
-    return value.get("StringValue") if value else None
-
-
-def _without_own(attributes: Attributes) -> Attributes:
-    return {k: v for k, v in attributes.items() if k not in wirenames.OWN_ATTRIBUTES}
-
-
-def failure_attributes(
-    received: Received, reason: str, source_queue: str, max_bytes: int
-) -> Attributes:
-    """Attributes for the error queue: the original ones, with our delay attributes folded
-    into one `sqsdelay.Failure` record (reason and what replay needs), when it fits."""
-    original = received.attributes
-    record = {
-        "reason": reason,
-        "queue": source_queue,
-        "delay_seconds": _string(original, wirenames.DELAY_ATTRIBUTE),
-        "due_at": _string(original, wirenames.DUE_AT_ATTRIBUTE),
-        "receive_count": received.receive_count,
-    }
-    attrs = _without_own(original)
-    attrs[wirenames.FAILURE_ATTRIBUTE] = wire.string_attribute(json.dumps(record)[:4096])
-    try:
-        wire.check_fits(received.body, attrs, max_bytes)
-    except InvalidMessage:
-        return dict(original)  # no room: keep it intact; the reason is in the log event
-    return attrs
-
-
 def _poison(received: Received, reason: str, source_queue: str, lim: Limits) -> Poison:
-    return Poison(reason, failure_attributes(received, reason, source_queue, lim.max_message_bytes))
+    attrs = failure_record.attributes(received, reason, source_queue, lim.max_message_bytes)
+    return Poison(reason, attrs)
 
 
 def decide(
@@ -335,16 +291,21 @@ def decide(
     if whole_seconds(due - first_now) <= lim.max_native_delay_seconds:
         return _hand_over(received, left_ms, due, source_queue, lim, staging=staging)
     with_id = _with_message_id(received)
-    attrs = {**with_id, wirenames.DELAY_ATTRIBUTE: wire.string_attribute(str(remaining))}
-    candidates = [{**attrs, wirenames.DUE_AT_ATTRIBUTE: wire.number_attribute(due)}, attrs]
-    if len(with_id) > len(_without_own(received.attributes)):
+    attrs = {**with_id, wire_format.DELAY_ATTRIBUTE: message_shape.string_attribute(str(remaining))}
+    candidates = [
+        {**attrs, wire_format.DUE_AT_ATTRIBUTE: message_shape.number_attribute(due)},
+        attrs,
+    ]
+    if len(with_id) > len(message_shape.without_own(received.attributes)):
         # No room for NServiceBus.MessageId (a foreign message with 9 attributes of its own):
         # requeue it as it came rather than lose it.
-        as_came = _without_own(received.attributes)
-        candidates.append({**as_came, wirenames.DELAY_ATTRIBUTE: attrs[wirenames.DELAY_ATTRIBUTE]})
+        as_came = message_shape.without_own(received.attributes)
+        candidates.append(
+            {**as_came, wire_format.DELAY_ATTRIBUTE: attrs[wire_format.DELAY_ATTRIBUTE]}
+        )
     for candidate in candidates:
         try:
-            wire.check_fits(received.body, candidate, lim.max_message_bytes)
+            message_shape.check_fits(received.body, candidate, lim.max_message_bytes)
         except InvalidMessage as exc:
             problem = str(exc)
             continue
@@ -389,27 +350,32 @@ def forward(
     sender gave one (a hand-over from the worker waited out its own)."""
     if own_failures >= lim.max_attempts:
         return _gave_up(received, own_failures, last_error, source_queue, lim)
-    group = _string(received.attributes, wirenames.GROUP_ID_ATTRIBUTE)
-    if group is None or not names.is_group_id(group):
+    group = message_shape.string_value(received.attributes, wire_format.GROUP_ID_ATTRIBUTE)
+    if group is None or not queue_names.is_group_id(group):
         reason = (
-            f"no valid {wirenames.GROUP_ID_ATTRIBUTE} attribute: a message for a FIFO "
+            f"no valid {wire_format.GROUP_ID_ATTRIBUTE} attribute: a message for a FIFO "
             "destination needs its message group (send it with group_id=)"
         )
         return _poison(received, reason, source_queue, lim)
-    ident = _string(received.attributes, wirenames.MESSAGE_ID_ATTRIBUTE) or received.message_id
+    ident = (
+        message_shape.string_value(received.attributes, wire_format.MESSAGE_ID_ATTRIBUTE)
+        or received.message_id
+    )
     attrs = {
         k: v
-        for k, v in _without_own(received.attributes).items()
-        if k != wirenames.GROUP_ID_ATTRIBUTE
+        for k, v in message_shape.without_own(received.attributes).items()
+        if k != wire_format.GROUP_ID_ATTRIBUTE
     }
     try:
-        wire.check_fits(received.body, attrs, lim.max_message_bytes)
+        message_shape.check_fits(received.body, attrs, lim.max_message_bytes)
     except InvalidMessage as exc:
         return _poison(received, f"cannot forward: {exc}", source_queue, lim)
     wait = _fraction_left(received, local_now_ms, offset_ms)
     # The send's due time, which its hand-over into staging carries. Without it (no room)
     # what every copy carries unchanged: not the staging message's SQS id, new per copy.
-    due = parse_natural(_string(received.attributes, wirenames.DUE_AT_ATTRIBUTE))
+    due = parse_natural(
+        message_shape.string_value(received.attributes, wire_format.DUE_AT_ATTRIBUTE)
+    )
     if due is not None:
         dedup = identity.forward_dedup_id(ident, due)
     else:
@@ -422,7 +388,9 @@ def _fraction_left(received: Received, local_now_ms: int, offset_ms: int | None)
     999: the staging queue's DelaySeconds were the whole seconds, so no more can be left
     (a larger figure is not the sender's, and is not waited for). 0 when anything is
     missing."""
-    delay_ms = parse_natural(_string(received.attributes, wirenames.DELAY_MS_ATTRIBUTE))
+    delay_ms = parse_natural(
+        message_shape.string_value(received.attributes, wire_format.DELAY_MS_ATTRIBUTE)
+    )
     sent = parse_natural(received.system.get("SentTimestamp"))
     first = parse_natural(received.system.get("ApproximateFirstReceiveTimestamp"))
     if delay_ms is None or sent is None or first is None:
@@ -440,9 +408,9 @@ def _parked(requeue: Requeue, left_at_first: int, lim: Limits) -> Park | None:
     and is deleted, instead of looping while that schedule also fires."""
     after = lim.park_after_seconds
     attrs = requeue.attributes
-    if after is None or left_at_first <= after or wirenames.DUE_AT_ATTRIBUTE not in attrs:
+    if after is None or left_at_first <= after or wire_format.DUE_AT_ATTRIBUTE not in attrs:
         return None
-    ident = _string(attrs, wirenames.MESSAGE_ID_ATTRIBUTE)
+    ident = message_shape.string_value(attrs, wire_format.MESSAGE_ID_ATTRIBUTE)
     if not ident:
         return None
     fire = parking.fire_at_ms(requeue.due_ms, lim.max_native_delay_seconds)
@@ -456,9 +424,9 @@ def _with_message_id(received: Received) -> Attributes:
     """The attributes to pass on, with NServiceBus.MessageId as NServiceBus's pump sets it:
     kept when present, else the received SQS MessageId (DelayedMessagesPump.PrepareMessages).
     With the attribute always there, a pump overwrites it instead of adding an 11th."""
-    base = _without_own(received.attributes)
-    if wirenames.MESSAGE_ID_ATTRIBUTE not in base:
-        base[wirenames.MESSAGE_ID_ATTRIBUTE] = wire.string_attribute(received.message_id)
+    base = message_shape.without_own(received.attributes)
+    if wire_format.MESSAGE_ID_ATTRIBUTE not in base:
+        base[wire_format.MESSAGE_ID_ATTRIBUTE] = message_shape.string_attribute(received.message_id)
     return base
 
 
@@ -475,17 +443,17 @@ def _hand_over(
     time as the forward's deduplication key (`identity.forward_dedup_id`); to a standard
     destination, a group becomes the message's MessageGroupId (SQS fair queues)."""
     problem = ""
-    group = _string(received.attributes, wirenames.GROUP_ID_ATTRIBUTE)
-    candidates = [_with_message_id(received), _without_own(received.attributes)]
+    group = message_shape.string_value(received.attributes, wire_format.GROUP_ID_ATTRIBUTE)
+    candidates = [_with_message_id(received), message_shape.without_own(received.attributes)]
     if staging:
-        due_at = {wirenames.DUE_AT_ATTRIBUTE: wire.number_attribute(due)}
+        due_at = {wire_format.DUE_AT_ATTRIBUTE: message_shape.number_attribute(due)}
         candidates.insert(0, {**candidates[0], **due_at})
     elif group is not None:
-        candidates = [_without(c, wirenames.GROUP_ID_ATTRIBUTE) for c in candidates]
-    fair = group if not staging and group is not None and names.is_group_id(group) else None
+        candidates = [_without(c, wire_format.GROUP_ID_ATTRIBUTE) for c in candidates]
+    fair = group if not staging and group is not None and queue_names.is_group_id(group) else None
     for candidate in candidates:
         try:
-            wire.check_fits(received.body, candidate, lim.max_message_bytes)
+            message_shape.check_fits(received.body, candidate, lim.max_message_bytes)
         except InvalidMessage as exc:
             problem = str(exc)
             continue

@@ -10,7 +10,7 @@ DEFAULT_MAX_ATTEMPTS: Final = 5
 SECONDS_PER_YEAR: Final = 31_557_600
 DEFAULT_MAX_DELAY_SECONDS: Final = 10 * SECONDS_PER_YEAR
 MAX_DELAY_SECONDS: Final = 100 * SECONDS_PER_YEAR
-# The delay queue keeps a message at least 4 days (DESIGN.md), well past any outage.
+# The delay queue keeps a message at least 4 days (docs/wire-format.md), well past any outage.
 MIN_DELAY_QUEUE_RETENTION_SECONDS: Final = 345_600
 DEFAULT_VISIBILITY_TIMEOUT_SECONDS: Final = 60
 # The worker receives with this short visibility and extends it to the visibility timeout only

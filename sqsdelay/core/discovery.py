@@ -4,7 +4,7 @@ destination's `<prefix><base>-delay-fifo.fifo`) that SQS lists under the queue p
 
 from collections.abc import Iterable, Sequence
 
-from sqsdelay.core.queues import DELAY_QUEUE_ENDINGS
+from sqsdelay.core.queue_trios import DELAY_QUEUE_ENDINGS
 
 ALL = "*"
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from sqsdelay.core import wirenames
+from sqsdelay.core import wire_format
 from sqsdelay.core.consumed import Incoming
 from sqsdelay.errors import InvalidInput
 
@@ -42,8 +42,8 @@ DATA_ATTR: Final = "data"  # the result, as JSON
 # What Powertools' `IdempotencyConfig(event_key_jmespath=...)` selects from a Lambda SQS
 # record: the same data `key_data` builds.
 POWERTOOLS_KEY_JMESPATH: Final = (
-    f'{{id: messageAttributes."{wirenames.MESSAGE_ID_ATTRIBUTE}".stringValue, '
-    f'attempt: messageAttributes."{wirenames.ATTEMPT_ATTRIBUTE}".stringValue}}'
+    f'{{id: messageAttributes."{wire_format.MESSAGE_ID_ATTRIBUTE}".stringValue, '
+    f'attempt: messageAttributes."{wire_format.ATTEMPT_ATTRIBUTE}".stringValue}}'
 )
 
 
@@ -58,7 +58,7 @@ def powertools_key_jmespath(fallback: str | None = None) -> str:
 def key_data(incoming: Incoming, fallback: str | None = None) -> dict[str, str | None]:
     """The message's stable key: its sqsdelay id (or `fallback`, the caller's key for a
     message sqsdelay did not send) and its retry number as carried."""
-    ident = _string(incoming, wirenames.MESSAGE_ID_ATTRIBUTE) or fallback
+    ident = _string(incoming, wire_format.MESSAGE_ID_ATTRIBUTE) or fallback
     if not ident:
         raise InvalidInput(
             "this message has no sqsdelay id (NServiceBus.MessageId): sqsdelay did not send it. "
@@ -66,7 +66,7 @@ def key_data(incoming: Incoming, fallback: str | None = None) -> dict[str, str |
             "['order_id'], one that every copy of the message shares (not SQS's MessageId, "
             "which is new on every send)"
         )
-    return {"attempt": _string(incoming, wirenames.ATTEMPT_ATTRIBUTE), "id": ident}
+    return {"attempt": _string(incoming, wire_format.ATTEMPT_ATTRIBUTE), "id": ident}
 
 
 def _string(incoming: Incoming, name: str) -> str | None:

@@ -17,7 +17,7 @@ import uuid
 from typing import Final
 
 from sqsdelay.core.types import Attributes
-from sqsdelay.core.wirenames import MESSAGE_ID_ATTRIBUTE
+from sqsdelay.core.wire_format import MESSAGE_ID_ATTRIBUTE
 from sqsdelay.errors import InvalidInput
 
 # A message id is the FIFO group and deduplication id of its delay-queue messages: SQS's rule.

@@ -9,8 +9,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqsdelay.core.decision import Received
 from sqsdelay.core.metrics import Tally
+from sqsdelay.core.received import Received
 
 End = Literal["handed-over", "requeued", "parked", "dead-lettered", "held", "cancelled", "dropped"]
 END: dict[str, End] = {

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqsdelay.core import wirenames
+from sqsdelay.core import wire_format
 from sqsdelay.core.flows import Call, Flow
 from sqsdelay.errors import SqsOperationError
 
@@ -47,13 +47,13 @@ def of_schedule(schedule: dict[str, Any], delay_queue: str) -> ParkedMessage | N
         if not str(request["QueueUrl"]).endswith("/" + delay_queue):
             return None
         attributes = request.get("MessageAttributes", {})
-        due = attributes.get(wirenames.DUE_AT_ATTRIBUTE, {}).get("StringValue")
+        due = attributes.get(wire_format.DUE_AT_ATTRIBUTE, {}).get("StringValue")
         return ParkedMessage(
             message_id=str(request["MessageGroupId"]),
             due_ms=int(due) if due is not None else None,
             fires=str(schedule.get("ScheduleExpression", "")),
             size_bytes=len(str(request.get("MessageBody", "")).encode()),
-            attribute_names=tuple(sorted(set(attributes) - wirenames.SENDER_ATTRIBUTES)),
+            attribute_names=tuple(sorted(set(attributes) - wire_format.SENDER_ATTRIBUTES)),
         )
     except (KeyError, TypeError, ValueError):
         return None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from sqsdelay.core import tracing, wire, wirenames
+from sqsdelay.core import message_shape, tracing, wire_format
 from sqsdelay.core.delays import whole_seconds
 from sqsdelay.core.types import Attributes
 from sqsdelay.errors import InvalidMessage
@@ -112,8 +112,8 @@ def back_attributes(attributes: Attributes, due_ms: int, fire_ms: int) -> Attrib
     left = whole_seconds(due_ms - fire_ms)
     return {
         **attributes,
-        wirenames.DELAY_ATTRIBUTE: wire.string_attribute(str(left)),
-        wirenames.DUE_AT_ATTRIBUTE: wire.number_attribute(due_ms),
+        wire_format.DELAY_ATTRIBUTE: message_shape.string_attribute(str(left)),
+        wire_format.DUE_AT_ATTRIBUTE: message_shape.number_attribute(due_ms),
     }
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sqsdelay.core import quotas, wirenames
-from sqsdelay.core.queues import (
+from sqsdelay.core import quotas, wire_format
+from sqsdelay.core.queue_trios import (
     ERROR_QUEUE_RETENTION_SECONDS,
     QueueConfig,
     QueueSpec,
@@ -149,9 +149,9 @@ def _delay_problem(queue: str, fix: str, have: int, want: int, held: int) -> Pro
     reasons = []
     if held:
         reasons.append(f"the queue holds {held} messages and the change applies to them too")
-    if want < wirenames.NSERVICEBUS_QUEUE_DELAY_SECONDS <= have:
+    if want < wire_format.NSERVICEBUS_QUEUE_DELAY_SECONDS <= have:
         reasons.append(
-            f"below {wirenames.NSERVICEBUS_QUEUE_DELAY_SECONDS} s an NServiceBus endpoint that "
+            f"below {wire_format.NSERVICEBUS_QUEUE_DELAY_SECONDS} s an NServiceBus endpoint that "
             "uses this queue refuses to start; lower it only for tests and demos"
         )
     return Problem(

@@ -1,4 +1,4 @@
-"""Amazon SQS quotas sqsdelay relies on (../shared/SQS-FACTS.md).
+"""Amazon SQS quotas sqsdelay relies on (docs/sqs-limits.md).
 
 Emulators do not enforce all of these (moto accepts 11 attributes, for example), so the
 client enforces every one of them itself.

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqsdelay.core import identity, wire, wirenames
+from sqsdelay.core import failure_record, identity, message_shape, wire_format
 from sqsdelay.core.consumed import Incoming
-from sqsdelay.core.decision import Received, failure_attributes, parse_natural
+from sqsdelay.core.received import Received, parse_natural
 from sqsdelay.core.send import Message
 from sqsdelay.core.types import Attributes
 from sqsdelay.errors import InvalidInput, InvalidQueueName
@@ -21,7 +21,7 @@ from sqsdelay.errors import InvalidInput, InvalidQueueName
 def attempt_of(attributes: Attributes) -> int:
     """The retries made so far: `sqsdelay.Attempt`, 0 for a first delivery (or a value that
     is not a count: a producer's, not ours)."""
-    value = attributes.get(wirenames.ATTEMPT_ATTRIBUTE)
+    value = attributes.get(wire_format.ATTEMPT_ATTRIBUTE)
     count = parse_natural(value.get("StringValue")) if value else None
     return count or 0
 
@@ -32,10 +32,10 @@ def retry_message(incoming: Incoming, *, attempt: int, **when: object) -> Messag
     the message type), with `sqsdelay.Attempt`; the group and the trace header. `when` is
     `delay=` or `deliver_at=`, checked by the sender."""
     received = incoming.received
-    kept = {k: v for k, v in received.attributes.items() if k not in wirenames.SENDER_ATTRIBUTES}
-    kept.pop(wirenames.ATTEMPT_ATTRIBUTE, None)
-    kept[wirenames.ATTEMPT_ATTRIBUTE] = wire.number_attribute(attempt)
-    type_value = received.attributes.get(wirenames.MESSAGE_TYPE_ATTRIBUTE)
+    kept = {k: v for k, v in received.attributes.items() if k not in wire_format.SENDER_ATTRIBUTES}
+    kept.pop(wire_format.ATTEMPT_ATTRIBUTE, None)
+    kept[wire_format.ATTEMPT_ATTRIBUTE] = message_shape.number_attribute(attempt)
+    type_value = received.attributes.get(wire_format.MESSAGE_TYPE_ATTRIBUTE)
     message_type = type_value.get("StringValue") if type_value else None
     ident = incoming.message_id
     return Message(
@@ -55,17 +55,17 @@ def dead_letter_attributes(
     received: Received, reason: str, delay_queue: str, max_bytes: int
 ) -> Attributes:
     """The error queue's attributes for a message the backoff gave up on: the worker's
-    failure record (`decision.failure_attributes`), written as if the message had failed in
+    failure record (`failure_record.attributes`), written as if the message had failed in
     its delay queue with no delay left, which is what `replay-errors` restores: a replay
     hands it over at once. The attempt count is left out (it is in the reason), so a replayed
     message starts counting anew. Without room for the record, the attributes as received."""
-    attrs = {k: v for k, v in received.attributes.items() if k != wirenames.ATTEMPT_ATTRIBUTE}
-    attrs[wirenames.DELAY_ATTRIBUTE] = wire.string_attribute("0")
+    attrs = {k: v for k, v in received.attributes.items() if k != wire_format.ATTEMPT_ATTRIBUTE}
+    attrs[wire_format.DELAY_ATTRIBUTE] = message_shape.string_attribute("0")
     failing = Received(
         received.message_id, received.receipt_handle, received.body, attrs, received.system
     )
-    folded = failure_attributes(failing, reason, delay_queue, max_bytes)
-    return folded if wirenames.FAILURE_ATTRIBUTE in folded else dict(received.attributes)
+    folded = failure_record.attributes(failing, reason, delay_queue, max_bytes)
+    return folded if wire_format.FAILURE_ATTRIBUTE in folded else dict(received.attributes)
 
 
 def requested_queue(physical: str, prefix: str) -> str:

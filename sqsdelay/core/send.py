@@ -13,17 +13,17 @@ from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 from sqsdelay.core import (
-    batching,
+    batch_entries,
     defaults,
     identity,
-    names,
+    message_shape,
     nservicebus,
     parking,
+    queue_names,
     quotas,
     registry,
     tracing,
-    wire,
-    wirenames,
+    wire_format,
 )
 from sqsdelay.core.delays import DelayLike, delay_milliseconds, route, whole_seconds
 from sqsdelay.core.types import Attributes, Route, Sent, WireFormat
@@ -163,7 +163,7 @@ def plan(
 ) -> PlannedSend:
     """Validate a message and decide where and how it is sent. No I/O. `ambient_trace` is
     the current trace (_X_AMZN_TRACE_ID), used when the message names none."""
-    destination = names.destination_name(queue, limits.queue_prefix)
+    destination = queue_names.destination_name(queue, limits.queue_prefix)
     group = group_of(message, destination)
     if message.trace_header is not None:
         trace: str | None = tracing.check(message.trace_header)
@@ -186,9 +186,9 @@ def plan(
         )
     except MessageDelayTooLong as exc:
         raise MessageDelayTooLong(f"{exc} ({limits.install_hint(queue)})") from None
-    wire.check_body(message.body)
+    message_shape.check_body(message.body)
     attributes: Attributes = dict(message.attributes)
-    wire.check_user_attributes(attributes)
+    message_shape.check_user_attributes(attributes)
     # One id names the message everywhere: envelope, NServiceBus.MessageId, group, dedup.
     ident = identity.check_message_id(message.id) if message.id is not None else new_id()
     body = message.body
@@ -202,12 +202,12 @@ def plan(
         )
         nsb_id = ident  # NServiceBus sets the attribute on every send (SqsPreparedMessage)
     elif message.message_type is not None:
-        attributes[wirenames.MESSAGE_TYPE_ATTRIBUTE] = wire.string_attribute(
+        attributes[wire_format.MESSAGE_TYPE_ATTRIBUTE] = message_shape.string_attribute(
             nservicebus.check_message_type(message.message_type)
         )
     request: dict[str, Any] = {"MessageBody": body}
     request |= tracing.system_attributes(trace)
-    fifo = names.is_fifo(destination)
+    fifo = queue_names.is_fifo(destination)
     staged = False  # through a FIFO destination's staging queue
     # One key per send: a repeated call of this send (boto3's retry of a lost answer) is
     # dropped by FIFO deduplication, a new send of the same id (a Celery retry) is not.
@@ -222,11 +222,11 @@ def plan(
         # worker forwards what becomes visible there, deduplicated by the message's id and
         # this send's due time, after the fraction of a second beyond the whole seconds
         # (DelaySeconds, below).
-        target = names.staging_queue_name(destination)
-        attributes[wirenames.GROUP_ID_ATTRIBUTE] = wire.string_attribute(group)
-        attributes[wirenames.DUE_AT_ATTRIBUTE] = wire.number_attribute(send_key)
+        target = queue_names.staging_queue_name(destination)
+        attributes[wire_format.GROUP_ID_ATTRIBUTE] = message_shape.string_attribute(group)
+        attributes[wire_format.DUE_AT_ATTRIBUTE] = message_shape.number_attribute(send_key)
         if millis % 1000:
-            attributes[wirenames.DELAY_MS_ATTRIBUTE] = wire.string_attribute(str(millis))
+            attributes[wire_format.DELAY_MS_ATTRIBUTE] = message_shape.string_attribute(str(millis))
         nsb_id = ident
     elif where == "direct":
         target = destination
@@ -235,12 +235,12 @@ def plan(
         if group is not None:  # a fair queue's tenant
             request["MessageGroupId"] = group
     else:
-        target = names.delay_queue_name(destination)
+        target = queue_names.delay_queue_name(destination)
         if group is not None:
-            attributes[wirenames.GROUP_ID_ATTRIBUTE] = wire.string_attribute(group)
-        attributes[wirenames.DELAY_ATTRIBUTE] = wire.string_attribute(str(seconds))
+            attributes[wire_format.GROUP_ID_ATTRIBUTE] = message_shape.string_attribute(group)
+        attributes[wire_format.DELAY_ATTRIBUTE] = message_shape.string_attribute(str(seconds))
         if millis % 1000:  # the worker's last hop is exact to the millisecond
-            attributes[wirenames.DELAY_MS_ATTRIBUTE] = wire.string_attribute(str(millis))
+            attributes[wire_format.DELAY_MS_ATTRIBUTE] = message_shape.string_attribute(str(millis))
         # One group per message, so no message ever blocks another; its deduplication id is
         # this send's, so that SQS's five minutes never swallow a new send of the same id.
         request["MessageGroupId"] = nsb_id = ident
@@ -248,16 +248,16 @@ def plan(
     if message.carry_id and nsb_id is None:
         nsb_id = ident
     if nsb_id is not None:
-        attributes[wirenames.MESSAGE_ID_ATTRIBUTE] = wire.string_attribute(nsb_id)
+        attributes[wire_format.MESSAGE_ID_ATTRIBUTE] = message_shape.string_attribute(nsb_id)
     # No room: the fraction of a second goes first (whole seconds, rounded up), then the
     # staging send's due time (the forward then deduplicates by the id and the content).
-    for optional in (wirenames.DELAY_MS_ATTRIBUTE, wirenames.DUE_AT_ATTRIBUTE):
+    for optional in (wire_format.DELAY_MS_ATTRIBUTE, wire_format.DUE_AT_ATTRIBUTE):
         if len(attributes) > quotas.MAX_MESSAGE_ATTRIBUTES:
             attributes.pop(optional, None)
     if staged:  # the whole seconds; the forward waits out the fraction it has room for
-        exact = wirenames.DELAY_MS_ATTRIBUTE in attributes
+        exact = wire_format.DELAY_MS_ATTRIBUTE in attributes
         request["DelaySeconds"] = millis // 1000 if exact else seconds
-    wire.check_fits(body, attributes, limits.max_message_bytes)
+    message_shape.check_fits(body, attributes, limits.max_message_bytes)
     if attributes:
         request["MessageAttributes"] = attributes
     return PlannedSend(
@@ -266,7 +266,7 @@ def plan(
         queue=target,
         route=where,
         delay_seconds=seconds,
-        size_bytes=wire.message_size(body, attributes),
+        size_bytes=message_shape.message_size(body, attributes),
         request=request,
         message_id=ident,
         nservicebus_message_id=nsb_id,
@@ -278,8 +278,8 @@ def plan(
 def group_of(message: Message, destination: str) -> str | None:
     """The message group: required by a FIFO destination; optional for a standard one, where
     SQS fair queues take it as the tenant (since 2025)."""
-    if names.is_fifo(destination) or message.group_id is not None:
-        return names.check_group_id(message.group_id, destination)
+    if queue_names.is_fifo(destination) or message.group_id is not None:
+        return queue_names.check_group_id(message.group_id, destination)
     return None
 
 
@@ -300,11 +300,11 @@ def park_request(
     due = int(now * 1000) + planned.delay_ms
     fire = parking.fire_at_ms(due, limits.max_native_delay_seconds)
     given = planned.request.get("MessageAttributes", {})
-    kept = {k: v for k, v in given.items() if k != wirenames.DELAY_MS_ATTRIBUTE}  # DueAt says it
+    kept = {k: v for k, v in given.items() if k != wire_format.DELAY_MS_ATTRIBUTE}  # DueAt says it
     attrs = parking.back_attributes(kept, due, fire)
     body = planned.request["MessageBody"]
     try:
-        wire.check_fits(body, attrs, limits.max_message_bytes)
+        message_shape.check_fits(body, attrs, limits.max_message_bytes)
         return parking.create_schedule_request(
             name=identity.schedule_name(planned.queue, ident),
             fire_ms=fire,
@@ -323,7 +323,7 @@ def batches(
     planned: Sequence[PlannedSend], limits: SendLimits, skip: set[int] | None = None
 ) -> list[list[int]]:
     """Batches of indexes into `planned`, leaving out `skip` (already parked)."""
-    chunks = batching.chunk(
+    chunks = batch_entries.chunk(
         planned,
         key=lambda p: p.queue,
         size=lambda p: p.size_bytes,

@@ -8,7 +8,7 @@ bill be split by component and destination (`docs/cost-report.md`).
 from collections.abc import Mapping
 from typing import Literal
 
-from sqsdelay.core.queues import Role
+from sqsdelay.core.queue_trios import Role
 
 COMPONENT = "sqsdelay:component"
 DESTINATION = "sqsdelay:destination"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqsdelay.core import tags
-from sqsdelay.core.queues import SERVING_QUEUE_ENDINGS
+from sqsdelay.core.queue_trios import SERVING_QUEUE_ENDINGS
 from sqsdelay.cost import formats
 from sqsdelay.errors import InvalidInput
 

@@ -17,8 +17,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from sqsdelay.core import names, tags
-from sqsdelay.core.queues import Role, handover_queue
+from sqsdelay.core import queue_names, tags
+from sqsdelay.core.queue_trios import Role, handover_queue
 from sqsdelay.cost.pricing import Pricing
 
 COLUMNS = [
@@ -78,7 +78,7 @@ def focus_rows(
     @functools.cache
     def queues(destination: str) -> tuple[str, Role, str]:
         role, standard_queue = handover_queue(destination)
-        return names.delay_queue_of(destination), role, standard_queue
+        return queue_names.delay_queue_of(destination), role, standard_queue
 
     has_destination_fifo = "destination_fifo" in requests.columns
     for (destination, month), r in zip(

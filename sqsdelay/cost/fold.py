@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from sqsdelay.core import names, quotas, tags, wirenames
+from sqsdelay.core import queue_names, quotas, tags, wire_format
 from sqsdelay.cost import bill as b
 from sqsdelay.cost.focus import DYNAMODB, SCHEDULER, SQS
 from sqsdelay.cost.money import Billed, route_requests
@@ -79,7 +79,9 @@ def local_idle_polls(first_seen: dict[str, datetime], end: datetime) -> Any:
             "destination": d,
             "month": m,
             "idle_poll_requests": secs / quotas.LONG_POLL_SECONDS,
-            "staging_poll_requests": secs / quotas.LONG_POLL_SECONDS if names.is_fifo(d) else 0.0,
+            "staging_poll_requests": secs / quotas.LONG_POLL_SECONDS
+            if queue_names.is_fifo(d)
+            else 0.0,
         }
         for d, t in first_seen.items()
         for m, secs in seconds_by_month(t, end).items()
@@ -115,7 +117,7 @@ def idle_polls(firsts: Any, start: datetime, end: datetime) -> Any:
         .withColumn(
             "staging_poll_requests",
             F.when(
-                F.col("destination").endswith(wirenames.FIFO_SUFFIX), F.col("idle_poll_requests")
+                F.col("destination").endswith(wire_format.FIFO_SUFFIX), F.col("idle_poll_requests")
             ).otherwise(F.lit(0.0)),
         )
     )
@@ -264,15 +266,15 @@ def focus_rows(per_month: Any, units: Any, pricing: Pricing, registry_table: str
         )
 
     # One row per destination and month becomes one per resource: an explode, not a union.
-    # names.delay_queue_of, in Spark: a FIFO destination's is <base>-delay-fifo.fifo
-    fifo = wirenames.FIFO_SUFFIX
+    # queue_names.delay_queue_of, in Spark: a FIFO destination's is <base>-delay-fifo.fifo
+    fifo = wire_format.FIFO_SUFFIX
     delay_queue = F.when(
         destination.endswith(fifo),
         F.concat(
             F.regexp_replace(destination, re.escape(fifo) + "$", ""),
-            F.lit(wirenames.FIFO_DELAY_QUEUE_SUFFIX),
+            F.lit(wire_format.FIFO_DELAY_QUEUE_SUFFIX),
         ),
-    ).otherwise(F.concat(destination, F.lit(wirenames.DELAY_QUEUE_SUFFIX)))
+    ).otherwise(F.concat(destination, F.lit(wire_format.DELAY_QUEUE_SUFFIX)))
     # queues.handover_queue, in Spark: a FIFO destination's standard requests are its
     # staging queue's, tagged as its role is
     staged = destination.endswith(fifo)
@@ -280,7 +282,7 @@ def focus_rows(per_month: Any, units: Any, pricing: Pricing, registry_table: str
         staged,
         F.concat(
             F.regexp_replace(destination, re.escape(fifo) + "$", ""),
-            F.lit(wirenames.STAGING_QUEUE_SUFFIX),
+            F.lit(wire_format.STAGING_QUEUE_SUFFIX),
         ),
     ).otherwise(destination)
     standard_component = F.when(staged, F.lit(tags.queue_component("staging"))).otherwise(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from sqsdelay.core import wirenames
+from sqsdelay.core import wire_format
 from sqsdelay.cost.bands import BANDS, LONGER
 from sqsdelay.cost.fold import (
     BILL_ROW_BUDGET,
@@ -169,7 +169,7 @@ def grouped_sql(pricing: Pricing, *, cycle_seconds: int, batch_fill: int) -> str
         # The threshold a worker with SQSDELAY_PARKING=scheduler uses by default.
         park_after=park_break_even_seconds(pricing, cycle_seconds=cycle_seconds),
         fifo_destination=Sql(
-            f"CAST(endswith(destination, {literal(wirenames.FIFO_SUFFIX)}) AS INT)"
+            f"CAST(endswith(destination, {literal(wire_format.FIFO_SUFFIX)}) AS INT)"
         ),
     )
     # Integer keys: cheaper to hash than strings; named again on the small result.

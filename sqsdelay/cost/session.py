@@ -1,5 +1,5 @@
 """The report's SparkSession: started with the settings measured for this job
-(SPARK-NOTES.md), or the caller's, and stopped when the report started it.
+(docs/spark-session.md), or the caller's, and stopped when the report started it.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqsdelay.core import tags
-from sqsdelay.core.queues import Role
+from sqsdelay.core.queue_trios import Role
 from sqsdelay.cost import focus as focus_rows
 from sqsdelay.cost.bands import BAND_ORDER
 from sqsdelay.cost.job import Aggregate

@@ -10,9 +10,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from sqsdelay.core import quotas, wire, wirenames
+from sqsdelay.core import message_shape, quotas, wire_format
 from sqsdelay.core.clock import ClockOffset
-from sqsdelay.core.decision import HandOver, Limits, Park, Poison, Received, Requeue, decide
+from sqsdelay.core.decision import HandOver, Limits, Park, Poison, Requeue, decide
+from sqsdelay.core.received import Received
 from sqsdelay.core.types import Attributes
 
 START_MS = 1_700_000_000_000
@@ -68,11 +69,11 @@ def simulate(
         park_after_seconds=park_after_seconds,
     )
     attributes: Attributes = {
-        wirenames.DELAY_ATTRIBUTE: wire.string_attribute(str(delay_seconds)),
-        wirenames.MESSAGE_ID_ATTRIBUTE: wire.string_attribute("m0"),
+        wire_format.DELAY_ATTRIBUTE: message_shape.string_attribute(str(delay_seconds)),
+        wire_format.MESSAGE_ID_ATTRIBUTE: message_shape.string_attribute("m0"),
     }
     if not carry_due_at:
-        attributes.update({f"h{i}": wire.string_attribute("x") for i in range(8)})
+        attributes.update({f"h{i}": message_shape.string_attribute("x") for i in range(8)})
     sent = START_MS
     due = sent + delay_seconds * 1000
     hops = redeliveries = schedules = 0

@@ -74,24 +74,24 @@ def test_send_takes_the_fields_of_message_and_refuses_a_misspelt_one() -> None:
 
 def test_a_fraction_of_a_second_travels_as_milliseconds_when_there_is_room() -> None:
     from sqsdelay.aws.sender import plan
-    from sqsdelay.core import wirenames
+    from sqsdelay.core import wire_format
 
     s = Settings(region="us-east-1")
     attrs = plan("orders", Message("x", delay=1000.25), s, now=0).request["MessageAttributes"]
-    assert attrs[wirenames.DELAY_ATTRIBUTE]["StringValue"] == "1001"
-    assert attrs[wirenames.DELAY_MS_ATTRIBUTE]["StringValue"] == "1000250"
+    assert attrs[wire_format.DELAY_ATTRIBUTE]["StringValue"] == "1001"
+    assert attrs[wire_format.DELAY_MS_ATTRIBUTE]["StringValue"] == "1000250"
     whole = plan("orders", Message("x", delay=1000), s, now=0).request["MessageAttributes"]
-    assert wirenames.DELAY_MS_ATTRIBUTE not in whole
+    assert wire_format.DELAY_MS_ATTRIBUTE not in whole
     # Eight of the caller's, the delay and NServiceBus.MessageId: no room, whole seconds.
     eight = {f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(8)}
     full = plan("orders", Message("x", delay=1000.25, attributes=eight), s, now=0)
     assert len(full.request["MessageAttributes"]) == 10
-    assert wirenames.DELAY_MS_ATTRIBUTE not in full.request["MessageAttributes"]
+    assert wire_format.DELAY_MS_ATTRIBUTE not in full.request["MessageAttributes"]
 
 
 def test_a_fifo_destination_is_sent_to_now_through_staging_or_through_its_delay_queue() -> None:
     from sqsdelay.aws.sender import plan
-    from sqsdelay.core import wirenames
+    from sqsdelay.core import wire_format
     from sqsdelay.core.decision import forward_dedup_id
 
     s = Settings(region="us-east-1", queue_prefix="p-")
@@ -110,24 +110,24 @@ def test_a_fifo_destination_is_sent_to_now_through_staging_or_through_its_delay_
     short = planned(1.25)
     assert short.queue == "p-orders-fifo-staging" and short.request["DelaySeconds"] == 1
     assert attrs(short) == {
-        wirenames.GROUP_ID_ATTRIBUTE: "g",
-        wirenames.DUE_AT_ATTRIBUTE: "1250",  # the send's key: the forward deduplicates by it
-        wirenames.DELAY_MS_ATTRIBUTE: "1250",  # the forward waits out the 0.25 s
-        wirenames.MESSAGE_ID_ATTRIBUTE: "m1",
+        wire_format.GROUP_ID_ATTRIBUTE: "g",
+        wire_format.DUE_AT_ATTRIBUTE: "1250",  # the send's key: the forward deduplicates by it
+        wire_format.DELAY_MS_ATTRIBUTE: "1250",  # the forward waits out the 0.25 s
+        wire_format.MESSAGE_ID_ATTRIBUTE: "m1",
     }
     assert "MessageGroupId" not in short.request  # a standard queue
     whole = planned(2)
-    assert whole.request["DelaySeconds"] == 2 and wirenames.DELAY_MS_ATTRIBUTE not in attrs(whole)
+    assert whole.request["DelaySeconds"] == 2 and wire_format.DELAY_MS_ATTRIBUTE not in attrs(whole)
     # seven of the caller's, the group, the id and the due time: no room for the
     # milliseconds, rounded up; eight: no room for the due time either
     seven = {f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(7)}
     full = planned(1.25, attributes=seven)
-    assert full.request["DelaySeconds"] == 2 and wirenames.DELAY_MS_ATTRIBUTE not in attrs(full)
-    assert wirenames.DUE_AT_ATTRIBUTE in attrs(full)
+    assert full.request["DelaySeconds"] == 2 and wire_format.DELAY_MS_ATTRIBUTE not in attrs(full)
+    assert wire_format.DUE_AT_ATTRIBUTE in attrs(full)
     eight = {**seven, "a7": {"DataType": "String", "StringValue": "v"}}
     fuller = planned(1.25, attributes=eight)
     assert fuller.request["DelaySeconds"] == 2 and len(attrs(fuller)) == 10
-    assert wirenames.DUE_AT_ATTRIBUTE not in attrs(fuller)
+    assert wire_format.DUE_AT_ATTRIBUTE not in attrs(fuller)
     # A new send of the same id is a new deduplication id, on every route.
     assert (
         plan("orders.fifo", Message("x", delay=0, group_id="g", id="m1"), s, now=1).request[
@@ -139,4 +139,4 @@ def test_a_fifo_destination_is_sent_to_now_through_staging_or_through_its_delay_
     long = planned(1000.25)
     assert long.queue == "p-orders-delay-fifo.fifo" and long.request["MessageGroupId"] == "m1"
     assert long_again.request["MessageDeduplicationId"] != long.request["MessageDeduplicationId"]
-    assert attrs(long)[wirenames.GROUP_ID_ATTRIBUTE] == "g"
+    assert attrs(long)[wire_format.GROUP_ID_ATTRIBUTE] == "g"

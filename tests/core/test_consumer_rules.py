@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sqsdelay.core import consumed, idempotency, retries, send, wirenames
+from sqsdelay.core import consumed, idempotency, retries, send, wire_format
 from sqsdelay.core.types import Attributes
 from sqsdelay.errors import InvalidDelay, InvalidInput, InvalidMessage
 from tests.support.consumerkit import lambda_record
@@ -51,7 +51,7 @@ def test_the_three_kinds_read_alike() -> None:
     attrs: Attributes = {
         "tenant": s("a"),
         "blob": {"DataType": "Binary", "BinaryValue": b"\x00\xff"},
-        wirenames.MESSAGE_ID_ATTRIBUTE: s("order-7"),
+        wire_format.MESSAGE_ID_ATTRIBUTE: s("order-7"),
     }
     message = boto3_message(attrs, MessageGroupId="g1", AWSTraceHeader=TRACE)
     record = lambda_record(message, "p-orders")
@@ -96,9 +96,9 @@ def test_what_is_not_a_message_from_sqs_is_refused_with_what_to_give(
 def test_the_retry_keeps_body_attributes_group_trace_and_id_and_counts_the_attempt() -> None:
     attrs: Attributes = {
         "tenant": s("a"),
-        wirenames.MESSAGE_ID_ATTRIBUTE: s("order-7"),
-        wirenames.MESSAGE_TYPE_ATTRIBUTE: s("Shop.OrderPlaced"),
-        wirenames.ATTEMPT_ATTRIBUTE: {"DataType": "Number", "StringValue": "2"},
+        wire_format.MESSAGE_ID_ATTRIBUTE: s("order-7"),
+        wire_format.MESSAGE_TYPE_ATTRIBUTE: s("Shop.OrderPlaced"),
+        wire_format.ATTEMPT_ATTRIBUTE: {"DataType": "Number", "StringValue": "2"},
     }
     incoming = consumed.read(boto3_message(attrs, MessageGroupId="g1", AWSTraceHeader=TRACE), URL)
     number = retries.attempt_of(incoming.received.attributes) + 1
@@ -109,18 +109,18 @@ def test_the_retry_keeps_body_attributes_group_trace_and_id_and_counts_the_attem
     assert planned.request["MessageBody"] == '{"order": 7}'
     assert (
         sent["tenant"] == s("a")
-        and sent[wirenames.MESSAGE_TYPE_ATTRIBUTE] == attrs[wirenames.MESSAGE_TYPE_ATTRIBUTE]
+        and sent[wire_format.MESSAGE_TYPE_ATTRIBUTE] == attrs[wire_format.MESSAGE_TYPE_ATTRIBUTE]
     )
-    assert sent[wirenames.ATTEMPT_ATTRIBUTE]["StringValue"] == "3"
-    assert sent[wirenames.MESSAGE_ID_ATTRIBUTE] == s("order-7")
-    assert sent[wirenames.GROUP_ID_ATTRIBUTE] == s("g1")
+    assert sent[wire_format.ATTEMPT_ATTRIBUTE]["StringValue"] == "3"
+    assert sent[wire_format.MESSAGE_ID_ATTRIBUTE] == s("order-7")
+    assert sent[wire_format.GROUP_ID_ATTRIBUTE] == s("g1")
     assert planned.trace_header == TRACE
     # A short retry goes straight, and still carries the id (the guard's key).
     short = send.plan(
         "orders", retries.retry_message(incoming, attempt=3, delay=5), LIMITS, now=1.0
     )
     assert short.route == "direct" and short.request["MessageGroupId"] == "g1"
-    assert short.request["MessageAttributes"][wirenames.MESSAGE_ID_ATTRIBUTE] == s("order-7")
+    assert short.request["MessageAttributes"][wire_format.MESSAGE_ID_ATTRIBUTE] == s("order-7")
 
 
 def test_a_delay_beyond_any_date_is_refused_with_what_to_do() -> None:
@@ -155,7 +155,7 @@ VALUES = st.one_of(
     st.binary(max_size=30).map(lambda b: {"DataType": "Binary", "BinaryValue": b}),
     st.integers().map(lambda i: {"DataType": "Number", "StringValue": str(i)}),
 )
-OURS = st.sampled_from(sorted(wirenames.SENDER_ATTRIBUTES | {wirenames.ATTEMPT_ATTRIBUTE}))
+OURS = st.sampled_from(sorted(wire_format.SENDER_ATTRIBUTES | {wire_format.ATTEMPT_ATTRIBUTE}))
 
 
 @settings(max_examples=300, deadline=None)
@@ -182,15 +182,15 @@ def test_whatever_a_producer_wrote_the_retry_carries_it_or_is_refused_before_sen
     assert planned.request["MessageBody"] == body
     carried = planned.request.get("MessageAttributes", {})
     for name, value in attrs.items():
-        if name not in wirenames.SENDER_ATTRIBUTES and name != wirenames.ATTEMPT_ATTRIBUTE:
+        if name not in wire_format.SENDER_ATTRIBUTES and name != wire_format.ATTEMPT_ATTRIBUTE:
             assert carried[name] == value
-    assert carried[wirenames.ATTEMPT_ATTRIBUTE]["StringValue"] == "1"
+    assert carried[wire_format.ATTEMPT_ATTRIBUTE]["StringValue"] == "1"
 
 
 def test_attempts_are_counted_from_the_attribute_and_a_foreign_value_counts_as_none() -> None:
     assert retries.attempt_of({}) == 0
-    assert retries.attempt_of({wirenames.ATTEMPT_ATTRIBUTE: s("4")}) == 4
-    assert retries.attempt_of({wirenames.ATTEMPT_ATTRIBUTE: s("four")}) == 0
+    assert retries.attempt_of({wire_format.ATTEMPT_ATTRIBUTE: s("4")}) == 4
+    assert retries.attempt_of({wire_format.ATTEMPT_ATTRIBUTE: s("four")}) == 0
 
 
 def test_backoff_is_exponential_with_full_jitter_capped_then_gives_up() -> None:
@@ -220,9 +220,9 @@ class _Layer(BasePersistenceLayer):
 
 @pytest.mark.parametrize("attempt", [None, "1", "12"])
 def test_the_guards_key_is_the_one_powertools_computes_from_the_record(attempt: str | None) -> None:
-    attrs: Attributes = {wirenames.MESSAGE_ID_ATTRIBUTE: s("order-7")}
+    attrs: Attributes = {wire_format.MESSAGE_ID_ATTRIBUTE: s("order-7")}
     if attempt is not None:
-        attrs[wirenames.ATTEMPT_ATTRIBUTE] = {"DataType": "Number", "StringValue": attempt}
+        attrs[wire_format.ATTEMPT_ATTRIBUTE] = {"DataType": "Number", "StringValue": attempt}
     record = lambda_record(boto3_message(attrs), "p-orders")
     ours = idempotency.record_key("fn", idempotency.key_data(consumed.read(record)))
     assert ours == _powertools_key(record, "fn", idempotency.POWERTOOLS_KEY_JMESPATH)
@@ -268,9 +268,9 @@ def test_the_claim_is_powertools_condition_and_a_found_record_reads_as_its_state
 def test_for_any_id_and_attempt_a_producer_wrote_the_key_is_powertools_and_every_copys(
     ident: str, attempt: str | None, others: Attributes
 ) -> None:
-    attrs: Attributes = {**others, wirenames.MESSAGE_ID_ATTRIBUTE: s(ident)}
+    attrs: Attributes = {**others, wire_format.MESSAGE_ID_ATTRIBUTE: s(ident)}
     if attempt is not None:
-        attrs[wirenames.ATTEMPT_ATTRIBUTE] = s(attempt)
+        attrs[wire_format.ATTEMPT_ATTRIBUTE] = s(attempt)
     record = lambda_record(boto3_message(attrs), "p-orders")
     ours = idempotency.record_key("fn", idempotency.key_data(consumed.read(record)))
     assert ours == _powertools_key(record, "fn", idempotency.POWERTOOLS_KEY_JMESPATH)

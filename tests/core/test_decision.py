@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqsdelay.core import defaults, identity, quotas, wire, wirenames
+from sqsdelay.core import defaults, identity, message_shape, quotas, wire_format
 from sqsdelay.core.backoff import BackoffTimer, retry_backoff_seconds
 from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import (
@@ -17,12 +17,13 @@ from sqsdelay.core.decision import (
     Limits,
     Park,
     Poison,
-    Received,
     Requeue,
     decide,
     forward,
     utc_month,
 )
+from sqsdelay.core.received import Received
+from sqsdelay.core.types import AttributeValue
 from sqsdelay.dev.simulation import simulate
 
 T = 1_700_000_000_000
@@ -35,15 +36,15 @@ def msg(
     sent: int = T,
     first: int | None = None,
     count: int = 1,
-    extra: dict[str, wire.AttributeValue] | None = None,
+    extra: dict[str, AttributeValue] | None = None,
     due_at: int | None = None,
     message_id: str = "m1",
 ) -> Received:
     attrs = dict(extra or {})
     if delay is not None:
-        attrs[wirenames.DELAY_ATTRIBUTE] = wire.string_attribute(delay)
+        attrs[wire_format.DELAY_ATTRIBUTE] = message_shape.string_attribute(delay)
     if due_at is not None:
-        attrs[wirenames.DUE_AT_ATTRIBUTE] = wire.number_attribute(due_at)
+        attrs[wire_format.DUE_AT_ATTRIBUTE] = message_shape.number_attribute(due_at)
     system = {
         "SentTimestamp": str(sent),
         "ApproximateReceiveCount": str(count),
@@ -58,8 +59,8 @@ def test_reference_example_1925_seconds() -> None:
     """32 min 5 s: two 900 s cycles, then a hand-over with 125 s (reference document)."""
     first = decide(msg("1925", first=T + 900_000), local_now_ms=0, offset_ms=None, lim=LIM)
     assert isinstance(first, Requeue) and first.remaining_seconds == 1025
-    assert first.attributes[wirenames.DELAY_ATTRIBUTE]["StringValue"] == "1025"
-    assert first.attributes[wirenames.DUE_AT_ATTRIBUTE]["StringValue"] == str(T + 1_925_000)
+    assert first.attributes[wire_format.DELAY_ATTRIBUTE]["StringValue"] == "1025"
+    assert first.attributes[wire_format.DUE_AT_ATTRIBUTE]["StringValue"] == str(T + 1_925_000)
     second = decide(
         msg(sent=T + 900_000, first=T + 1_800_000, delay="1025", due_at=T + 1_925_000),
         local_now_ms=0,
@@ -67,8 +68,8 @@ def test_reference_example_1925_seconds() -> None:
         lim=LIM,
     )
     assert isinstance(second, HandOver) and second.remaining_seconds == 125
-    assert wirenames.DELAY_ATTRIBUTE not in second.attributes
-    assert wirenames.DUE_AT_ATTRIBUTE not in second.attributes
+    assert wire_format.DELAY_ATTRIBUTE not in second.attributes
+    assert wire_format.DUE_AT_ATTRIBUTE not in second.attributes
 
 
 def test_requeue_keeps_the_group_and_derives_the_dedup_id_from_the_message_id() -> None:
@@ -118,7 +119,13 @@ def test_overdue_messages_are_handed_over_without_delay() -> None:
         (msg("1.5"), "is not an integer"),
         (msg("-5"), "is negative"),
         (
-            Received("m", "r", "b", {wirenames.DELAY_ATTRIBUTE: wire.string_attribute("5")}, {}),
+            Received(
+                "m",
+                "r",
+                "b",
+                {wire_format.DELAY_ATTRIBUTE: message_shape.string_attribute("5")},
+                {},
+            ),
             "SentTimestamp is missing",
         ),
         (
@@ -126,17 +133,17 @@ def test_overdue_messages_are_handed_over_without_delay() -> None:
                 "m",
                 "r",
                 "b",
-                {wirenames.DELAY_ATTRIBUTE: wire.string_attribute("5")},
+                {wire_format.DELAY_ATTRIBUTE: message_shape.string_attribute("5")},
                 {"SentTimestamp": "1"},
             ),
             "ApproximateFirstReceiveTimestamp is missing",
         ),
         (
-            msg(extra={f"a{i}": wire.string_attribute("v") for i in range(10)}),
+            msg(extra={f"a{i}": message_shape.string_attribute("v") for i in range(10)}),
             "cannot requeue: message has 11 attributes",
         ),
         (
-            msg("10", extra={f"a{i}": wire.string_attribute("v") for i in range(11)}),
+            msg("10", extra={f"a{i}": message_shape.string_attribute("v") for i in range(11)}),
             "cannot hand over: message has 11 attributes",
         ),
     ],
@@ -153,9 +160,9 @@ def test_poison_record_folds_our_attributes_into_the_failure_attribute() -> None
     )
     assert isinstance(d, Poison)
     assert d.attributes["keep"] == {"DataType": "Binary", "BinaryValue": b"\x00"}
-    record = json.loads(d.attributes[wirenames.FAILURE_ATTRIBUTE]["StringValue"])
+    record = json.loads(d.attributes[wire_format.FAILURE_ATTRIBUTE]["StringValue"])
     assert record["queue"] == "q-delay.fifo" and record["delay_seconds"] == "abc"
-    assert wirenames.DELAY_ATTRIBUTE not in d.attributes
+    assert wire_format.DELAY_ATTRIBUTE not in d.attributes
 
 
 def test_last_error_is_part_of_the_max_attempts_reason() -> None:
@@ -182,15 +189,15 @@ def test_redeliveries_never_dead_letter_a_good_message(count: int, own: int) -> 
 
 
 def test_due_at_is_dropped_when_there_is_no_room_but_delay_still_works() -> None:
-    nine = {f"a{i}": wire.string_attribute("v") for i in range(9)}
+    nine = {f"a{i}": message_shape.string_attribute("v") for i in range(9)}
     d = decide(msg(extra=nine), local_now_ms=0, offset_ms=None, lim=LIM)
     assert isinstance(d, Requeue) and len(d.attributes) == 10
-    assert wirenames.DUE_AT_ATTRIBUTE not in d.attributes
+    assert wire_format.DUE_AT_ATTRIBUTE not in d.attributes
 
 
 def test_mangled_due_at_falls_back_to_the_delay() -> None:
     m = msg("3600")
-    m.attributes[wirenames.DUE_AT_ATTRIBUTE] = wire.string_attribute("soon")
+    m.attributes[wire_format.DUE_AT_ATTRIBUTE] = message_shape.string_attribute("soon")
     d = decide(m, local_now_ms=0, offset_ms=None, lim=LIM)
     assert isinstance(d, Requeue) and d.due_ms == T + 3_600_000
 
@@ -300,7 +307,7 @@ def test_a_due_time_that_is_not_ascii_digits_falls_back_to_the_delay(due: str) -
         "1925",
         sent=T,
         first=T,
-        extra={wirenames.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": due}},
+        extra={wire_format.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": due}},
     )
     d = decide(m, local_now_ms=T, offset_ms=None, lim=Limits())
     assert isinstance(d, Requeue) and d.due_ms == T + 1_925_000
@@ -327,14 +334,14 @@ def test_a_redelivery_parks_again_whatever_the_local_clock_says() -> None:
 
 def test_the_senders_milliseconds_set_the_due_time_when_they_agree_with_the_seconds() -> None:
     lim = Limits(max_native_delay_seconds=2, max_attempts=5)
-    ms = {wirenames.DELAY_MS_ATTRIBUTE: wire.string_attribute("2500")}
+    ms = {wire_format.DELAY_MS_ATTRIBUTE: message_shape.string_attribute("2500")}
     d = decide(msg("3", extra=ms, first=T + 2000), local_now_ms=0, offset_ms=None, lim=lim)
     assert isinstance(d, HandOver) and d.due_ms == T + 2500
     assert (d.remaining_seconds, d.wait_ms) == (0, 500)
     # An NServiceBus pump requeued it: its whole seconds count from its own send, and ours no
     # longer agree with them; mangled milliseconds are ignored too.
     for delay, value in (("2", "2500"), ("3", "²500"), ("3", "9" * 30)):
-        extra = {wirenames.DELAY_MS_ATTRIBUTE: wire.string_attribute(value)}
+        extra = {wire_format.DELAY_MS_ATTRIBUTE: message_shape.string_attribute(value)}
         d = decide(msg(delay, extra=extra, first=T + 1000), local_now_ms=0, offset_ms=None, lim=lim)
         assert d.due_ms == T + int(delay) * 1000
 
@@ -362,13 +369,13 @@ def staged(
 ) -> Received:
     """A message in a FIFO destination's staging queue, as the hand-over leaves it: its
     send's due time in sqsdelay.DueAt."""
-    extra = {"Color": wire.string_attribute("red")}
+    extra = {"Color": message_shape.string_attribute("red")}
     if group is not None:
-        extra[wirenames.GROUP_ID_ATTRIBUTE] = wire.string_attribute(group)
+        extra[wire_format.GROUP_ID_ATTRIBUTE] = message_shape.string_attribute(group)
     if ident is not None:
-        extra[wirenames.MESSAGE_ID_ATTRIBUTE] = wire.string_attribute(ident)
+        extra[wire_format.MESSAGE_ID_ATTRIBUTE] = message_shape.string_attribute(ident)
     if due is not None:
-        extra[wirenames.DUE_AT_ATTRIBUTE] = wire.number_attribute(due)
+        extra[wire_format.DUE_AT_ATTRIBUTE] = message_shape.number_attribute(due)
     return msg(None, extra=extra, message_id=message_id)
 
 
@@ -382,7 +389,7 @@ def test_a_forward_deduplicates_every_copy_of_one_send_but_never_a_new_send() ->
         "MessageGroupId": "order-7",
         "MessageDeduplicationId": identity.forward_dedup_id("m-1", T + 5000),
     }
-    assert set(one.attributes) == {"Color", wirenames.MESSAGE_ID_ATTRIBUTE}  # no DueAt
+    assert set(one.attributes) == {"Color", wire_format.MESSAGE_ID_ATTRIBUTE}  # no DueAt
     other = forward(staged("order-7", "m-2"), lim=LIM)
     assert isinstance(other, Forward) and other.dedup_id != one.dedup_id
     # A Celery retry keeps its task id: a new send, a new due time, never dropped by SQS.
@@ -400,24 +407,24 @@ def test_a_forward_deduplicates_every_copy_of_one_send_but_never_a_new_send() ->
 
 
 def test_a_hand_over_into_staging_carries_its_due_time_and_to_a_fair_queue_its_group() -> None:
-    group = {wirenames.GROUP_ID_ATTRIBUTE: wire.string_attribute("tenant-1")}
+    group = {wire_format.GROUP_ID_ATTRIBUTE: message_shape.string_attribute("tenant-1")}
     m = msg("5", extra=group, first=T + 5000)
     staging = decide(m, local_now_ms=0, offset_ms=None, lim=LIM, staging=True)
     assert isinstance(staging, HandOver) and staging.group_id is None
-    assert staging.attributes[wirenames.DUE_AT_ATTRIBUTE]["StringValue"] == str(T + 5000)
-    assert staging.attributes[wirenames.GROUP_ID_ATTRIBUTE]["StringValue"] == "tenant-1"
+    assert staging.attributes[wire_format.DUE_AT_ATTRIBUTE]["StringValue"] == str(T + 5000)
+    assert staging.attributes[wire_format.GROUP_ID_ATTRIBUTE]["StringValue"] == "tenant-1"
     fair = decide(m, local_now_ms=0, offset_ms=None, lim=LIM)
     assert isinstance(fair, HandOver) and fair.request() == {"MessageGroupId": "tenant-1"}
-    assert wirenames.GROUP_ID_ATTRIBUTE not in fair.attributes
-    assert wirenames.DUE_AT_ATTRIBUTE not in fair.attributes
+    assert wire_format.GROUP_ID_ATTRIBUTE not in fair.attributes
+    assert wire_format.DUE_AT_ATTRIBUTE not in fair.attributes
     assert fair.at_once().group_id == "tenant-1"
 
 
 @pytest.mark.parametrize("group", [None, "", "with space", "x" * 129])
 def test_a_message_without_a_valid_group_cannot_be_forwarded(group: str | None) -> None:
     poison = forward(staged(group, "m-1"), lim=LIM, source_queue="orders-fifo-staging")
-    assert isinstance(poison, Poison) and wirenames.GROUP_ID_ATTRIBUTE in poison.reason
-    record = json.loads(poison.attributes[wirenames.FAILURE_ATTRIBUTE]["StringValue"])
+    assert isinstance(poison, Poison) and wire_format.GROUP_ID_ATTRIBUTE in poison.reason
+    record = json.loads(poison.attributes[wire_format.FAILURE_ATTRIBUTE]["StringValue"])
     assert record["queue"] == "orders-fifo-staging"
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqsdelay.core import wirenames
+from sqsdelay.core import wire_format
 from sqsdelay.core.flows import drive
 from sqsdelay.core.step import (
     MIN_SEND_SECONDS,
@@ -19,14 +19,14 @@ from sqsdelay.core.step import (
     StepState,
     handle,
 )
-from tests.core.test_step import CONFIG, QF, TARGET, Clock, Q, T, message, run
+from tests.support.steps import CONFIG, QF, TARGET, Clock, Q, T, message, run
 from tests.support.stub import StubAws
 
 
 def due_in(i: int, ms: int, **system: str) -> Any:
     """A message sent at T and due `ms` later (sqsdelay.DueAt carries the milliseconds)."""
     due = {"DataType": "Number", "StringValue": str(T + ms)}
-    return message(i, -(-ms // 1000), attrs={wirenames.DUE_AT_ATTRIBUTE: due}, **system)
+    return message(i, -(-ms // 1000), attrs={wire_format.DUE_AT_ATTRIBUTE: due}, **system)
 
 
 def arrived_at_first_receive() -> Clock:
@@ -139,8 +139,8 @@ def staged(i: int, delay_ms: int, first_ms: int, **system: str) -> Any:
     """A short send to a FIFO destination's staging queue: visible after its whole seconds
     (first received at T + `first_ms`), due at T + `delay_ms`."""
     attrs = {
-        wirenames.GROUP_ID_ATTRIBUTE: {"DataType": "String", "StringValue": f"g{i % 2}"},
-        wirenames.DELAY_MS_ATTRIBUTE: {"DataType": "String", "StringValue": str(delay_ms)},
+        wire_format.GROUP_ID_ATTRIBUTE: {"DataType": "String", "StringValue": f"g{i % 2}"},
+        wire_format.DELAY_MS_ATTRIBUTE: {"DataType": "String", "StringValue": str(delay_ms)},
     }
     return message(
         i, None, attrs=attrs, ApproximateFirstReceiveTimestamp=str(T + first_ms), **system
@@ -171,7 +171,7 @@ def test_a_forward_waits_out_the_senders_fraction_and_is_never_early(
     assert set(outcome.ends.values()) <= {"handed-over", "held"}
     for entry in stub.queues[QF.destination]:
         assert entry["SentAt"] >= dues[entry["MessageBody"]] - 1e-6, entry  # float at 1.7e9 s
-        assert wirenames.DELAY_MS_ATTRIBUTE not in entry.get("MessageAttributes", {})
+        assert wire_format.DELAY_MS_ATTRIBUTE not in entry.get("MessageAttributes", {})
 
 
 def test_a_forward_due_in_a_fraction_is_sent_then_and_not_before() -> None:

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqsdelay.core import identity, parking, wire, wirenames
-from sqsdelay.core.decision import Forward, Limits, Received, Requeue, decide, forward
+from sqsdelay.core import identity, message_shape, parking, wire_format
+from sqsdelay.core.decision import Forward, Limits, Requeue, decide, forward
+from sqsdelay.core.received import Received
 from sqsdelay.core.send import Message, SendLimits, park_request, plan
 from sqsdelay.core.types import Attributes
 from sqsdelay.errors import InvalidInput
@@ -55,7 +56,7 @@ def test_the_functions_give_the_values_the_code_gave_before_it_moved() -> None:
     assert identity.park_dedup_id("order-1", T + 5000) == PINNED["park"]
     assert identity.replay_dedup_id("err-1") == PINNED["replay"]
     content: Attributes = {
-        "a": wire.string_attribute("v"),
+        "a": message_shape.string_attribute("v"),
         "bin": {"DataType": "Binary", "BinaryValue": b"\x00\x01"},
     }
     by_content = identity.forward_dedup_id_by_content("order-1", "b", content)
@@ -80,8 +81,8 @@ def test_the_callers_give_the_values_they_gave_before() -> None:
         "MessageDeduplicationId": "dd1",
     }
     attrs = {
-        wirenames.DELAY_ATTRIBUTE: wire.string_attribute("3600"),
-        wirenames.MESSAGE_ID_ATTRIBUTE: wire.string_attribute("order-1"),
+        wire_format.DELAY_ATTRIBUTE: message_shape.string_attribute("3600"),
+        wire_format.MESSAGE_ID_ATTRIBUTE: message_shape.string_attribute("order-1"),
     }
     requeue = decide(
         Received("sqs-1", "rh", "b", attrs, system), local_now_ms=0, offset_ms=None, lim=Limits()
@@ -105,11 +106,11 @@ def staged(sqs_id: str, due: dict[str, int] | None = None, **extra: str) -> Rece
     """A staging-queue message as a hand-over leaves it (`due`: its id and due time)."""
     ((ident, due_ms),) = (due or {"order-1": T + 5000}).items()
     attrs: Attributes = {
-        wirenames.GROUP_ID_ATTRIBUTE: wire.string_attribute("g"),
-        wirenames.MESSAGE_ID_ATTRIBUTE: wire.string_attribute(ident),
-        wirenames.DUE_AT_ATTRIBUTE: wire.number_attribute(due_ms),
+        wire_format.GROUP_ID_ATTRIBUTE: message_shape.string_attribute("g"),
+        wire_format.MESSAGE_ID_ATTRIBUTE: message_shape.string_attribute(ident),
+        wire_format.DUE_AT_ATTRIBUTE: message_shape.number_attribute(due_ms),
     }
-    attrs |= {k: wire.string_attribute(v) for k, v in extra.items()}
+    attrs |= {k: message_shape.string_attribute(v) for k, v in extra.items()}
     system = {"SentTimestamp": str(T), "ApproximateFirstReceiveTimestamp": str(T + 5000)}
     return Received(sqs_id, "rh", "b", attrs, system)
 
@@ -138,7 +139,7 @@ def test_a_message_id_is_taken_exactly_when_sqs_takes_it_as_a_group(text: str) -
 def test_every_key_is_within_sqs_limits(
     ident: str, other: str, now: float, due: int, body: str
 ) -> None:
-    attrs = {"a": wire.string_attribute(other)}
+    attrs = {"a": message_shape.string_attribute(other)}
     for key in (
         identity.send_dedup_id(ident, now),
         identity.requeue_dedup_id(other, ident),
@@ -182,7 +183,7 @@ def copies(planned: Any, *sqs_ids: str) -> list[Received]:
 def test_every_copy_of_a_send_into_a_fifo_destination_is_forwarded_with_one_key(
     ident: str, now: float, delay: float, attrs: dict[str, str]
 ) -> None:
-    attributes = {k: wire.string_attribute(v) for k, v in attrs.items()}
+    attributes = {k: message_shape.string_attribute(v) for k, v in attrs.items()}
     message = Message("x", delay=delay, id=ident, group_id="g", attributes=attributes)
     planned = plan("orders.fifo", message, LIMITS, now=now)
     assert planned.queue == "p-orders-fifo-staging"
@@ -199,14 +200,14 @@ def test_copies_of_a_send_with_eight_attributes_are_forwarded_once() -> None:
     the staging message; every copy (a botocore retry, a lost answer) must still give the
     forward one deduplication key, and a new send of the id (a Celery retry counts its
     retries in the body) another."""
-    eight = {f"a{i}": wire.string_attribute("v") for i in range(8)}
+    eight = {f"a{i}": message_shape.string_attribute("v") for i in range(8)}
 
     def staged_send(body: str, now: float) -> Any:
         message = Message(body, delay=5, id="task-1", group_id="g", attributes=eight)
         return plan("orders.fifo", message, LIMITS, now=now)
 
     planned = staged_send('{"retries": 0}', NOW)
-    assert wirenames.DUE_AT_ATTRIBUTE not in planned.request["MessageAttributes"]
+    assert wire_format.DUE_AT_ATTRIBUTE not in planned.request["MessageAttributes"]
     one, two = (forward(r, lim=Limits()) for r in copies(planned, "s1", "s2"))
     assert isinstance(one, Forward) and isinstance(two, Forward)
     assert one.dedup_id == two.dedup_id
@@ -244,7 +245,7 @@ def test_a_requeue_is_one_key_per_physical_message_and_a_new_one_per_cycle(
         "MessageGroupId": origin,
         "MessageDeduplicationId": origin,
     }
-    attrs = {wirenames.DELAY_ATTRIBUTE: wire.string_attribute("3600")}
+    attrs = {wire_format.DELAY_ATTRIBUTE: message_shape.string_attribute("3600")}
 
     def requeue(message_id: str, receive: int) -> Requeue:
         received = Received(
@@ -270,8 +271,8 @@ def test_parking_and_replay_keys_name_one_message(ident: str, other: str, due: i
 
 @given(ids)
 def test_the_registry_id_is_the_carried_message_id_when_valid(ident: str) -> None:
-    attrs = {wirenames.MESSAGE_ID_ATTRIBUTE: wire.string_attribute(ident)}
+    attrs = {wire_format.MESSAGE_ID_ATTRIBUTE: message_shape.string_attribute(ident)}
     assert identity.registry_id(attrs) == ident
     assert identity.registry_id({}) is None
-    bad = {wirenames.MESSAGE_ID_ATTRIBUTE: wire.string_attribute(ident + " ")}
+    bad = {wire_format.MESSAGE_ID_ATTRIBUTE: message_shape.string_attribute(ident + " ")}
     assert identity.registry_id(bad) is None

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from sqsdelay.core import metrics
 from sqsdelay.core.metrics import Tally, lateness_ms, window
 from sqsdelay.core.step import StepState
-from tests.core.test_step import DAY, Clock, Q, message, run
+from tests.support.steps import DAY, Clock, Q, message, run
 from tests.support.stub import StubAws
 
 HOUR_MS = 3_600_000

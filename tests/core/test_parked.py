@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sqsdelay.core import parked, wirenames
+from sqsdelay.core import parked, wire_format
 from sqsdelay.core.flows import Call, Fault, Reply, drive
 from sqsdelay.errors import SqsOperationError
 
@@ -16,7 +16,7 @@ from sqsdelay.errors import SqsOperationError
 def schedule(queue: str, message_id: str, due: int | None, body: str = "secret") -> dict[str, Any]:
     attrs: dict[str, Any] = {"tenant": {"DataType": "String", "StringValue": "<b>x</b>"}}
     if due is not None:
-        attrs[wirenames.DUE_AT_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(due)}
+        attrs[wire_format.DUE_AT_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(due)}
     request = {
         "QueueUrl": f"http://sqs/123/{queue}",
         "MessageBody": body,

@@ -9,91 +9,19 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from sqsdelay.core import tracing, wirenames
-from sqsdelay.core.decision import Limits, Received
-from sqsdelay.core.flows import drive
-from sqsdelay.core.names import is_group_id
-from sqsdelay.core.outcomes import Outcome
-from sqsdelay.core.parking import ParkTarget, min_park_after_seconds
-from sqsdelay.core.queues import QueueTrio
-from sqsdelay.core.step import StepConfig, StepState, handle
+from sqsdelay.core import tracing, wire_format
+from sqsdelay.core.decision import Limits
+from sqsdelay.core.queue_names import is_group_id
+from sqsdelay.core.queue_trios import QueueTrio
+from sqsdelay.core.received import Received
+from sqsdelay.core.step import StepConfig, StepState
+from tests.support.steps import DAY, PARK_AFTER, QF, Clock, Q, message, run
 from tests.support.stub import StubAws
-
-T = 1_700_000_000_000
-Q = QueueTrio("orders", "orders", "error")
-# A FIFO destination's staging queue, drained by the forward
-QF = QueueTrio("orders.fifo", "orders.fifo", "error", forwards=True)
-TARGET = ParkTarget(
-    group="sqsdelay",
-    role_arn="arn:aws:iam::123456789012:role/sqsdelay-scheduler",
-    delay_queue_url="https://sqs.stub/123456789012/orders-delay.fifo",
-    dead_letter_arn="arn:aws:sqs:us-east-1:123456789012:error",
-)
-PARK_AFTER = min_park_after_seconds(900)
-CONFIG = StepConfig(limits=Limits(park_after_seconds=PARK_AFTER), call_timeout=10)
-DAY = 86_400
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = T / 1000 + 0.5
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
-
-
-def message(i: int, delay: Any, *, attrs: dict[str, Any] | None = None, **system: str) -> Received:
-    attributes: dict[str, Any] = dict(attrs or {})
-    if delay is not None:
-        attributes[wirenames.DELAY_ATTRIBUTE] = {"DataType": "String", "StringValue": str(delay)}
-    return Received(
-        f"id{i}",
-        f"rh{i}",
-        f"body {i}",
-        attributes,
-        {
-            "SentTimestamp": str(T),
-            "ApproximateFirstReceiveTimestamp": str(T),
-            "ApproximateReceiveCount": "1",
-            "MessageGroupId": f"g{i}",
-            "MessageDeduplicationId": f"d{i}",
-            **system,
-        },
-    )
-
-
-def run(
-    received: list[Received],
-    stub: StubAws,
-    *,
-    config: StepConfig = CONFIG,
-    state: StepState | None = None,
-    target: ParkTarget | None = TARGET,
-    clock: Clock | None = None,
-    budget: float = 48,
-    queues: QueueTrio = Q,
-) -> Outcome:
-    clock = clock or Clock()
-    stub.advance, stub.clock = clock.advance, clock
-    flow = handle(
-        received,
-        queues=queues,
-        park_target=target,
-        config=config,
-        state=state or StepState(),
-        clock=clock,
-        local_ms=int(clock() * 1000),
-        deadline=clock() + budget,
-    )
-    return drive(flow, stub)
 
 
 def failure_reason(entry: dict[str, Any]) -> str:
     reason: str = json.loads(
-        entry["MessageAttributes"][wirenames.FAILURE_ATTRIBUTE]["StringValue"]
+        entry["MessageAttributes"][wire_format.FAILURE_ATTRIBUTE]["StringValue"]
     )["reason"]
     return reason
 
@@ -103,7 +31,9 @@ def test_a_mangled_due_time_never_stops_the_batch() -> None:
     # the worker's TaskGroup, then the next worker's.
     mangled = ["²", "٣", "9" * 40, "-5", "1e3", "", " 7"]
     batch = [
-        message(i, 60, attrs={wirenames.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": v}})
+        message(
+            i, 60, attrs={wire_format.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": v}}
+        )
         for i, v in enumerate(mangled)
     ]
     batch.append(message(99, 60))
@@ -233,12 +163,12 @@ values = st.one_of(
 names = st.one_of(
     st.sampled_from(
         [
-            wirenames.DELAY_ATTRIBUTE,
-            wirenames.DUE_AT_ATTRIBUTE,
-            wirenames.MESSAGE_ID_ATTRIBUTE,
-            wirenames.FAILURE_ATTRIBUTE,
-            wirenames.GROUP_ID_ATTRIBUTE,
-            wirenames.DELAY_MS_ATTRIBUTE,
+            wire_format.DELAY_ATTRIBUTE,
+            wire_format.DUE_AT_ATTRIBUTE,
+            wire_format.MESSAGE_ID_ATTRIBUTE,
+            wire_format.FAILURE_ATTRIBUTE,
+            wire_format.GROUP_ID_ATTRIBUTE,
+            wire_format.DELAY_MS_ATTRIBUTE,
         ]
     ),
     st.text(min_size=1, max_size=12),
@@ -270,7 +200,7 @@ APIS = [
 @example(
     recs=[
         (
-            {wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "9000"}},
+            {wire_format.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "9000"}},
             "253402292820000",
             "0",
             "1",
@@ -344,4 +274,4 @@ def test_any_batch_ends_every_record_in_exactly_one_place(
     for entry in stub.queues["orders.fifo"]:  # in the sender's group, deduplicated by its id
         assert "DelaySeconds" not in entry and entry["MessageGroupId"]
         assert len(entry["MessageDeduplicationId"]) == 64
-        assert wirenames.GROUP_ID_ATTRIBUTE not in entry.get("MessageAttributes", {})
+        assert wire_format.GROUP_ID_ATTRIBUTE not in entry.get("MessageAttributes", {})

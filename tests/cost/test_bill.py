@@ -454,7 +454,7 @@ def test_a_fifo_destinations_staging_queue_reconciles_with_its_bill_lines(
     there too, so a bill that matches the model shows no variance, folded or not. FOCUS tags
     the staging queue as the installer does."""
     from sqsdelay.aws.installer import queue_tags
-    from sqsdelay.core.queues import QueueSpec
+    from sqsdelay.core.queue_trios import QueueSpec
     from sqsdelay.settings import Settings
 
     # 1,000 messages of 60 s (the sender's send into staging: 1 request, and the forward's

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,60 +12,12 @@ from sqsdelay.aws import lambda_driver as aws_lambda
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.lambda_driver import Handler
 from sqsdelay.aws.sender import Sender
-from sqsdelay.core import wirenames
+from sqsdelay.core import wire_format
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
+from tests.support.lambda_events import invoke_as_lambda, receive_records
+from tests.support.queues import send_raw
 from tests.support.workerkit import Collector
-
-
-def lambda_record(message: dict[str, Any], arn: str) -> dict[str, Any]:
-    """What Lambda's SQS poller hands the function for a received message."""
-    attrs = {}
-    for name, value in message.get("MessageAttributes", {}).items():
-        attr: dict[str, Any] = {
-            "dataType": value["DataType"],
-            "stringListValues": [],
-            "binaryListValues": [],
-        }
-        if "BinaryValue" in value:
-            attr["binaryValue"] = base64.b64encode(value["BinaryValue"]).decode()
-        else:
-            attr["stringValue"] = value["StringValue"]
-        attrs[name] = attr
-    return {
-        "messageId": message["MessageId"],
-        "receiptHandle": message["ReceiptHandle"],
-        "body": message["Body"],
-        "attributes": message["Attributes"],
-        "messageAttributes": attrs,
-        "md5OfBody": message["MD5OfBody"],
-        "eventSource": "aws:sqs",
-        "eventSourceARN": arn,
-        "awsRegion": "us-east-1",
-    }
-
-
-def invoke_as_lambda(
-    sqs: Any, url: str, handler: Callable[[dict[str, Any], Any], dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """One round of Lambda's SQS poller: receive, invoke, delete what did not fail."""
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
-    resp = sqs.receive_message(
-        QueueUrl=url,
-        MaxNumberOfMessages=10,
-        WaitTimeSeconds=1,
-        MessageAttributeNames=["All"],
-        MessageSystemAttributeNames=["All"],
-    )
-    records = [lambda_record(m, arn["Attributes"]["QueueArn"]) for m in resp.get("Messages", [])]
-    if records:
-        failed = {
-            f["itemIdentifier"] for f in handler({"Records": records}, None)["batchItemFailures"]
-        }
-        for r in records:
-            if r["messageId"] not in failed:
-                sqs.delete_message(QueueUrl=url, ReceiptHandle=r["receiptHandle"])
-    return records
 
 
 @pytest.fixture
@@ -77,37 +27,6 @@ def cycle(make_settings: Any, sqs: Any) -> tuple[Settings, dict[str, str], str]:
     urls = {r.spec.role: str(r.url) for r in reports}
     arn = sqs.get_queue_attributes(QueueUrl=urls["delay"], AttributeNames=["QueueArn"])
     return s, urls, arn["Attributes"]["QueueArn"]
-
-
-def send_raw(sqs: Any, url: str, body: str, delay: str | None, **extra: Any) -> None:
-    attrs = dict(extra)
-    if delay is not None:
-        attrs[wirenames.DELAY_ATTRIBUTE] = {"DataType": "String", "StringValue": delay}
-    sqs.send_message(
-        QueueUrl=url,
-        MessageBody=body,
-        MessageGroupId=body,
-        MessageDeduplicationId=body,
-        MessageAttributes=attrs,
-    )
-
-
-def receive_records(sqs: Any, url: str, arn: str, count: int) -> list[dict[str, Any]]:
-    got: list[dict[str, Any]] = []
-
-    def more() -> bool:
-        resp = sqs.receive_message(
-            QueueUrl=url,
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=1,
-            MessageAttributeNames=["All"],
-            MessageSystemAttributeNames=["All"],
-        )
-        got.extend(resp.get("Messages", []))
-        return len(got) >= count
-
-    wait_for(more, timeout=15)
-    return [lambda_record(m, arn) for m in got]
 
 
 def test_requeue_hand_over_and_poison_in_one_event(cycle: Any, sqs: Any) -> None:
@@ -124,21 +43,21 @@ def test_requeue_hand_over_and_poison_in_one_event(cycle: Any, sqs: Any) -> None
     now_record = next(r for r in records if r["body"] == "now")
     assert handed.body == "now"  # with the message id NServiceBus's pump would also set
     assert handed.attributes == {
-        wirenames.MESSAGE_ID_ATTRIBUTE: {
+        wire_format.MESSAGE_ID_ATTRIBUTE: {
             "DataType": "String",
             "StringValue": now_record["messageId"],
         }
     }
     (dead,) = Collector(sqs, urls["error"]).until(1, timeout=10)
-    assert dead.body == "bad" and wirenames.FAILURE_ATTRIBUTE in dead.attributes
+    assert dead.body == "bad" and wire_format.FAILURE_ATTRIBUTE in dead.attributes
     for r in records:  # what Lambda does with the records that did not fail
         sqs.delete_message(QueueUrl=urls["delay"], ReceiptHandle=r["receiptHandle"])
     requeued = receive_records(sqs, urls["delay"], arn, 1)
     later = [r for r in requeued if r["body"] == "later"]
     assert later and later[0]["messageAttributes"]["bin"]["binaryValue"] == "AP8="
-    left = int(later[0]["messageAttributes"][wirenames.DELAY_ATTRIBUTE]["stringValue"])
+    left = int(later[0]["messageAttributes"][wire_format.DELAY_ATTRIBUTE]["stringValue"])
     assert 3590 < left < 3600
-    assert wirenames.DUE_AT_ATTRIBUTE in later[0]["messageAttributes"]
+    assert wire_format.DUE_AT_ATTRIBUTE in later[0]["messageAttributes"]
 
 
 def test_two_copies_of_one_message_in_one_event_are_handed_over_once(cycle: Any, sqs: Any) -> None:
@@ -178,7 +97,7 @@ def test_records_without_broker_timestamps_are_poison(cycle: Any, sqs: Any) -> N
     del record["attributes"]["SentTimestamp"]
     assert Handler(s, client=sqs)({"Records": [record]}) == {"batchItemFailures": []}
     (dead,) = Collector(sqs, urls["error"]).until(1, timeout=10)
-    reason = json.loads(dead.attributes[wirenames.FAILURE_ATTRIBUTE]["StringValue"])["reason"]
+    reason = json.loads(dead.attributes[wire_format.FAILURE_ATTRIBUTE]["StringValue"])["reason"]
     assert "SentTimestamp is missing" in reason
 
 

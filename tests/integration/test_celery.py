@@ -24,7 +24,7 @@ from sqsdelay.errors import ConfigError, InvalidDelay, MessageTooLarge
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.integration.celery_app import make_app
-from tests.integration.test_cli import run
+from tests.support.cli import run
 from tests.support.workerkit import Collector, RunningWorker
 
 pytestmark = pytest.mark.slow

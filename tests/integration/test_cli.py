@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-
-def run(
-    env: dict[str, str], *args: str, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sqsdelay", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        input=stdin,
-    )
+from tests.support.cli import run
 
 
 def test_install_then_send_prints_one_json_line(env: dict[str, str], sqs: Any) -> None:

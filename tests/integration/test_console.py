@@ -22,7 +22,7 @@ import pytest
 import requests
 
 from sqsdelay.aws.sender import Sender
-from sqsdelay.core import registry, wirenames
+from sqsdelay.core import registry, wire_format
 from sqsdelay.core.send import Message
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
@@ -228,7 +228,7 @@ def test_page_filter_cancel_reschedule_and_send_now_in_the_browser(
         row.locator("button.send-now").click()
     answered = time.time()
     arrived = alpha.until_all({"x"}, timeout=10)
-    assert arrived[0].attributes[wirenames.MESSAGE_ID_ATTRIBUTE]["StringValue"] == "a-late-01"
+    assert arrived[0].attributes[wire_format.MESSAGE_ID_ATTRIBUTE]["StringValue"] == "a-late-01"
     record_property("send_now_click_to_answer_s", round(answered - clicked, 3))
     record_property("send_now_answer_to_arrival_s", round(arrived[0].at - answered, 3))
     assert arrived[0].at - answered <= 2.0, (answered - clicked, arrived[0].at - answered)
@@ -237,7 +237,7 @@ def test_page_filter_cancel_reschedule_and_send_now_in_the_browser(
     # the cancelled ones never arrive; the five soon ones not cancelled do, once due
     alpha.until(6, timeout=70)
     alpha.quiet_for(3)
-    got = [d.attributes[wirenames.MESSAGE_ID_ATTRIBUTE]["StringValue"] for d in alpha.got]
+    got = [d.attributes[wire_format.MESSAGE_ID_ATTRIBUTE]["StringValue"] for d in alpha.got]
     assert sorted(got) == sorted(["a-late-01", *stack.soon[5:]])
     assert {stack.state("a", m) for m in chosen} == {"cancelled"}
     assert stack.state("a", "a-late-00") == "scheduled"
@@ -276,7 +276,10 @@ def test_what_a_producer_wrote_is_shown_as_text_and_no_script_runs(
         QueueUrl=error_url,
         MessageBody="secret body",
         MessageAttributes={
-            wirenames.FAILURE_ATTRIBUTE: {"DataType": "String", "StringValue": json.dumps(failure)},
+            wire_format.FAILURE_ATTRIBUTE: {
+                "DataType": "String",
+                "StringValue": json.dumps(failure),
+            },
             "note": {"DataType": "String", "StringValue": XSS_VALUE},
         },
     )
@@ -499,7 +502,10 @@ def test_dead_letters_are_replayed_and_health_shows_what_inspect_finds(
         QueueUrl=error_url,
         MessageBody="replay me",
         MessageAttributes={
-            wirenames.FAILURE_ATTRIBUTE: {"DataType": "String", "StringValue": json.dumps(failure)}
+            wire_format.FAILURE_ATTRIBUTE: {
+                "DataType": "String",
+                "StringValue": json.dumps(failure),
+            }
         },
     )["MessageId"]
     page.goto(f"{console_url}/dead-letters?destination={stack.dest['c']}")

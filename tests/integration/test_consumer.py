@@ -22,7 +22,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 from sqsdelay import consumer
 from sqsdelay.aws.sender import AsyncSender, Sender
 from sqsdelay.aws.worker import WorkerThread
-from sqsdelay.core import wirenames
+from sqsdelay.core import wire_format
 from sqsdelay.errors import ConfigError, InvalidDelay, SqsOperationError
 from sqsdelay.settings import Settings
 from tests.support.consumerkit import (
@@ -93,10 +93,10 @@ def test_retry_later_resends_byte_for_byte_then_deletes_the_original(
     [again] = Collector(sqs, urls["orders"]).until(1, timeout=10)
     assert again.at - before >= 1.5 and again.body == "payload \u00e9"
     assert {k: again.attributes[k] for k in ATTRS} == ATTRS
-    assert again.attributes[wirenames.ATTEMPT_ATTRIBUTE]["StringValue"] == "1"
+    assert again.attributes[wire_format.ATTEMPT_ATTRIBUTE]["StringValue"] == "1"
     # sqsdelay's id rides on: the retried message's key is the original's.
-    sent_id = original["MessageAttributes"].get(wirenames.MESSAGE_ID_ATTRIBUTE)
-    assert again.attributes[wirenames.MESSAGE_ID_ATTRIBUTE]["StringValue"] == (
+    sent_id = original["MessageAttributes"].get(wire_format.MESSAGE_ID_ATTRIBUTE)
+    assert again.attributes[wire_format.MESSAGE_ID_ATTRIBUTE]["StringValue"] == (
         sent_id["StringValue"] if sent_id else done.message_id
     )
     assert again.system["MessageGroupId"] == "tenant-a"
@@ -121,7 +121,7 @@ def test_the_async_retry_counts_on_from_the_attempt_it_received(short: Settings,
     one, two = asyncio.run(twice())
     assert (one.attempt, two.attempt) == (1, 2)
     third = receive_one(sqs, urls["orders"])
-    assert third["MessageAttributes"][wirenames.ATTEMPT_ATTRIBUTE]["StringValue"] == "2"
+    assert third["MessageAttributes"][wire_format.ATTEMPT_ATTRIBUTE]["StringValue"] == "2"
 
     async def backoff() -> consumer.Retried:
         policy = consumer.RetryPolicy(consumer.Backoff(1, 2, max_attempts=5), draw=lambda: 0.0)
@@ -352,7 +352,7 @@ def test_a_guard_without_a_table_or_with_a_missing_one_says_what_to_do(
         "ReceiptHandle": "r",
         "Body": "x",
         "MessageAttributes": {
-            wirenames.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "o-1"}
+            wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "o-1"}
         },
     }
     guard = consumer.Guard("no-such-table", name="h", client=dynamodb)
@@ -396,7 +396,7 @@ def test_a_retry_on_a_fifo_queue_rejoins_its_group_after_its_delay(
     assert got.at >= due and got.body == "in order"
     assert got.system["MessageGroupId"] == "customer-9"
     assert {k: got.attributes[k] for k in ATTRS} == ATTRS
-    assert got.attributes[wirenames.ATTEMPT_ATTRIBUTE]["StringValue"] == "1"
+    assert got.attributes[wire_format.ATTEMPT_ATTRIBUTE]["StringValue"] == "1"
 
 
 def test_as_the_readme_writes_it_settings_from_the_environment(
@@ -424,7 +424,7 @@ def test_as_the_readme_writes_it_settings_from_the_environment(
     copy = {
         **message,
         "MessageAttributes": {
-            wirenames.MESSAGE_ID_ATTRIBUTE: {
+            wire_format.MESSAGE_ID_ATTRIBUTE: {
                 "DataType": "String",
                 "StringValue": done.message_id or "",
             }
@@ -435,7 +435,7 @@ def test_as_the_readme_writes_it_settings_from_the_environment(
 
 def test_in_lambda_the_remaining_time_is_the_in_progress_expiry(dynamodb: Any) -> None:
     table = guard_table(dynamodb, f"idem-{uuid.uuid4().hex[:8]}")
-    ident = {wirenames.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "o-1"}}
+    ident = {wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "o-1"}}
     message = {"MessageId": "m", "ReceiptHandle": "r", "Body": "x", "MessageAttributes": ident}
     now = 1_800_000_000.0
     guard = consumer.Guard(table, name="h", client=dynamodb, clock=lambda: now)

@@ -18,7 +18,7 @@ import pytest
 
 from sqsdelay import consumer
 from sqsdelay.aws.sender import Sender
-from sqsdelay.core import wirenames
+from sqsdelay.core import wire_format
 from sqsdelay.settings import Settings
 from tests.support.consumerkit import counts, install, lambda_record, receive_one
 from tests.support.workerkit import Collector
@@ -93,8 +93,8 @@ def test_a_retry_of_more_than_twelve_hours_of_hops_arrives_once_on_time(stack: S
     print(f"retry of {HOPS} cycles: {late:+.3f} s from due")
     assert 0 <= late <= 1.0, late
     assert got.body == "call the partner tomorrow" and got.attributes["k"]["StringValue"] == "v"
-    assert got.attributes[wirenames.ATTEMPT_ATTRIBUTE]["StringValue"] == "1"
-    assert got.attributes[wirenames.MESSAGE_ID_ATTRIBUTE]["StringValue"] == done.message_id
+    assert got.attributes[wire_format.ATTEMPT_ATTRIBUTE]["StringValue"] == "1"
+    assert got.attributes[wire_format.MESSAGE_ID_ATTRIBUTE]["StringValue"] == done.message_id
 
 
 def test_the_backoff_gives_up_into_the_error_queue_and_replay_errors_brings_it_back(
@@ -114,9 +114,9 @@ def test_the_backoff_gives_up_into_the_error_queue_and_replay_errors_brings_it_b
     assert gave_up.dead_lettered is not None and "max_attempts=1" in gave_up.dead_lettered
     assert counts(stack.sqs, stack.urls["orders"]) == (0, 0, 0)
     dead = receive_one(stack.sqs, stack.urls["error"])
-    failure = dead["MessageAttributes"][wirenames.FAILURE_ATTRIBUTE]["StringValue"]
+    failure = dead["MessageAttributes"][wire_format.FAILURE_ATTRIBUTE]["StringValue"]
     assert "partner still down" in failure and dead["Body"] == "flaky"
-    assert wirenames.ATTEMPT_ATTRIBUTE not in dead["MessageAttributes"]
+    assert wire_format.ATTEMPT_ATTRIBUTE not in dead["MessageAttributes"]
     stack.sqs.change_message_visibility(
         QueueUrl=stack.urls["error"], ReceiptHandle=dead["ReceiptHandle"], VisibilityTimeout=0
     )
@@ -128,4 +128,4 @@ def test_the_backoff_gives_up_into_the_error_queue_and_replay_errors_brings_it_b
     )
     assert replayed.returncode == 0, replayed.stderr
     [back] = Collector(stack.sqs, stack.urls["orders"]).until(1, timeout=20)
-    assert back.body == "flaky" and wirenames.ATTEMPT_ATTRIBUTE not in back.attributes
+    assert back.body == "flaky" and wire_format.ATTEMPT_ATTRIBUTE not in back.attributes

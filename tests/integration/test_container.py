@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -13,31 +12,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.dockerfile import ROOT, one, stages
+
 pytestmark = pytest.mark.packaging
-
-
-def stages() -> dict[str, list[tuple[str, str]]]:
-    """Instructions per stage, continuation lines joined."""
-    text = re.sub(r"\\\n\s*", " ", (ROOT / "Dockerfile").read_text())
-    out: dict[str, list[tuple[str, str]]] = {}
-    current = ""
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        op, _, rest = line.partition(" ")
-        if op.upper() == "FROM":
-            current = rest.split(" AS ")[-1].strip()
-            out[current] = [("FROM", rest.split(" AS ")[0].strip())]
-        else:
-            out[current].append((op.upper(), rest.strip()))
-    return out
-
-
-def one(stage: list[tuple[str, str]], op: str) -> str:
-    (value,) = [v for o, v in stage if o == op]
-    return value
 
 
 def test_targets_user_and_entrypoints() -> None:

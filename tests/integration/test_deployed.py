@@ -21,15 +21,16 @@ import pytest
 
 from sqsdelay.aws.installer import Installer, queue_tags
 from sqsdelay.aws.sender import Message, Sender
-from sqsdelay.core import defaults, quotas, wirenames
+from sqsdelay.core import defaults, quotas, wire_format
 from sqsdelay.core.metrics import BACKLOG_DUE, BACKLOG_VISIBLE
-from sqsdelay.core.queues import QueueSpec
+from sqsdelay.core.queue_trios import QueueSpec
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
-from tests.integration.test_aws_lambda import invoke_as_lambda, lambda_record
-from tests.integration.test_container import one, stages
 from tests.support import cfn, iam
 from tests.support.crash import crash_before_delete
+from tests.support.dockerfile import one, stages
+from tests.support.lambda_events import invoke_as_lambda, lambda_record
+from tests.support.stacks import ECS_PARAMS, LAMBDA_PARAMS, TOPIC, deploy
 from tests.support.workerkit import Collector
 
 pytestmark = pytest.mark.slow
@@ -51,17 +52,6 @@ def ecs_container(params: dict[str, Any]) -> dict[str, Any]:
     resources = cfn.Renderer(cfn.load("worker-ecs.yaml"), params).resources()
     (container,) = resources["TaskDefinition"]["Properties"]["ContainerDefinitions"]
     return dict(container)
-
-
-TOPIC = f"arn:aws:sns:{cfn.REGION}:{cfn.ACCOUNT}:sqsdelay-alarms"  # AlarmTopicArn is required
-ECS_PARAMS = {
-    "AlarmTopicArn": TOPIC,
-    "Queues": "orders,billing",
-    "CycleSeconds": 5,
-    "ImageUri": f"sqsdelay-worker@sha256:{'0' * 64}",  # by digest, as the template requires
-    "Subnets": ["subnet-1"],
-    "SecurityGroups": ["sg-1"],
-}
 
 
 def start_worker_as_deployed(
@@ -218,14 +208,6 @@ def test_a_stop_never_strands_a_message_about_to_become_visible(
     assert logged(events, "delay.handed_over")
 
 
-LAMBDA_PARAMS = {
-    "DestinationName": "orders",
-    "CycleSeconds": 1,
-    "ImageUri": "sqsdelay-lambda",
-    "AlarmTopicArn": TOPIC,
-}
-
-
 def lambda_function(prefix: str) -> dict[str, Any]:
     resources = cfn.Renderer(
         cfn.load("worker-lambda.yaml"), {**LAMBDA_PARAMS, "QueuePrefix": prefix}
@@ -295,16 +277,6 @@ def test_lambda_concurrency_and_visibility_leave_no_room_for_throttling() -> Non
 @pytest.fixture
 def cloudformation(moto_url: str) -> Any:
     return boto3.client("cloudformation", endpoint_url=moto_url, region_name=cfn.REGION)
-
-
-def deploy(cf: Any, name: str, template: str, params: dict[str, str]) -> None:
-    cf.create_stack(
-        StackName=name,
-        TemplateBody=(cfn.INFRA / template).read_text(),
-        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in params.items()],
-    )
-    status = cf.describe_stacks(StackName=name)["Stacks"][0]["StackStatus"]
-    assert status == "CREATE_COMPLETE", status
 
 
 @pytest.mark.filterwarnings("ignore:Tried to parse AWS..CloudWatch..Alarm")
@@ -496,7 +468,7 @@ def send_poison(sqs: Any, delay_queue_url: str) -> None:
         MessageBody="poison",
         MessageGroupId="p",
         MessageDeduplicationId="p",
-        MessageAttributes={wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "x"}},
+        MessageAttributes={wire_format.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "x"}},
     )
 
 
@@ -525,7 +497,7 @@ def every_fifo_path(s: Settings, sqs: Any) -> dict[str, str]:
     later, soon = Message("later", delay=3600, group_id="g"), Message("soon", delay=2, group_id="g")
     sender.send_batch("orders.fifo", [later, soon])
     sender.send("orders.fifo", "x" * 2000, delay=2, group_id="g")  # held: staging refuses it
-    group = {wirenames.GROUP_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "g"}}
+    group = {wire_format.GROUP_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "g"}}
     sqs.send_message(QueueUrl=urls["staging"], MessageBody="y" * 1200, MessageAttributes=group)
     send_poison(sqs, urls["delay"])
     return urls

@@ -4,7 +4,6 @@ misconfigured ones dropped or skipped without a log storm, and a prefix with not
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -21,8 +20,9 @@ from sqsdelay.aws.sender import Sender
 from sqsdelay.core.discovery import changes, delay_queues
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
-from tests.integration.test_cli import run
-from tests.integration.test_worker import capture_logs
+from tests.support.cli import run
+from tests.support.logs import capture_logs, events, logged
+from tests.support.queues import install
 from tests.support.workerkit import Collector, RunningWorker, load_far_off
 
 CYCLE = 2
@@ -36,18 +36,6 @@ def fleet(make_settings: Callable[..., Settings]) -> Settings:
         wait_time_seconds=1,
         discovery_interval_seconds=1,
     )
-
-
-def destinations(reports: list[Any]) -> dict[str, str]:
-    return {r.spec.requested: str(r.url) for r in reports if r.spec.role == "destination"}
-
-
-def events(out: Any) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in out.getvalue().splitlines() if x.startswith("{")]
-
-
-def named(out: Any, name: str) -> list[dict[str, Any]]:
-    return [e for e in events(out) if e["event"] == name]
 
 
 def test_delay_queues_under_the_prefix_and_what_changed() -> None:
@@ -65,8 +53,7 @@ def test_delay_queues_under_the_prefix_and_what_changed() -> None:
 def test_one_worker_follows_the_prefix_as_destinations_come_and_go(
     fleet: Settings, sqs: Any
 ) -> None:
-    installer = Installer(fleet, client=sqs)
-    urls = destinations(installer.run(["orders", "billing"]))
+    urls = install(fleet, sqs, "orders", "billing")
     sender = Sender(fleet, client=sqs)
     p = fleet.queue_prefix
     # a delay queue made by hand with the wrong cycle: skipped, with what install --check says
@@ -81,23 +68,23 @@ def test_one_worker_follows_the_prefix_as_destinations_come_and_go(
             assert [d.body for d in Collector(sqs, urls[name]).until(1, timeout=30)] == [name]
         # a new destination, while the worker runs
         created = time.monotonic()
-        late = destinations(installer.run(["late"]))["late"]
+        late = install(fleet, sqs, "late")["late"]
         sender.send("late", "late", delay=CYCLE + 1)
         Collector(sqs, late).until(1, timeout=30)
         print(f"new destination to its first hand-over: {time.monotonic() - created:.1f} s")
         # a deleted delay queue: dropped once, the others go on
         sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName=f"{p}billing-delay.fifo")["QueueUrl"])
-        wait_for(lambda: named(out, "queue.removed"), timeout=30)
+        wait_for(lambda: events(out, "queue.removed"), timeout=30)
         sender.send("orders", "after", delay=CYCLE + 1)
         assert [d.body for d in Collector(sqs, urls["orders"]).until(1, timeout=30)] == ["after"]
         refreshes = running.worker.stats.requests["ListQueues"]
         wait_for(lambda: running.worker.stats.requests["ListQueues"] >= refreshes + 2, timeout=30)
-    added = sorted(e["queue"] for e in named(out, "queue.added"))
+    added = sorted(e["queue"] for e in events(out, "queue.added"))
     assert added == [f"{p}{n}-delay.fifo" for n in ("billing", "late", "orders")]
-    [removed] = named(out, "queue.removed")
+    [removed] = events(out, "queue.removed")
     assert removed["queue"] == f"{p}billing-delay.fifo"
-    assert not named(out, "queue.receive_failed")  # no storm from the deleted queue
-    skipped = named(out, "queue.skipped")
+    assert not events(out, "queue.receive_failed")  # no storm from the deleted queue
+    skipped = events(out, "queue.skipped")
     assert skipped and {e["queue"] for e in skipped} == {f"{p}wrong-delay.fifo"}
     assert any("DelaySeconds" in " ".join(e["problems"]) for e in skipped)
     # said at each refresh, not at each poll
@@ -108,11 +95,11 @@ def test_a_prefix_with_nothing_yet_is_said_once_and_watched(fleet: Settings, sqs
     out = capture_logs()
     with RunningWorker(fleet, ["*"]) as running:
         wait_for(lambda: running.worker.stats.requests["ListQueues"] >= 3, timeout=30)
-        assert len(named(out, "discovery.empty")) == 1
-        urls = destinations(Installer(fleet, client=sqs).run(["first"]))
+        assert len(events(out, "discovery.empty")) == 1
+        urls = install(fleet, sqs, "first")
         Sender(fleet, client=sqs).send("first", "x", delay=CYCLE + 1)
         Collector(sqs, urls["first"]).until(1, timeout=30)
-    assert Counter(e["event"] for e in events(out))["discovery.empty"] == 1
+    assert Counter(e["event"] for e in logged(out))["discovery.empty"] == 1
 
 
 def test_an_empty_prefix_is_said_at_start_to_mean_the_whole_account_in_the_region(
@@ -123,13 +110,13 @@ def test_an_empty_prefix_is_said_at_start_to_mean_the_whole_account_in_the_regio
     out = capture_logs()
     with RunningWorker(alone, ["*"]) as running:
         wait_for(lambda: running.worker.stats.requests["ListQueues"] >= 1, timeout=30)
-    [said] = named(out, "discovery.whole_account")
+    [said] = events(out, "discovery.whole_account")
     assert said["level"] == "warning" and said["region"] == "eu-west-3"
     assert "every delay queue of the account in the Region" in said["detail"]
     prefixed = capture_logs()
     with RunningWorker(fleet, ["*"]) as running:
         wait_for(lambda: running.worker.stats.requests["ListQueues"] >= 1, timeout=30)
-    assert not named(prefixed, "discovery.whole_account")
+    assert not events(prefixed, "discovery.whole_account")
 
 
 def test_worker_all_and_inspect_all_on_the_command_line(
@@ -173,9 +160,8 @@ def test_a_busy_queue_takes_spare_polls_never_another_queues(
     early (how late depends on how busy the machine is: moto serves every queue)."""
     monkeypatch.setattr(worker_module, "DISCOVERY_POLLS", 8)
     names = ["busy", "a", "b", "c", "d", "e"]
-    reports = Installer(fleet, client=sqs).run(names)
-    urls = destinations(reports)
-    [busy] = [str(r.url) for r in reports if r.spec.name == f"{fleet.queue_prefix}busy-delay.fifo"]
+    urls = install(fleet, sqs, *names)
+    busy = urls["busy-delay.fifo"]
     load_far_off(sqs, busy, 100)
     sender = Sender(fleet, client=sqs)
     with RunningWorker(fleet, ["*"], concurrency=4) as running:

@@ -25,7 +25,7 @@ import pytest
 from sqsdelay import errors
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
-from tests.integration.test_cli import run
+from tests.support.cli import run
 
 pytestmark = pytest.mark.slow
 CYCLE = 2

@@ -15,11 +15,11 @@ import pytest
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Sender
 from sqsdelay.aws_lambda import Handler
-from sqsdelay.core import tracing, wirenames
+from sqsdelay.core import tracing, wire_format
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
-from tests.integration.test_aws_lambda import invoke_as_lambda
-from tests.integration.test_cli import run
+from tests.support.cli import run
+from tests.support.lambda_events import invoke_as_lambda
 from tests.support.workerkit import Collector, RunningWorker
 
 CYCLE = 2
@@ -57,7 +57,7 @@ def test_a_delayed_message_reaches_a_fair_queue_in_its_tenants_group(
         got = Collector(sqs, urls["tenants"]).until(4, timeout=40)
     groups = {d.body: d.system.get("MessageGroupId") for d in got}
     assert groups == {"direct": "tenant-a", "looped": "tenant-b", "no-tenant": None, "cli": "c"}
-    assert all(wirenames.GROUP_ID_ATTRIBUTE not in d.attributes for d in got)
+    assert all(wire_format.GROUP_ID_ATTRIBUTE not in d.attributes for d in got)
     assert next(d for d in got if d.body == "looped").at >= started + 3 * CYCLE + 0.5
 
 

@@ -14,13 +14,13 @@ import pytest
 
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Sender
-from sqsdelay.core import wirenames
+from sqsdelay.core import wire_format
 from sqsdelay.errors import InvalidMessage, InvalidQueueName
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
-from tests.integration.test_cli import run
-from tests.integration.test_discovery import named
-from tests.integration.test_worker import capture_logs
+from tests.support.cli import run
+from tests.support.logs import capture_logs, events
+from tests.support.queues import install
 from tests.support.workerkit import Collector, RunningWorker
 
 CYCLE = 2
@@ -33,45 +33,37 @@ def fifo(make_settings: Callable[..., Settings]) -> Settings:
     )
 
 
-def install(settings: Settings, sqs: Any, *queues: str) -> dict[str, str]:
-    """Queue URLs by name, after `install` and a clean `install --check`."""
-    installer = Installer(settings, client=sqs)
-    installer.run(list(queues))
-    reports = installer.run(list(queues), create=False)
-    assert [p.problem for r in reports for p in r.problems] == []
-    return {r.spec.name: str(r.url) for r in reports}
-
-
 def test_install_creates_and_checks_what_a_fifo_destination_needs(fifo: Settings, sqs: Any) -> None:
     p = fifo.queue_prefix
-    urls = install(fifo, sqs, "orders.fifo")
+    urls = install(fifo, sqs, "orders.fifo", check=True)
     assert sorted(urls) == sorted(
-        [f"{p}orders.fifo", f"{p}orders-delay-fifo.fifo", f"{p}orders-fifo-staging", f"{p}error"]
+        ["orders.fifo", "orders-delay-fifo.fifo", "orders-fifo-staging", "error"]
     )
+    assert all(url.rsplit("/", 1)[1].startswith(p) for url in urls.values())
     kinds = {
         name: sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
         for name, url in urls.items()
     }
-    assert kinds[f"{p}orders.fifo"]["FifoQueue"] == "true"
-    assert kinds[f"{p}orders-delay-fifo.fifo"]["DelaySeconds"] == str(CYCLE)
-    assert "FifoQueue" not in kinds[f"{p}orders-fifo-staging"]  # standard: takes DelaySeconds
-    tags = sqs.list_queue_tags(QueueUrl=urls[f"{p}orders-fifo-staging"])["Tags"]
+    assert kinds["orders.fifo"]["FifoQueue"] == "true"
+    assert kinds["orders-delay-fifo.fifo"]["DelaySeconds"] == str(CYCLE)
+    assert "FifoQueue" not in kinds["orders-fifo-staging"]  # standard: takes DelaySeconds
+    tags = sqs.list_queue_tags(QueueUrl=urls["orders-fifo-staging"])["Tags"]
     assert tags == {"sqsdelay:component": "delay-queue", "sqsdelay:destination": f"{p}orders.fifo"}
     # a staging queue with a queue-level delay would hold back what is due now: found, fixed
-    staging = urls[f"{p}orders-fifo-staging"]
+    staging = urls["orders-fifo-staging"]
     sqs.set_queue_attributes(QueueUrl=staging, Attributes={"DelaySeconds": "5"})
     [problem] = [p for r in Installer(fifo, client=sqs).run(["orders.fifo"], create=False)
                  for p in r.problems]  # fmt: skip
     assert problem.queue == staging.rsplit("/", 1)[1] and "DelaySeconds is 5" in problem.problem
     Installer(fifo, client=sqs).run(["orders.fifo"], create=False, fix=True)
-    install(fifo, sqs, "orders.fifo")
+    install(fifo, sqs, "orders.fifo", check=True)
 
 
 def test_delays_of_every_length_reach_the_group_once_and_never_early(
     fifo: Settings, sqs: Any
 ) -> None:
     p = fifo.queue_prefix
-    urls = install(fifo, sqs, "orders.fifo")
+    urls = install(fifo, sqs, "orders.fifo", check=True)
     sender = Sender(fifo, client=sqs)
     sent_at = time.time()
     delays = {"now": 0, "short": 1.5, "long": CYCLE * 2 + 0.5}
@@ -80,7 +72,7 @@ def test_delays_of_every_length_reach_the_group_once_and_never_early(
             body: sender.send("orders.fifo", body, delay=d, group_id=f"g-{body}")
             for body, d in delays.items()
         }
-        got = Collector(sqs, urls[f"{p}orders.fifo"]).until(3, timeout=30)
+        got = Collector(sqs, urls["orders.fifo"]).until(3, timeout=30)
     assert [r.queue for r in results.values()] == [
         f"{p}orders.fifo", f"{p}orders-fifo-staging", f"{p}orders-delay-fifo.fifo"
     ]  # fmt: skip
@@ -88,20 +80,19 @@ def test_delays_of_every_length_reach_the_group_once_and_never_early(
     for d in got:
         assert d.system["MessageGroupId"] == f"g-{d.body}"
         assert d.at >= sent_at + delays[d.body], f"{d.body} was early"
-        assert wirenames.GROUP_ID_ATTRIBUTE not in d.attributes  # ours stays ours
+        assert wire_format.GROUP_ID_ATTRIBUTE not in d.attributes  # ours stays ours
     short = next(d for d in got if d.body == "short")
-    ident = short.attributes[wirenames.MESSAGE_ID_ATTRIBUTE]["StringValue"]
+    ident = short.attributes[wire_format.MESSAGE_ID_ATTRIBUTE]["StringValue"]
     assert ident == results["short"].message_id
 
 
 def test_a_delayed_message_joins_its_group_when_it_is_due(fifo: Settings, sqs: Any) -> None:
-    p = fifo.queue_prefix
-    urls = install(fifo, sqs, "orders.fifo")
+    urls = install(fifo, sqs, "orders.fifo", check=True)
     sender = Sender(fifo, client=sqs)
     with RunningWorker(fifo, ["orders.fifo"]):
         sender.send("orders.fifo", "first, due later", delay=CYCLE + 1, group_id="order-7")
         sender.send("orders.fifo", "second, due now", delay=0, group_id="order-7")
-        got = Collector(sqs, urls[f"{p}orders.fifo"]).until(2, timeout=30)
+        got = Collector(sqs, urls["orders.fifo"]).until(2, timeout=30)
     assert [d.body for d in got] == ["second, due now", "first, due later"]
 
 
@@ -112,22 +103,21 @@ def test_a_retried_hand_over_is_delivered_once_and_a_new_send_of_its_id_again(
     delete): one delivery, by the deduplication id of the message id and the send's due
     time. A new send of the same id (a Celery retry) is delivered too: the emulator keeps
     SQS's five-minute window, so a key of the id alone would drop it."""
-    p = fifo.queue_prefix
-    urls = install(fifo, sqs, "orders.fifo")
-    staging = urls[f"{p}orders-fifo-staging"]
+    urls = install(fifo, sqs, "orders.fifo", check=True)
+    staging = urls["orders-fifo-staging"]
 
     def attrs(ident: str, due: int) -> dict[str, Any]:
         return {
-            wirenames.GROUP_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "g"},
-            wirenames.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": ident},
-            wirenames.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": str(due)},
+            wire_format.GROUP_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "g"},
+            wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": ident},
+            wire_format.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": str(due)},
         }
 
     for _ in range(2):
         sqs.send_message(QueueUrl=staging, MessageBody="once", MessageAttributes=attrs("m-1", 1))
     sqs.send_message(QueueUrl=staging, MessageBody="another", MessageAttributes=attrs("m-2", 1))
     with RunningWorker(fifo, ["orders.fifo"]) as running:
-        collector = Collector(sqs, urls[f"{p}orders.fifo"])
+        collector = Collector(sqs, urls["orders.fifo"])
         collector.until(2, timeout=30)
         collector.quiet_for(2)
         assert running.worker.stats.events["delay.forwarded"] == 3  # both copies were sent
@@ -140,28 +130,28 @@ def test_what_cannot_be_forwarded_goes_to_the_error_queue_with_the_reason(
     fifo: Settings, sqs: Any
 ) -> None:
     p = fifo.queue_prefix
-    urls = install(fifo, sqs, "orders.fifo")
-    staging = urls[f"{p}orders-fifo-staging"]
+    urls = install(fifo, sqs, "orders.fifo", check=True)
+    staging = urls["orders-fifo-staging"]
     bad = {"no group": {}, "bad group": {"DataType": "String", "StringValue": "has space"}}
     for body, value in bad.items():
-        attrs = {wirenames.GROUP_ID_ATTRIBUTE: value} if value else {}
+        attrs = {wire_format.GROUP_ID_ATTRIBUTE: value} if value else {}
         sqs.send_message(QueueUrl=staging, MessageBody=body, MessageAttributes=attrs)
     with RunningWorker(fifo, ["orders.fifo"]):
         Sender(fifo, client=sqs).send("orders.fifo", "good", delay=1, group_id="g")
-        errors = Collector(sqs, urls[f"{p}error"]).until(2, timeout=30)
-        good = Collector(sqs, urls[f"{p}orders.fifo"]).until(1, timeout=30)
+        errors = Collector(sqs, urls["error"]).until(2, timeout=30)
+        good = Collector(sqs, urls["orders.fifo"]).until(1, timeout=30)
     assert [d.body for d in good] == ["good"]
     assert sorted(d.body for d in errors) == sorted(bad)
     for d in errors:
-        failure = json.loads(d.attributes[wirenames.FAILURE_ATTRIBUTE]["StringValue"])
-        assert wirenames.GROUP_ID_ATTRIBUTE in failure["reason"]
+        failure = json.loads(d.attributes[wire_format.FAILURE_ATTRIBUTE]["StringValue"])
+        assert wire_format.GROUP_ID_ATTRIBUTE in failure["reason"]
         assert failure["queue"] == f"{p}orders-fifo-staging"
 
 
 def test_a_fifo_destination_without_a_group_is_refused_before_sending(
     fifo: Settings, sqs: Any
 ) -> None:
-    install(fifo, sqs, "orders.fifo", "plain")
+    install(fifo, sqs, "orders.fifo", "plain", check=True)
     sender = Sender(fifo, client=sqs)
     for delay in (0, 1, CYCLE + 1):
         with pytest.raises(InvalidMessage, match="needs a message group id"):
@@ -207,21 +197,21 @@ def test_discovery_skips_a_fifo_destination_whose_staging_queue_is_missing(
 ) -> None:
     """The others go on; it is said at each refresh, and drained once it is installed again."""
     p = fifo.queue_prefix
-    urls = install(fifo, sqs, "orders.fifo", "plain")
-    sqs.delete_queue(QueueUrl=urls[f"{p}orders-fifo-staging"])
+    urls = install(fifo, sqs, "orders.fifo", "plain", check=True)
+    sqs.delete_queue(QueueUrl=urls["orders-fifo-staging"])
     out = capture_logs()
     sender = Sender(fifo, client=sqs)
     fleet = fifo.model_copy(update={"discovery_interval_seconds": 1})
     with RunningWorker(fleet, ["*"]):
-        wait_for(lambda: named(out, "queue.skipped"), timeout=30)
+        wait_for(lambda: events(out, "queue.skipped"), timeout=30)
         sender.send("plain", "plain", delay=CYCLE + 1)
-        Collector(sqs, urls[f"{p}plain"]).until(1, timeout=30)
-        install(fifo, sqs, "orders.fifo")
+        Collector(sqs, urls["plain"]).until(1, timeout=30)
+        install(fifo, sqs, "orders.fifo", check=True)
         sender.send("orders.fifo", "back", delay=CYCLE + 1, group_id="g")
-        [got] = Collector(sqs, urls[f"{p}orders.fifo"]).until(1, timeout=30)
+        [got] = Collector(sqs, urls["orders.fifo"]).until(1, timeout=30)
     assert got.body == "back"
-    skipped = named(out, "queue.skipped")
+    skipped = events(out, "queue.skipped")
     assert {e["queue"] for e in skipped} == {f"{p}orders-delay-fifo.fifo"}
     assert "could not be read" in " ".join(skipped[0]["problems"])
-    added = {e["queue"] for e in named(out, "queue.added")}
+    added = {e["queue"] for e in events(out, "queue.added")}
     assert {f"{p}orders-delay-fifo.fifo", f"{p}orders-fifo-staging"} <= added

@@ -1,6 +1,6 @@
 """The templates' IAM as AWS would evaluate it, offline (moto enforces no IAM, KMS or
 Lambda guard): each role's statements against the calls the code makes, with the queue names
-from core/names.py, so a missing grant or one too wide fails here; and the properties that
+from core/queue_names.py, so a missing grant or one too wide fails here; and the properties that
 only matter on AWS (RecursiveLoop, trust conditions, alarms and where they notify)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sqsdelay.core import names, queues
+from sqsdelay.core import queue_names, queue_trios
 from tests.support import cfn, iam
 from tests.support.iam import Request
 
@@ -42,8 +42,8 @@ def sqs(actions: list[str], queue: str) -> list[Request]:
 
 
 def worker_calls(destination: str, prefix: str = PREFIX) -> list[Request]:
-    """The SQS calls a worker makes for one destination, named as core/names.py names it."""
-    trio = queues.trio(destination, prefix, "error")
+    """The SQS calls a worker makes for one destination, named as core/queue_names.py names it."""
+    trio = queue_trios.trio(destination, prefix, "error")
     calls = sqs(DRAIN, trio.delay) + sqs(SEND, trio.error)
     if trio.staging is None:
         return calls + sqs(SEND, trio.destination)
@@ -171,7 +171,10 @@ def scheduler(**params: Any) -> dict[str, Any]:
 
 def test_scheduler_sends_back_to_standard_and_fifo_delay_queues_and_the_error_queue() -> None:
     statements = iam.role_statements(scheduler(), "SchedulerRole")
-    standard, fifo = queues.trio("orders", PREFIX, "error"), queues.trio("o.fifo", PREFIX, "error")
+    standard, fifo = (
+        queue_trios.trio("orders", PREFIX, "error"),
+        queue_trios.trio("o.fifo", PREFIX, "error"),
+    )
     assert fifo.delay == "p-o-delay-fifo.fifo"  # not *-delay.fifo
     error = Request("sqs:SendMessage", "<ErrorQueue.Arn>")
     sends = [*sqs(["SendMessage"], standard.delay), *sqs(["SendMessage"], fifo.delay), error]
@@ -239,7 +242,7 @@ def test_parking_without_a_prefix_is_refused() -> None:
 
 def test_every_template_grants_the_delay_queues_by_the_same_patterns() -> None:
     """One source for the queue patterns: every pattern a template grants a prefix's delay
-    queues by is one of the same few, and they cover what core/names.py names."""
+    queues by is one of the same few, and they cover what core/queue_names.py names."""
     ecs = iam.role_statements(render("worker-ecs.yaml", **ECS, Queues="*"), "TaskRole")
     sched = iam.role_statements(scheduler(), "SchedulerRole")
 
@@ -249,7 +252,7 @@ def test_every_template_grants_the_delay_queues_by_the_same_patterns() -> None:
 
     assert delay_patterns(ecs) == delay_patterns(sched)
     for destination in ("orders", "orders.fifo", "a-delay", "x_y.fifo"):
-        delay = names.delay_queue_name(names.destination_name(destination, PREFIX))
+        delay = queue_names.delay_queue_name(queue_names.destination_name(destination, PREFIX))
         for statements in (ecs, sched):
             assert iam.allows(statements, Request("sqs:SendMessage", cfn.sqs_arn(delay)))
 
@@ -263,7 +266,7 @@ def test_lambda_worker_may_requeue_into_its_own_trigger_forever() -> None:
     resources = render("worker-lambda.yaml", **LAMBDA)
     assert resources["Function"]["Properties"]["RecursiveLoop"] == "Allow"
     trigger = resources["EventSourceMapping"]["Properties"]["EventSourceArn"]
-    assert trigger == cfn.sqs_arn(names.delay_queue_name("orders"))
+    assert trigger == cfn.sqs_arn(queue_names.delay_queue_name("orders"))
 
 
 ALARMED = ["error-queue.yaml", "queues.yaml", "dashboard.yaml", "worker-ecs.yaml"]
@@ -316,7 +319,7 @@ def test_not_handing_over_is_alarmed_per_destination() -> None:
     for m in metrics:
         assert m["Namespace"] == "acme"
         assert m["Dimensions"] == [
-            {"Name": "Destination", "Value": names.destination_name("orders", PREFIX)}
+            {"Name": "Destination", "Value": queue_names.destination_name("orders", PREFIX)}
         ]
 
 

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from sqsdelay.aws.installer import Installer
-from sqsdelay.aws.queues import check_queue
+from sqsdelay.aws.queue_urls import check_queue
 from sqsdelay.core import quotas
 from sqsdelay.core.queue_checks import held_messages
-from sqsdelay.core.queues import QueueSpec
+from sqsdelay.core.queue_trios import QueueSpec
 from sqsdelay.settings import Settings
 
 

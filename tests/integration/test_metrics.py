@@ -22,12 +22,13 @@ from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.core.metrics import UNITS, Tally
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
-from tests.integration.test_aws_lambda import invoke_as_lambda
-from tests.integration.test_worker import CYCLE, setup_queues
 from tests.support import emf
+from tests.support.lambda_events import invoke_as_lambda
+from tests.support.queues import install
 from tests.support.workerkit import Collector, RunningWorker, load_far_off
 
 # Whole seconds: the sender rounds a fraction up, so the due time would not be the test's.
+CYCLE = 2  # seconds: the worker's cycle, lowered
 DELAYS = [CYCLE + 1, CYCLE + 2, 2 * CYCLE + 1, 2 * CYCLE + 2, 3 * CYCLE, 3 * CYCLE + 1]
 
 
@@ -68,7 +69,7 @@ def test_worker_metrics_count_every_move_and_time_every_hand_over(
         wait_time_seconds=1,
         stats_interval_seconds=1,  # several flushes: each move is in exactly one of them
     )
-    urls = setup_queues(fast, sqs)
+    urls = install(fast, sqs)
     sender = Sender(fast, client=sqs)
     lines: list[str] = []
     due: dict[str, float] = {}  # from the clock before each send
@@ -121,7 +122,7 @@ def test_lambda_metrics_are_written_at_the_end_of_every_invocation(
     make_settings: Any, sqs: Any
 ) -> None:
     s: Settings = make_settings(max_native_delay_seconds=1)
-    urls = setup_queues(s, sqs)
+    urls = install(s, sqs)
     lines: list[str] = []
     handler = Handler(s, client=sqs, write_metrics=lines.append)
     sender = Sender(s, client=sqs)
@@ -203,7 +204,7 @@ def test_the_worker_process_writes_metrics_to_stdout_unless_they_are_off(
     make_settings: Any, sqs: Any, env: dict[str, str]
 ) -> None:
     s: Settings = make_settings(max_native_delay_seconds=2)
-    urls = setup_queues(s, sqs)
+    urls = install(s, sqs)
     collector = Collector(sqs, urls["orders"])
     base = {
         **env,
@@ -250,7 +251,7 @@ def test_the_worker_publishes_its_backlog_on_every_flush(make_settings: Any, sqs
         stats_interval_seconds=1,
         concurrency=1,  # one loop: a backlog stays visible between its receives
     )
-    urls = setup_queues(fast, sqs)
+    urls = install(fast, sqs)
     load_far_off(sqs, urls["orders-delay.fifo"], 300)
     lines: list[str] = []
 

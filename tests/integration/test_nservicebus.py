@@ -16,9 +16,9 @@ import pytest
 
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender, plan
-from sqsdelay.core import nservicebus, quotas, wirenames
-from sqsdelay.core.batch_decisions import from_boto
-from sqsdelay.core.decision import HandOver, Limits, Received, Requeue, decide
+from sqsdelay.core import nservicebus, quotas, wire_format
+from sqsdelay.core.decision import HandOver, Limits, Requeue, decide
+from sqsdelay.core.received import Received, from_boto
 from sqsdelay.errors import InvalidMessage, InvalidQueueName, TooManyAttributes
 from sqsdelay.settings import Settings
 from tests.support import nservicebus_port as nsb
@@ -153,7 +153,7 @@ def test_the_worker_requeues_with_the_pumps_attributes_and_its_due_time() -> Non
     assert isinstance(decision, Requeue)
     assert decision.remaining_seconds == 258300
     assert {k: v for k, v in decision.attributes.items() if k in want} == want
-    assert set(decision.attributes) - set(want) == {wirenames.DUE_AT_ATTRIBUTE}
+    assert set(decision.attributes) - set(want) == {wire_format.DUE_AT_ATTRIBUTE}
     assert decision.group_id == doc["request"]["MessageGroupId"]
 
 
@@ -172,7 +172,7 @@ def test_remaining_delay_is_the_pumps_on_a_first_receive(delay: int, elapsed_ms:
             "MessageGroupId": "g",
         },
         "MessageAttributes": {
-            wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": str(delay)}
+            wire_format.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": str(delay)}
         },
         "ReceiptHandle": "h",
     }
@@ -186,7 +186,7 @@ def test_remaining_delay_is_the_pumps_on_a_first_receive(delay: int, elapsed_ms:
         assert ours.attributes == theirs["MessageAttributes"]
     else:
         assert theirs["QueueName"] == "q-delay.fifo"
-        their_delay = theirs["MessageAttributes"][wirenames.DELAY_ATTRIBUTE]["StringValue"]
+        their_delay = theirs["MessageAttributes"][wire_format.DELAY_ATTRIBUTE]["StringValue"]
         assert str(ours.remaining_seconds) == their_delay
 
 
@@ -206,9 +206,9 @@ def test_invalid_delay_is_delivered_at_once_when_configured_like_nservicebus(
     doc = fixture("pump_hand_over.json")
     message = json.loads(json.dumps(doc["received"]))
     if value is None:
-        del message["MessageAttributes"][wirenames.DELAY_ATTRIBUTE]
+        del message["MessageAttributes"][wire_format.DELAY_ATTRIBUTE]
     else:
-        message["MessageAttributes"][wirenames.DELAY_ATTRIBUTE]["StringValue"] = value
+        message["MessageAttributes"][wire_format.DELAY_ATTRIBUTE]["StringValue"] = value
     theirs = nsb.pump(message, now_ms=doc["now_ms"], destination="Sales-Orders")
     assert theirs["QueueName"] == "Sales-Orders" and "DelaySeconds" not in theirs
     r = from_boto(message)
@@ -320,7 +320,7 @@ def test_sqsdelays_requeue_leaves_room_for_the_pump() -> None:
     ours = decide(from_boto(message), local_now_ms=900_000, offset_ms=None, lim=Limits())
     assert isinstance(ours, Requeue)
     assert len(ours.attributes) == quotas.MAX_MESSAGE_ATTRIBUTES
-    assert wirenames.DUE_AT_ATTRIBUTE in ours.attributes
+    assert wire_format.DUE_AT_ATTRIBUTE in ours.attributes
     theirs = nsb.pump(
         {**message, "MessageAttributes": ours.attributes}, now_ms=0, destination="orders"
     )

@@ -6,7 +6,6 @@ import io
 import json
 import shlex
 import subprocess
-import sys
 import uuid
 import zipfile
 from typing import Any
@@ -15,12 +14,14 @@ import boto3
 import pytest
 
 from sqsdelay.aws.installer import Installer
-from sqsdelay.aws.operations import Replay, inspect, plan_replay, replay_errors
+from sqsdelay.aws.operations import inspect, replay_errors
 from sqsdelay.aws.sender import Sender
-from sqsdelay.core import wirenames
-from sqsdelay.core.decision import Received
+from sqsdelay.core import wire_format
+from sqsdelay.core.failure_record import Replay, plan_replay
+from sqsdelay.core.received import Received
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
+from tests.support.cli import run
 from tests.support.workerkit import Collector, RunningWorker
 
 
@@ -43,28 +44,11 @@ def test_inspect_counts_and_checks(make_settings: Any, sqs: Any) -> None:
 
 
 def test_inspect_cli(env: dict[str, str], sqs: Any) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "sqsdelay", "install", "orders"],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "sqsdelay", "inspect", "orders"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    assert run(env, "install", "orders").returncode == 0
+    done = run(env, "inspect", "orders")
     assert done.returncode == 0, done.stderr
     assert "orders-delay.fifo" in done.stdout and "in flight" in done.stdout
-    missing = subprocess.run(
-        [sys.executable, "-m", "sqsdelay", "inspect", "ghost"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    missing = run(env, "inspect", "ghost")
     assert missing.returncode == 1 and "queue does not exist" in missing.stdout
 
 
@@ -97,16 +81,10 @@ def test_inspect_lambda_cli_reports_terminate_and_its_fix_clears_it(
     emulator's GetFunctionRecursionConfig: a new function has Lambda's default Terminate,
     which is a problem (exit 1) with a fix; after the fix it passes."""
     lam, function = lambda_function(moto_url)
-    subprocess.run(
-        [sys.executable, "-m", "sqsdelay", "install", "orders"], env=env, check=True,
-        capture_output=True,
-    )  # fmt: skip
+    assert run(env, "install", "orders").returncode == 0
 
     def inspect_cli() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "sqsdelay", "inspect", "orders", "--lambda", function],
-            env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        return run(env, "inspect", "orders", "--lambda", function)
 
     before = inspect_cli()
     assert before.returncode == 1, before.stdout + before.stderr
@@ -122,10 +100,7 @@ def test_inspect_lambda_cli_reports_terminate_and_its_fix_clears_it(
     after = inspect_cli()
     assert after.returncode == 0, after.stdout + after.stderr
     assert "problem" not in after.stdout and "fix:" not in after.stdout
-    missing = subprocess.run(
-        [sys.executable, "-m", "sqsdelay", "inspect", "orders", "--lambda", "ghost"],
-        env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    missing = run(env, "inspect", "orders", "--lambda", "ghost")
     assert missing.returncode == 1 and "GetFunctionRecursionConfig" in missing.stderr
 
 
@@ -174,7 +149,7 @@ def test_the_emulator_keeps_a_recursion_config_per_function_as_lambda_does(
 
 def failure(queue: str, **record: Any) -> dict[str, Any]:
     return {
-        wirenames.FAILURE_ATTRIBUTE: {
+        wire_format.FAILURE_ATTRIBUTE: {
             "DataType": "String",
             "StringValue": json.dumps({"queue": queue, **record}),
         }
@@ -193,9 +168,9 @@ def test_plan_replay_restores_the_delay_attributes() -> None:
     )
     plan = plan_replay(m, "q-delay.fifo")
     assert isinstance(plan, Replay)
-    assert plan.attributes[wirenames.DELAY_ATTRIBUTE]["StringValue"] == "7200"
-    assert plan.attributes[wirenames.DUE_AT_ATTRIBUTE]["StringValue"] == "123"
-    assert wirenames.FAILURE_ATTRIBUTE not in plan.attributes and "keep" in plan.attributes
+    assert plan.attributes[wire_format.DELAY_ATTRIBUTE]["StringValue"] == "7200"
+    assert plan.attributes[wire_format.DUE_AT_ATTRIBUTE]["StringValue"] == "123"
+    assert wire_format.FAILURE_ATTRIBUTE not in plan.attributes and "keep" in plan.attributes
     assert "belongs to 'q-delay.fifo'" in str(plan_replay(m, "other-delay.fifo"))
     bad = Received("m", "r", "b", failure("q-delay.fifo", delay_seconds="soon", reason="x"))
     assert "no valid delay" in str(plan_replay(bad, "q-delay.fifo"))

@@ -19,7 +19,7 @@ from sqsdelay.aws.worker import WorkerThread
 from sqsdelay.core.backoff import BackoffTimer
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
-from tests.integration.test_aws_lambda import invoke_as_lambda
+from tests.support.lambda_events import invoke_as_lambda
 from tests.support.workerkit import Collector
 
 pytestmark = pytest.mark.slow

@@ -13,16 +13,17 @@ from typing import Any
 import boto3
 import pytest
 
-from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender
-from sqsdelay.core import identity, parking, wirenames
-from sqsdelay.core.decision import Limits, Park, Received, Requeue, decide
+from sqsdelay.core import identity, parking, wire_format
+from sqsdelay.core.decision import Limits, Park, Requeue, decide
+from sqsdelay.core.received import Received
 from sqsdelay.cost.money import estimate
 from sqsdelay.cost.pricing import load_pricing, park_break_even_seconds
 from sqsdelay.errors import ConfigError, InvalidMessage
 from sqsdelay.settings import Settings, load_settings
 from tests.conftest import wait_for
 from tests.support.crash import crash_before_delete
+from tests.support.queues import install
 from tests.support.workerkit import Collector, RunningWorker
 
 CYCLE = 2
@@ -44,13 +45,6 @@ def parked(make_settings: Callable[..., Settings]) -> Settings:
 @pytest.fixture
 def scheduler(moto_url: str) -> Any:
     return boto3.client("scheduler", endpoint_url=moto_url, region_name="us-east-1")
-
-
-def install(settings: Settings, sqs: Any, scheduler: Any, *queues: str) -> dict[str, str]:
-    installer = Installer(settings, client=sqs, scheduler=scheduler)
-    reports = installer.run(list(queues or ["orders"]))
-    installer.schedule_group(list(queues or ["orders"]))
-    return {r.spec.name.removeprefix(settings.queue_prefix): str(r.url) for r in reports}
 
 
 def schedules(scheduler: Any, settings: Settings) -> list[dict[str, Any]]:
@@ -76,8 +70,8 @@ def counting(client: Any) -> list[str]:
 
 def received(delay: int, *, sent_ms: int = 1_000_000, attrs: int = 0) -> Received:
     attributes: dict[str, Any] = {
-        wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": str(delay)},
-        wirenames.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "id-1"},
+        wire_format.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": str(delay)},
+        wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "id-1"},
     }
     for i in range(attrs):
         attributes[f"a{i}"] = {"DataType": "String", "StringValue": "x"}
@@ -99,8 +93,8 @@ def test_a_long_remaining_delay_is_parked_and_comes_back_one_lead_before_due() -
     assert d.fire_ms <= due - parking.lead_seconds(900) * 1000  # back a cycle + margin early
     assert d.fire_ms % 1000 == 0  # at() takes whole seconds
     back = d.attributes
-    assert back[wirenames.DUE_AT_ATTRIBUTE]["StringValue"] == str(due)
-    assert int(back[wirenames.DELAY_ATTRIBUTE]["StringValue"]) * 1000 >= due - d.fire_ms
+    assert back[wire_format.DUE_AT_ATTRIBUTE]["StringValue"] == str(due)
+    assert int(back[wire_format.DELAY_ATTRIBUTE]["StringValue"]) * 1000 >= due - d.fire_ms
     assert isinstance(d.fallback, Requeue) and d.fallback.due_ms == due
     # Not enough left, parking off, or no room for DueAt: the loop.
     short = decide(received(10_000), local_now_ms=0, offset_ms=None, lim=lim)
@@ -108,7 +102,7 @@ def test_a_long_remaining_delay_is_parked_and_comes_back_one_lead_before_due() -
     off = decide(received(86_400), local_now_ms=0, offset_ms=None, lim=Limits())
     assert isinstance(off, Requeue)
     full = decide(received(86_400, attrs=8), local_now_ms=0, offset_ms=None, lim=lim)
-    assert isinstance(full, Requeue) and wirenames.DUE_AT_ATTRIBUTE not in full.attributes
+    assert isinstance(full, Requeue) and wire_format.DUE_AT_ATTRIBUTE not in full.attributes
 
 
 def test_schedule_request_shape_and_input_limit() -> None:
@@ -173,7 +167,7 @@ def test_break_even_and_the_one_year_bar_come_from_the_price_list() -> None:
 def test_parked_at_send_arrives_never_early_with_one_schedule(
     parked: Settings, sqs: Any, scheduler: Any
 ) -> None:
-    urls = install(parked, sqs, scheduler)
+    urls = install(parked, sqs, scheduler=scheduler)
     sender = Sender(parked, client=sqs, scheduler=scheduler)
     calls = counting(sqs)
     attrs = {"trace": {"DataType": "String", "StringValue": "t-1"}}
@@ -196,7 +190,7 @@ def test_parked_at_send_arrives_never_early_with_one_schedule(
 def test_the_worker_parks_a_long_delay_that_the_sender_did_not(
     parked: Settings, make_settings: Callable[..., Settings], sqs: Any, scheduler: Any
 ) -> None:
-    urls = install(parked, sqs, scheduler)
+    urls = install(parked, sqs, scheduler=scheduler)
     plain = make_settings(max_native_delay_seconds=CYCLE)  # a sender without parking
     started = time.time()
     Sender(plain, client=sqs).send("orders", "from-loop", delay=12)
@@ -216,7 +210,7 @@ def test_a_fifo_destinations_delays_are_parked_and_keep_their_group(
     """Parked at send, and by the worker for a sender without parking: Scheduler sends each
     back to the FIFO delay queue with its group attribute, and both reach orders.fifo in their
     groups, never early."""
-    urls = install(parked, sqs, scheduler, "orders.fifo")
+    urls = install(parked, sqs, "orders.fifo", scheduler=scheduler)
     plain = make_settings(max_native_delay_seconds=CYCLE)
     started = time.time()
     at_send = Sender(parked, client=sqs, scheduler=scheduler)
@@ -235,7 +229,7 @@ def test_a_fifo_destinations_delays_are_parked_and_keep_their_group(
 
 
 def test_cancel_while_parked_and_too_late_after(parked: Settings, sqs: Any, scheduler: Any) -> None:
-    urls = install(parked, sqs, scheduler)
+    urls = install(parked, sqs, scheduler=scheduler)
     sender = Sender(parked, client=sqs, scheduler=scheduler)
     kept = sender.send("orders", "kept", delay=9)
     gone = sender.send("orders", "cancelled", delay=30)
@@ -252,7 +246,7 @@ def test_cancel_while_parked_and_too_late_after(parked: Settings, sqs: Any, sche
 def test_cancel_cli_prints_the_outcome_and_exits_3_when_too_late(
     parked: Settings, sqs: Any, scheduler: Any, env: dict[str, str]
 ) -> None:
-    install(parked, sqs, scheduler)
+    install(parked, sqs, scheduler=scheduler)
     result = Sender(parked, client=sqs, scheduler=scheduler).send("orders", "x", delay=60)
     env = {
         **env,
@@ -279,7 +273,7 @@ def test_a_crash_between_create_schedule_and_delete_delivers_once(
     scheduler: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    urls = install(parked, sqs, scheduler)
+    urls = install(parked, sqs, scheduler=scheduler)
     plain = make_settings(max_native_delay_seconds=CYCLE)
     started = time.time()
     Sender(plain, client=sqs).send("orders", "once", delay=14)
@@ -301,7 +295,7 @@ def test_a_crash_between_create_schedule_and_delete_delivers_once(
 def test_when_scheduler_refuses_the_loop_takes_over(
     parked: Settings, make_settings: Callable[..., Settings], sqs: Any, scheduler: Any
 ) -> None:
-    urls = install(parked, sqs, scheduler)
+    urls = install(parked, sqs, scheduler=scheduler)
     # A schedule group that does not exist: every CreateSchedule fails.
     broken = make_settings(**{**parked.model_dump(), "schedule_group": "no-such-group"})
     started = time.time()
@@ -352,7 +346,7 @@ def test_async_sender_parks_and_cancels(parked: Settings, sqs: Any, scheduler: A
 
     from sqsdelay.aws.sender import AsyncSender
 
-    install(parked, sqs, scheduler)
+    install(parked, sqs, scheduler=scheduler)
 
     async def go() -> tuple[str, str, str]:
         async with AsyncSender(parked) as sender:
@@ -372,9 +366,9 @@ def test_lambda_parks_and_the_poller_deletes_the_parked_record(
     parked: Settings, make_settings: Callable[..., Settings], sqs: Any, scheduler: Any
 ) -> None:
     from sqsdelay.aws.lambda_driver import Handler
-    from tests.integration.test_aws_lambda import invoke_as_lambda
+    from tests.support.lambda_events import invoke_as_lambda
 
-    urls = install(parked, sqs, scheduler)
+    urls = install(parked, sqs, scheduler=scheduler)
     plain = make_settings(max_native_delay_seconds=CYCLE)
     started = time.time()
     Sender(plain, client=sqs).send("orders", "via-lambda", delay=12)

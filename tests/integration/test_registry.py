@@ -33,10 +33,12 @@ from sqsdelay.dev import emulator
 from sqsdelay.errors import ConfigError, InvalidDelay, InvalidInput, RegistryError
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
-from tests.integration.test_aws_lambda import invoke_as_lambda
-from tests.integration.test_deployed import ECS_PARAMS, LAMBDA_PARAMS, deploy, role_statements
-from tests.integration.test_worker import capture_logs, events
 from tests.support import cfn
+from tests.support.iam import role_statements
+from tests.support.lambda_events import invoke_as_lambda
+from tests.support.logs import capture_logs, events
+from tests.support.queues import install
+from tests.support.stacks import ECS_PARAMS, LAMBDA_PARAMS, deploy
 from tests.support.workerkit import Collector, RunningWorker
 
 CYCLE = 1
@@ -75,16 +77,6 @@ def parked(looping: Settings) -> Settings:
             "park_after_seconds": 6,
         }
     )
-
-
-def install(settings: Settings, sqs: Any, dynamodb: Any, *queues: str) -> dict[str, str]:
-    installer = Installer(settings, client=sqs)
-    reports = installer.run(list(queues or ["orders"]))
-    if settings.parking == "scheduler":
-        installer.schedule_group(list(queues or ["orders"]))
-    table = installer.registry_table(list(queues or ["orders"]), dynamodb=dynamodb)
-    assert table.problems == []
-    return {r.spec.name.removeprefix(settings.queue_prefix): str(r.url) for r in reports}
 
 
 def states(sender: Sender, queue: str = "orders") -> dict[str, str]:
@@ -127,7 +119,7 @@ def test_install_creates_the_table_as_documented_and_check_finds_it(
 def test_cancel_while_looping_drops_it_and_the_rest_arrive_on_time(
     looping: Settings, sqs: Any, dynamodb: Any
 ) -> None:
-    urls = install(looping, sqs, dynamodb)
+    urls = install(looping, sqs, dynamodb=dynamodb)
     sender = Sender(looping, client=sqs, dynamodb=dynamodb)
     started = time.time()
     kept = sender.send("orders", "kept", delay=6, id="order-1")
@@ -152,7 +144,7 @@ def test_cancel_while_looping_drops_it_and_the_rest_arrive_on_time(
 def test_a_fifo_destinations_messages_are_cancelled_and_rescheduled_by_id(
     looping: Settings, sqs: Any, dynamodb: Any
 ) -> None:
-    urls = install(looping, sqs, dynamodb, "orders.fifo")
+    urls = install(looping, sqs, "orders.fifo", dynamodb=dynamodb)
     sender = Sender(looping, client=sqs, dynamodb=dynamodb)
     started = time.time()
     for ident in ("kept", "gone", "sooner"):
@@ -175,7 +167,7 @@ def test_a_fifo_destinations_messages_are_cancelled_and_rescheduled_by_id(
 def test_send_with_an_id_is_deduplicated_for_the_whole_delay(
     looping: Settings, sqs: Any, dynamodb: Any
 ) -> None:
-    urls = install(looping, sqs, dynamodb)
+    urls = install(looping, sqs, dynamodb=dynamodb)
     sender = Sender(looping, client=sqs, dynamodb=dynamodb)
     first = sender.send("orders", "first", delay=3, id="invoice-9")
     again = sender.send("orders", "again", delay=3, id="invoice-9")
@@ -201,7 +193,7 @@ def test_send_with_an_id_is_deduplicated_for_the_whole_delay(
 def test_reschedule_a_looping_message_later_and_sooner(
     looping: Settings, sqs: Any, dynamodb: Any
 ) -> None:
-    urls = install(looping, sqs, dynamodb)
+    urls = install(looping, sqs, dynamodb=dynamodb)
     sender = Sender(looping, client=sqs, dynamodb=dynamodb)
     started = time.time()
     sender.send("orders", "later", delay=3, id="later")
@@ -227,7 +219,7 @@ def test_reschedule_a_looping_message_later_and_sooner(
 def test_cancel_and_reschedule_a_parked_message(
     parked: Settings, sqs: Any, dynamodb: Any, scheduler: Any
 ) -> None:
-    urls = install(parked, sqs, dynamodb)
+    urls = install(parked, sqs, dynamodb=dynamodb)
     sender = Sender(parked, client=sqs, scheduler=scheduler, dynamodb=dynamodb)
     gone = sender.send("orders", "gone", delay=40, id="gone")
     moved = sender.send("orders", "moved", delay=40, id="moved")
@@ -265,7 +257,7 @@ def test_cancel_and_reschedule_a_parked_message(
 def test_scheduled_lists_soonest_first_page_by_page(
     looping: Settings, sqs: Any, dynamodb: Any, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    install(looping, sqs, dynamodb)
+    install(looping, sqs, dynamodb=dynamodb)
     queries: list[Any] = []
     dynamodb.meta.events.register(
         "before-parameter-build.dynamodb.Query", lambda params, **_: queries.append(params)
@@ -306,7 +298,7 @@ def test_scheduled_lists_soonest_first_page_by_page(
 def test_cli_cancel_reschedule_send_statuses_and_exit_codes(
     looping: Settings, sqs: Any, dynamodb: Any, env: dict[str, str]
 ) -> None:
-    install(looping, sqs, dynamodb)
+    install(looping, sqs, dynamodb=dynamodb)
     env = {
         **env,
         "SQSDELAY_MAX_NATIVE_DELAY_SECONDS": str(CYCLE),
@@ -365,7 +357,7 @@ def test_without_the_registry_a_looping_message_cannot_be_cancelled(
 def test_bad_input_is_refused_before_anything_is_written(
     looping: Settings, sqs: Any, dynamodb: Any
 ) -> None:
-    install(looping, sqs, dynamodb)
+    install(looping, sqs, dynamodb=dynamodb)
     sender = Sender(looping, client=sqs, dynamodb=dynamodb)
     with pytest.raises(InvalidInput, match="1 to 128"):
         sender.send("orders", "b", delay=60, id="has space")
@@ -430,7 +422,7 @@ def test_the_emulator_serialises_conditional_writes_as_dynamodb_does(
 def test_200_cancels_racing_200_hand_overs_have_one_outcome_each(
     looping: Settings, sqs: Any, dynamodb: Any
 ) -> None:
-    urls = install(looping, sqs, dynamodb)
+    urls = install(looping, sqs, dynamodb=dynamodb)
     sender = Sender(looping, client=sqs, dynamodb=dynamodb)
     ids = [f"race-{i}" for i in range(200)]
     # Due 2 to 22 s after sending, ten a second, with a 1 s cycle. The cancels start once the
@@ -473,7 +465,7 @@ def test_200_cancels_racing_200_hand_overs_have_one_outcome_each(
 def test_a_registry_outage_holds_hand_overs_and_never_dead_letters_them(
     looping: Settings, sqs: Any, dynamodb: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    urls = install(looping, sqs, dynamodb)
+    urls = install(looping, sqs, dynamodb=dynamodb)
     sender = Sender(looping, client=sqs, dynamodb=dynamodb)
     for ident in ("a", "b", "gone"):
         sender.send("orders", ident, delay=3, id=ident)
@@ -528,7 +520,7 @@ def cli_env(env: dict[str, str], looping: Settings) -> dict[str, str]:
 def test_a_sender_killed_between_record_and_send_loses_nothing_on_retry(
     looping: Settings, sqs: Any, dynamodb: Any, cli_env: dict[str, str]
 ) -> None:
-    urls = install(looping, sqs, dynamodb)
+    urls = install(looping, sqs, dynamodb=dynamodb)
     # k1: killed after its record, before its send; k2: after its send, before its mark.
     for point, ident in (("SendMessage", "k1"), ("UpdateItem", "k2")):
         killed(cli_env, point, "send", "orders", "--delay", "4", "--body", ident, "--id", ident)
@@ -549,7 +541,7 @@ def test_a_sender_killed_between_record_and_send_loses_nothing_on_retry(
 def test_a_parking_sender_killed_after_its_schedule_loses_nothing_on_retry(
     parked: Settings, sqs: Any, dynamodb: Any, scheduler: Any, cli_env: dict[str, str]
 ) -> None:
-    urls = install(parked, sqs, dynamodb)
+    urls = install(parked, sqs, dynamodb=dynamodb)
     env = {
         **cli_env,
         "SQSDELAY_MAX_NATIVE_DELAY_SECONDS": str(PARK_CYCLE),
@@ -575,7 +567,7 @@ def test_a_parking_sender_killed_after_its_schedule_loses_nothing_on_retry(
 def test_a_worker_killed_around_its_claim_delivers_once_and_never_a_cancel(
     looping: Settings, sqs: Any, dynamodb: Any, cli_env: dict[str, str]
 ) -> None:
-    urls = install(looping, sqs, dynamodb)
+    urls = install(looping, sqs, dynamodb=dynamodb)
     sender = Sender(looping, client=sqs, dynamodb=dynamodb)
     sender.send("orders", "cancelled", delay=3, id="w2")
     killed(cli_env, "UpdateItem", "worker", "orders")  # before its claim
@@ -672,7 +664,7 @@ def registry_calls(stats: Any) -> set[str]:
 def test_worker_roles_grant_exactly_the_registry_calls_the_worker_makes(
     looping: Settings, sqs: Any, dynamodb: Any
 ) -> None:
-    urls = install(looping, sqs, dynamodb)
+    urls = install(looping, sqs, dynamodb=dynamodb)
     sender = Sender(looping, client=sqs, dynamodb=dynamodb)
     sender.send("orders", "kept", delay=3, id="kept")
     sender.send("orders", "gone", delay=5, id="gone")
@@ -717,7 +709,7 @@ def test_worker_roles_grant_exactly_the_registry_calls_the_worker_makes(
 def test_the_sender_policy_grants_exactly_what_send_cancel_reschedule_and_list_call(
     looping: Settings, sqs: Any, dynamodb: Any
 ) -> None:
-    install(looping, sqs, dynamodb)
+    install(looping, sqs, dynamodb=dynamodb)
     calls: set[str] = set()
     dynamodb.meta.events.register(
         "before-parameter-build", lambda model, **_: calls.add(f"dynamodb:{model.name}")
@@ -749,7 +741,7 @@ def test_the_async_sender_records_cancels_reschedules_and_lists_the_same_way(
 
     from sqsdelay.aws.sender import AsyncSender
 
-    install(looping, sqs, dynamodb)
+    install(looping, sqs, dynamodb=dynamodb)
 
     async def main() -> list[Any]:
         async with AsyncSender(looping) as sender:

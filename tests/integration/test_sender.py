@@ -13,7 +13,7 @@ import pytest
 
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import AsyncSender, BatchResult, Message, Sender, SendResult
-from sqsdelay.core import quotas, wirenames
+from sqsdelay.core import quotas, wire_format
 from sqsdelay.errors import (
     BatchSendError,
     DelayQueueMissing,
@@ -101,7 +101,7 @@ def test_long_delay_goes_to_the_delay_queue_in_nservicebus_format(
     (msg,) = wait_for(lambda: receive(sqs, result.queue_url, WaitTimeSeconds=1), timeout=10)
     assert msg["Body"] == "payload"
     attrs = msg["MessageAttributes"]
-    assert attrs[wirenames.DELAY_ATTRIBUTE] == {"StringValue": "7200", "DataType": "String"}
+    assert attrs[wire_format.DELAY_ATTRIBUTE] == {"StringValue": "7200", "DataType": "String"}
     assert attrs["bin"]["BinaryValue"] == binary
     assert attrs["n"] == {"StringValue": "42", "DataType": "Number"}
     group = msg["Attributes"]["MessageGroupId"]
@@ -276,7 +276,7 @@ def test_send_logs_delay_scheduled_without_the_body(
     event = next(json.loads(line) for line in err.splitlines() if "delay.scheduled" in line)
     assert event["destination"] == settings.queue_prefix + "orders"
     assert event["delay_seconds"] == 2000 and event["route"] == "delay-queue"
-    delay_attribute = len(wirenames.DELAY_ATTRIBUTE) + len("String") + len("2000")
-    id_attribute = len(wirenames.MESSAGE_ID_ATTRIBUTE) + len("String") + len(event["message_id"])
+    delay_attribute = len(wire_format.DELAY_ATTRIBUTE) + len("String") + len("2000")
+    id_attribute = len(wire_format.MESSAGE_ID_ATTRIBUTE) + len("String") + len(event["message_id"])
     assert event["size_bytes"] == len("top secret body") + delay_attribute + id_attribute
     assert event["message_id"] and event["sqs_message_id"] != event["message_id"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import threading
 import time
@@ -14,16 +13,16 @@ from typing import Any
 import pytest
 import structlog
 
-from sqsdelay import logs
 from sqsdelay.aws import worker as worker_module
 from sqsdelay.aws.callers import AsyncCaller
-from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender
-from sqsdelay.core import wirenames
+from sqsdelay.core import wire_format
 from sqsdelay.core.flows import Call, Fault, Reply
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.support.faultproxy import FaultProxy
+from tests.support.logs import capture_logs, events
+from tests.support.queues import install, send_raw
 from tests.support.workerkit import Collector, RunningWorker
 
 CYCLE = 2
@@ -36,26 +35,10 @@ def fast(make_settings: Callable[..., Settings]) -> Settings:
     )
 
 
-def setup_queues(settings: Settings, sqs: Any, *queues: str) -> dict[str, str]:
-    reports = Installer(settings, client=sqs).run(list(queues or ["orders"]))
-    return {r.spec.name.removeprefix(settings.queue_prefix): str(r.url) for r in reports}
-
-
-def capture_logs(level: str = "INFO") -> io.StringIO:
-    out = io.StringIO()
-    logs.configure("json", level, stream=out)
-    return out
-
-
-def events(out: io.StringIO, name: str) -> list[dict[str, Any]]:
-    lines = [json.loads(x) for x in out.getvalue().splitlines() if x.startswith("{")]
-    return [x for x in lines if x["event"] == name]
-
-
 def test_delays_below_at_and_above_the_cycle_arrive_once_on_time_intact(
     fast: Settings, sqs: Any
 ) -> None:
-    urls = setup_queues(fast, sqs)
+    urls = install(fast, sqs)
     sender = Sender(fast, client=sqs)
     binary = bytes(range(256)) * 4
     attrs = {
@@ -80,11 +63,11 @@ def test_delays_below_at_and_above_the_cycle_arrive_once_on_time_intact(
         assert g.attributes["bin"]["BinaryValue"] == binary
         assert g.attributes["trace"] == {"StringValue": "ünï ✓", "DataType": "String.custom"}
         assert g.attributes["n"]["StringValue"] == "-1.5e3"
-        assert not set(g.attributes) & wirenames.OWN_ATTRIBUTES
+        assert not set(g.attributes) & wire_format.OWN_ATTRIBUTES
 
 
 def test_foreign_nservicebus_message_is_delivered_on_time(fast: Settings, sqs: Any) -> None:
-    urls = setup_queues(fast, sqs)
+    urls = install(fast, sqs)
     delay = 2 * CYCLE + 1
     start = time.time()
     sent = sqs.send_message(
@@ -93,7 +76,7 @@ def test_foreign_nservicebus_message_is_delivered_on_time(fast: Settings, sqs: A
         MessageGroupId="nsb-group",
         MessageDeduplicationId="nsb-dedup",
         MessageAttributes={
-            wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": str(delay)}
+            wire_format.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": str(delay)}
         },
     )
     collector = Collector(sqs, urls["orders"])
@@ -103,7 +86,7 @@ def test_foreign_nservicebus_message_is_delivered_on_time(fast: Settings, sqs: A
     # NServiceBus's pump does; it then travels unchanged.
     assert got.body == '{"nsb": true}'
     assert got.attributes == {
-        wirenames.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": sent["MessageId"]}
+        wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": sent["MessageId"]}
     }
     assert 0 <= got.at - (start + delay) < 2.0
 
@@ -111,20 +94,14 @@ def test_foreign_nservicebus_message_is_delivered_on_time(fast: Settings, sqs: A
 def test_poison_messages_go_to_the_error_queue_and_good_ones_still_arrive(
     fast: Settings, sqs: Any
 ) -> None:
-    urls = setup_queues(fast, sqs)
+    urls = install(fast, sqs)
     out = capture_logs()
     fifo = urls["orders-delay.fifo"]
 
     def raw(body: str, attrs: dict[str, Any]) -> None:
-        sqs.send_message(
-            QueueUrl=fifo,
-            MessageBody=body,
-            MessageGroupId=body,
-            MessageDeduplicationId=body,
-            MessageAttributes=attrs,
-        )
+        send_raw(sqs, fifo, body, None, **attrs)
 
-    delay_attr = wirenames.DELAY_ATTRIBUTE
+    delay_attr = wire_format.DELAY_ATTRIBUTE
     raw("missing", {"other": {"DataType": "String", "StringValue": "x"}})
     raw("word", {delay_attr: {"DataType": "String", "StringValue": "soon"}})
     raw("negative", {delay_attr: {"DataType": "String", "StringValue": "-5"}})
@@ -141,7 +118,7 @@ def test_poison_messages_go_to_the_error_queue_and_good_ones_still_arrive(
     by_body = {g.body: g for g in errors.got}
     assert set(by_body) == {"missing", "word", "negative", "eleven"}
     reasons = {
-        b: json.loads(by_body[b].attributes[wirenames.FAILURE_ATTRIBUTE]["StringValue"])["reason"]
+        b: json.loads(by_body[b].attributes[wire_format.FAILURE_ATTRIBUTE]["StringValue"])["reason"]
         for b in ("missing", "word", "negative")
     }
     assert "no NServiceBus.AmazonSQS.DelaySeconds" in reasons["missing"]
@@ -163,7 +140,7 @@ def test_missing_destination_trips_the_breaker_then_recovers(
         wait_time_seconds=1,
         max_attempts=20,
     )
-    urls = setup_queues(s, sqs)
+    urls = install(s, sqs)
     sqs.delete_queue(QueueUrl=urls["orders"])
     out = capture_logs()
     Sender(s, client=sqs).send("orders", "waiting", delay=2)
@@ -191,7 +168,7 @@ def test_a_message_the_destination_refuses_goes_to_the_error_queue_after_max_att
         wait_time_seconds=1,
         max_attempts=2,
     )
-    urls = setup_queues(s, sqs)
+    urls = install(s, sqs)
     # The destination takes at most 1 KiB: SQS refuses the big message (InvalidParameterValue
     # for the whole batch); the worker retries entry by entry and blames only that one.
     sqs.set_queue_attributes(QueueUrl=urls["orders"], Attributes={"MaximumMessageSize": "1024"})
@@ -203,7 +180,7 @@ def test_a_message_the_destination_refuses_goes_to_the_error_queue_after_max_att
     with RunningWorker(s, ["orders"]):
         (got,) = errors.until(1, timeout=40)
         (fine,) = dest.until(1, timeout=10)
-    record = json.loads(got.attributes[wirenames.FAILURE_ATTRIBUTE]["StringValue"])
+    record = json.loads(got.attributes[wire_format.FAILURE_ATTRIBUTE]["StringValue"])
     assert got.body == "x" * 2000 and fine.body == "small"
     assert "failed 2 times (SQSDELAY_MAX_ATTEMPTS=2)" in record["reason"]
     assert "last error: InvalidParameterValue" in record["reason"]
@@ -227,7 +204,7 @@ def test_failed_delete_after_requeue_does_not_duplicate(
         visibility_timeout_seconds=1,
         wait_time_seconds=1,
     )
-    urls = setup_queues(s, sqs)
+    urls = install(s, sqs)
     Sender(s, client=sqs).send("orders", "once", delay=4 * cycle + 1)
     out = capture_logs("DEBUG")  # every hop's delay.requeued
     # the SDK tries a call 4 times (3 retries): cut all of the first delete's attempts
@@ -264,7 +241,7 @@ def test_network_drop_loses_nothing(
         wait_time_seconds=1,
         max_attempts=50,
     )
-    urls = setup_queues(s, sqs)
+    urls = install(s, sqs)
     Sender(s, client=sqs).send_batch(
         "orders", [Message(f"m{i}", delay=CYCLE + i % 4) for i in range(20)]
     )
@@ -293,7 +270,7 @@ def test_lost_answers_cost_seconds_not_the_visibility_timeout(
     proxy = FaultProxy(moto_url)
     s = make_settings(endpoint_url=proxy.url, max_native_delay_seconds=CYCLE, wait_time_seconds=1)
     assert (s.receive_visibility(), s.visibility_timeout_seconds) == (3, 60)
-    urls = setup_queues(s, sqs)
+    urls = install(s, sqs)
     total = 40
     sent = time.time()
     Sender(s, client=sqs).send_batch(
@@ -351,7 +328,7 @@ def slow_hand_over(
     """A worker whose first hand-over's send takes 3 s, three times the receive visibility
     (1 s); its extensions refused with `refuse_extensions` when given."""
     s = short_visibility(make_settings)
-    urls = setup_queues(s, sqs)
+    urls = install(s, sqs)
     slow = {"sends": 1}
     real = AsyncCaller._one
 
@@ -411,7 +388,7 @@ def test_worker_reports_stats_with_request_counts(
     make_settings: Callable[..., Settings], sqs: Any
 ) -> None:
     s = make_settings(max_native_delay_seconds=1, wait_time_seconds=1, stats_interval_seconds=0.5)
-    setup_queues(s, sqs)
+    install(s, sqs)
     out = capture_logs()
     with RunningWorker(s, ["orders"]):
         wait_for(lambda: events(out, "worker.stats"), timeout=10)
@@ -423,7 +400,7 @@ def test_idle_worker_runs_one_long_poll_per_queue(
     make_settings: Callable[..., Settings], sqs: Any
 ) -> None:
     s = make_settings(max_native_delay_seconds=1, wait_time_seconds=1, concurrency=8)
-    setup_queues(s, sqs, "a", "b")
+    install(s, sqs, "a", "b")
     with RunningWorker(s, ["a", "b"]) as running:
         time.sleep(3.5)
         receives = running.worker.stats.requests["ReceiveMessage"]
@@ -436,8 +413,8 @@ def test_a_backlog_gets_parallel_receive_loops_within_the_limit(
     make_settings: Callable[..., Settings], sqs: Any
 ) -> None:
     s = make_settings(max_native_delay_seconds=1, wait_time_seconds=1, concurrency=3)
-    urls = setup_queues(s, sqs)
-    far = {wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000"}}
+    urls = install(s, sqs)
+    far = {wire_format.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000"}}
     for start in range(0, 60, 10):
         sqs.send_message_batch(
             QueueUrl=urls["orders-delay.fifo"],
@@ -473,7 +450,7 @@ def test_a_clock_stepped_back_during_a_sub_second_wait_changes_nothing(
     """The worker's wall clock is stepped back 30 s while a hand-over waits out its fraction
     of a second (the wait runs on the monotonic clock): the message arrives on time, neither
     early nor 30 s late."""
-    urls = setup_queues(fast, sqs)
+    urls = install(fast, sqs)
     step = {"seconds": 0.0}
     real = AsyncCaller._one
 
@@ -501,7 +478,7 @@ def test_a_batch_past_its_budget_makes_no_more_calls(
     # Past the budget a message in hand could reappear (visibility timeout) and be handed
     # over twice: the step makes no further call, and the message simply comes back.
     s = make_settings(max_native_delay_seconds=1, wait_time_seconds=1, visibility_timeout_seconds=2)
-    setup_queues(s, sqs)
+    install(s, sqs)
     out = capture_logs()
     ticks = iter(range(10**9))
     clock = lambda: time.monotonic() + 2 * next(ticks)  # noqa: E731 - each reading 2 s later
@@ -515,7 +492,7 @@ def test_a_batch_past_its_budget_makes_no_more_calls(
 
 def test_a_mangled_due_time_does_not_stop_the_worker(fast: Settings, sqs: Any) -> None:
     # "²" passes str.isdigit() but not int(): it used to end the worker, then the next one.
-    urls = setup_queues(fast, sqs)
+    urls = install(fast, sqs)
     for i, due in enumerate(["²", "9" * 5000]):
         sqs.send_message(
             QueueUrl=urls["orders-delay.fifo"],
@@ -523,8 +500,8 @@ def test_a_mangled_due_time_does_not_stop_the_worker(fast: Settings, sqs: Any) -
             MessageGroupId=f"g{i}",
             MessageDeduplicationId=f"d{i}",
             MessageAttributes={
-                wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "3"},
-                wirenames.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": due},
+                wire_format.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "3"},
+                wire_format.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": due},
             },
         )
     collector = Collector(sqs, urls["orders"])
@@ -550,7 +527,7 @@ def test_a_lagging_event_loop_neither_loses_its_batches_nor_duplicates_them(
     lag and the batches' time, the beat allows for the lag, and no extra loop takes a batch
     while it lags (core.heartbeat)."""
     s = short_visibility(make_settings)
-    urls = setup_queues(s, sqs)
+    urls = install(s, sqs)
     total = 20
     dest = Collector(sqs, urls["orders"])
     stop = threading.Event()
@@ -586,7 +563,7 @@ def test_a_stalled_long_poll_is_given_up_at_its_own_deadline(
     the next poll moves the message."""
     proxy = FaultProxy(moto_url)
     s = make_settings(endpoint_url=proxy.url, max_native_delay_seconds=CYCLE, wait_time_seconds=1)
-    urls = setup_queues(s, sqs)
+    urls = install(s, sqs)
     dest = Collector(sqs, urls["orders"])
     try:
         proxy.hang("ReceiveMessage", times=1)
@@ -612,7 +589,7 @@ def test_the_liveness_file_is_touched_only_while_the_event_loop_runs(
     monkeypatch.setattr(worker_module, "LIVENESS_S", 0.2)
     alive = tmp_path / "alive"
     s = make_settings(max_native_delay_seconds=CYCLE, wait_time_seconds=1, liveness_file=alive)
-    setup_queues(s, sqs)
+    install(s, sqs)
     with RunningWorker(s, ["orders"]) as running:
         wait_for(alive.exists, timeout=10)
         first = alive.stat().st_mtime

@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
-from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Message, Sender
-from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.support.faultproxy import FaultProxy
+from tests.support.queues import install
 from tests.support.workerkit import Collector
 
 pytestmark = pytest.mark.slow
@@ -64,21 +63,16 @@ class WorkerProcess(subprocess.Popen[str]):
         return "".join(self.lines[-20:])
 
 
-def queue_urls(settings: Settings, sqs: Any) -> dict[str, str]:
-    reports = Installer(settings, client=sqs).run(["orders"])
-    return {r.spec.role: str(r.url) for r in reports}
-
-
 def test_sigkill_again_and_again_under_load_loses_nothing(
     make_settings: Any, sqs: Any, env: dict[str, str], record_property: Any
 ) -> None:
     s = make_settings(max_native_delay_seconds=2)
-    urls = queue_urls(s, sqs)
+    urls = install(s, sqs)
     total = 120
     Sender(s, client=sqs).send_batch(
         "orders", [Message(f"m{i}", delay=3 + i % 6) for i in range(total)]
     )
-    dest = Collector(sqs, urls["destination"])
+    dest = Collector(sqs, urls["orders"])
     wenv = worker_env(env, SQSDELAY_MAX_ATTEMPTS="1000")
     kills = 0
     proc = WorkerProcess(wenv)
@@ -114,7 +108,7 @@ def test_sigkill_while_the_heartbeat_keeps_a_batch_hidden_delivers_once_after_it
     and the next worker hands it over."""
     proxy = FaultProxy(moto_url)
     s = make_settings(max_native_delay_seconds=2)
-    urls = queue_urls(s, sqs)
+    urls = install(s, sqs)
     # 2.5 s on a 2 s cycle: the hand-over waits about 0.5 s before its send, well before the
     # first heartbeat at 1 s (with 3 s the wait was about 1 s and raced the heartbeat once the
     # emulator's long poll answered at once)
@@ -138,7 +132,7 @@ def test_sigkill_while_the_heartbeat_keeps_a_batch_hidden_delivers_once_after_it
         if proc.poll() is None:
             proc.kill()
         proxy.close()
-    dest = Collector(sqs, urls["destination"])
+    dest = Collector(sqs, urls["orders"])
     proc = WorkerProcess(worker_env(env, **extended))
     try:
         got = dest.until(1, timeout=60)
@@ -157,12 +151,12 @@ def test_sigterm_exits_0_quickly_and_leaves_nothing_half_done(
     make_settings: Any, sqs: Any, env: dict[str, str]
 ) -> None:
     s = make_settings(max_native_delay_seconds=2)
-    urls = queue_urls(s, sqs)
+    urls = install(s, sqs)
     total = 40
     Sender(s, client=sqs).send_batch(
         "orders", [Message(f"m{i}", delay=3 + i % 5) for i in range(total)]
     )
-    dest = Collector(sqs, urls["destination"])
+    dest = Collector(sqs, urls["orders"])
     # A 20 s long poll must not delay the stop. The visibility timeout is long enough that a
     # slow batch on a busy moto cannot reappear mid-processing (that would be an
     # at-least-once duplicate from the timeout, not from the stop).

@@ -35,6 +35,7 @@ class StubAws:
     queues: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     deleted: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     hidden: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    in_flight: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     schedules: dict[str, dict[str, Any]] = field(default_factory=dict)
     items: dict[str, dict[str, Any]] = field(default_factory=dict)  # the registry, by id
     calls: list[Call] = field(default_factory=list)
@@ -142,8 +143,16 @@ class StubAws:
                     ok.append({"Id": entry["Id"]})
                 else:
                     self.hidden[queue].append(entry)
+                    if entry.get("VisibilityTimeout") == 0:  # visible again at once
+                        self.in_flight[queue].discard(entry["ReceiptHandle"])
                     ok.append({"Id": entry["Id"]})
             return {"Successful": ok, "Failed": failed}
+        if call.api == "ReceiveMessage":
+            return self._receive(queue, int(p.get("MaxNumberOfMessages", 1)))
+        if call.api == "DeleteMessage":
+            self.deleted[queue].append(p["ReceiptHandle"])
+            self.in_flight[queue].discard(p["ReceiptHandle"])
+            return {}
         if call.api == "SendMessage":
             message = {**p, "MessageId": f"m{next(self._ids)}"}
             self.queues[queue].append(message)
@@ -171,6 +180,28 @@ class StubAws:
         if call.api == "UpdateItem" and p["UpdateExpression"] == "SET delivered = :true":
             return self._delivered(p)
         raise AssertionError(f"the stub does not answer {call.api}")
+
+    def _receive(self, queue: str, most: int) -> dict[str, Any]:
+        """The queue's messages that are neither deleted nor in flight, oldest first, each
+        in flight until deleted or made visible again (a receipt handle is its position)."""
+        got = []
+        for position, message in enumerate(self.queues[queue]):
+            handle = f"{queue}#{position}"
+            if handle in self.deleted[queue] or handle in self.in_flight[queue]:
+                continue
+            self.in_flight[queue].add(handle)
+            got.append(
+                {
+                    "MessageId": message["MessageId"],
+                    "ReceiptHandle": handle,
+                    "Body": message.get("MessageBody", ""),
+                    "MessageAttributes": message.get("MessageAttributes", {}),
+                    "Attributes": {},
+                }
+            )
+            if len(got) == most:
+                break
+        return {"Messages": got} if got else {}
 
     def _claim(self, p: dict[str, Any]) -> dict[str, Any] | Fault:
         """The registry's claim (`registry.claim_call`'s condition, as DynamoDB reads it: a

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqsdelay.aws.worker import WorkerThread
-from sqsdelay.core import wirenames
+from sqsdelay.core import wire_format
 
 # The worker in a background thread is part of the package (the demo uses it too).
 RunningWorker = WorkerThread
@@ -16,7 +16,7 @@ RunningWorker = WorkerThread
 def load_far_off(sqs: Any, delay_queue_url: str, count: int) -> None:
     """`count` messages straight into a delay queue, each due in about three years: every
     pass of the worker requeues them (a backlog that never drains)."""
-    far = {wirenames.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000000"}}
+    far = {wire_format.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "100000000"}}
     for start in range(0, count, 10):
         entries = [
             {

@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqsdelay.core.batching import chunk, read_batch_response
+from sqsdelay.core.batch_entries import chunk, read_batch_response
 
 
 @given(st.lists(st.tuples(st.sampled_from("abc"), st.integers(1, 400)), max_size=60))

@@ -10,11 +10,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sqsdelay.core import identity, registry, wirenames
-from sqsdelay.core.decision import Limits, Received
+from sqsdelay.core import identity, registry, wire_format
+from sqsdelay.core.decision import Limits
 from sqsdelay.core.flows import Call
+from sqsdelay.core.received import Received
 from sqsdelay.core.step import StepConfig, StepState, handle
-from tests.core.test_step import DAY, TARGET, Clock, Q, T, message, run
+from tests.support.steps import DAY, TARGET, Clock, Q, T, message, run
 from tests.support.stub import StubAws
 
 TABLE = "sqsdelay-scheduled"
@@ -22,7 +23,7 @@ CONFIG = StepConfig(limits=Limits(), call_timeout=10, registry_table=TABLE)
 
 
 def keyed(i: int, delay: int, **system: str) -> Any:
-    ident = {wirenames.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": f"k{i}"}}
+    ident = {wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": f"k{i}"}}
     return message(i, delay, attrs=ident, **system)
 
 
@@ -61,7 +62,7 @@ def test_a_cancelled_message_is_dropped_a_moved_one_follows_its_record() -> None
     assert sorted(stub.deleted[Q.delay]) == [f"rh{i}" for i in range(1, 6)]
     assert [e["MessageBody"] for e in stub.queues[Q.destination]] == ["body 3", "body 5"]
     requeued = stub.queues[Q.delay][0]["MessageAttributes"]
-    assert requeued[wirenames.DUE_AT_ATTRIBUTE]["StringValue"] == str(T + 2 * DAY * 1000)
+    assert requeued[wire_format.DUE_AT_ATTRIBUTE]["StringValue"] == str(T + 2 * DAY * 1000)
     assert stub.items[f"{Q.destination}/k3"]["state"] == {"S": "handed-over"}
     assert stub.items[f"{Q.destination}/k3"]["delivered"] == {"BOOL": True}
     assert stub.count("UpdateItem") == 2  # k3's claim and its delivered mark (k5 has no record)
@@ -178,7 +179,7 @@ def test_whatever_a_producer_wrote_as_the_id_every_record_ends_once(
     batch."""
     stub = StubAws()
     batch = [
-        message(i, 5, attrs={wirenames.MESSAGE_ID_ATTRIBUTE: value})
+        message(i, 5, attrs={wire_format.MESSAGE_ID_ATTRIBUTE: value})
         for i, value in enumerate(values)
     ]
     outcome = run(batch, stub, config=CONFIG)

@@ -1,38 +1,26 @@
-"""The decisions of a received batch: each message read (from boto3 or a Lambda event),
-decided under guards, and turned into its outgoing SendMessageBatch entry. Pure, shared by
-the ECS worker and the Lambda handler; one message's rules are `decision.py`'s."""
+"""The decisions of a received batch: each message (`received.py`) decided under guards,
+and turned into its outgoing SendMessageBatch entry. Pure, shared by the ECS worker and
+the Lambda handler; one message's rules are `decision.py`'s."""
 
 from __future__ import annotations
 
-import base64
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqsdelay.core import tracing, wire
+from sqsdelay.core import message_shape, tracing
 from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import (
     Decision,
     Limits,
     Poison,
-    Received,
     decide,
     forward,
-    parse_natural,
 )
 from sqsdelay.core.failures import FailureLog
-from sqsdelay.core.types import AttributeValue, Target
-
-# System attributes the decision needs (DESIGN.md, "The worker").
-SYSTEM_ATTRIBUTES = (
-    "SentTimestamp",
-    "ApproximateFirstReceiveTimestamp",
-    "ApproximateReceiveCount",
-    "MessageDeduplicationId",
-    "MessageGroupId",
-    tracing.ATTRIBUTE,
-)
+from sqsdelay.core.received import Received, parse_natural
+from sqsdelay.core.types import Target
 
 
 @dataclass(frozen=True)
@@ -44,48 +32,12 @@ class Outgoing:
     size: int
 
 
-def _attribute(value: Mapping[str, Any]) -> AttributeValue:
-    # Drop the reserved list fields boto3 returns; keep values byte for byte.
-    out: AttributeValue = {"DataType": value.get("DataType") or value["dataType"]}
-    if "BinaryValue" in value:
-        out["BinaryValue"] = value["BinaryValue"]
-    elif value.get("binaryValue") is not None:
-        out["BinaryValue"] = base64.b64decode(value["binaryValue"])
-    if "StringValue" in value:
-        out["StringValue"] = value["StringValue"]
-    elif value.get("stringValue") is not None:
-        out["StringValue"] = value["stringValue"]
-    return out
-
-
-def from_boto(message: Mapping[str, Any]) -> Received:
-    """A message from ReceiveMessage."""
-    return Received(
-        message_id=message["MessageId"],
-        receipt_handle=message["ReceiptHandle"],
-        body=message.get("Body", ""),
-        attributes={k: _attribute(v) for k, v in message.get("MessageAttributes", {}).items()},
-        system=dict(message.get("Attributes", {})),
-    )
-
-
-def from_lambda(record: Mapping[str, Any]) -> Received:
-    """A record of a Lambda SQS event (lower-case keys, base64 binary values)."""
-    return Received(
-        message_id=record["messageId"],
-        receipt_handle=record["receiptHandle"],
-        body=record.get("body", ""),
-        attributes={k: _attribute(v) for k, v in record.get("messageAttributes", {}).items()},
-        system=dict(record.get("attributes", {})),
-    )
-
-
 def outgoing(received: Received, decision: Decision) -> Outgoing:
     entry: dict[str, Any] = {"MessageBody": received.body, **decision.request()}
     entry |= tracing.system_attributes(tracing.carried(received.system))
     if decision.attributes:
         entry["MessageAttributes"] = decision.attributes
-    size = wire.message_size(received.body, decision.attributes)
+    size = message_shape.message_size(received.body, decision.attributes)
     return Outgoing(received, decision, decision.target, entry, size)
 
 

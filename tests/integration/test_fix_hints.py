@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_cli import run
+from tests.support.cli import run
 
 HINT = re.compile(r"(?:with|fix): (sqsdelay [^\n;]*?)\s*(?:;|$)", re.MULTILINE)
 

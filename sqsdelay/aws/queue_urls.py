@@ -1,4 +1,4 @@
-"""Queue trios (`core/queues.py`) under the settings, their URLs, and fix hints.
+"""Queue trios (`core/queue_trios.py`) under the settings, their URLs, and fix hints.
 
 `QueueResolver` is the one place that looks up queue URLs (with a cache) and turns a missing
 queue into an error whose hint is a command that creates it.
@@ -13,24 +13,24 @@ from typing import Any
 
 from sqsdelay.aws.callers import AsyncCaller, SyncCaller
 from sqsdelay.aws.clients import MISSING_QUEUE_CODES
-from sqsdelay.core import names, queue_checks, queues
+from sqsdelay.core import queue_checks, queue_names, queue_trios
 from sqsdelay.core.flows import Call, Fault, Flow, adrive, drive
 from sqsdelay.core.parking import ParkTarget
 from sqsdelay.core.queue_checks import Problem
-from sqsdelay.core.queues import QueueSpec, QueueTrio
+from sqsdelay.core.queue_trios import QueueSpec, QueueTrio
 from sqsdelay.errors import DelayQueueMissing, InvalidQueueName, QueueMissing, SqsOperationError
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings, install_command
 
-log = get_logger("sqsdelay.aws.queues")
+log = get_logger("sqsdelay.aws.queue_urls")
 
 
 def trio(queue: str, settings: Settings) -> QueueTrio:
-    return queues.trio(queue, settings.queue_prefix, settings.error_queue)
+    return queue_trios.trio(queue, settings.queue_prefix, settings.error_queue)
 
 
 def trio_of_delay_queue(delay_queue: str, settings: Settings) -> QueueTrio:
-    return queues.trio_of_delay_queue(delay_queue, settings.queue_prefix, settings.error_queue)
+    return queue_trios.trio_of_delay_queue(delay_queue, settings.queue_prefix, settings.error_queue)
 
 
 def check_queue(spec: QueueSpec, attrs: dict[str, str], settings: Settings) -> list[Problem]:
@@ -51,7 +51,7 @@ class QueueResolver:
     def trio(self, queue: str) -> QueueTrio:
         if queue not in self._trios:
             t = self._trios[queue] = self.remember(trio(queue, self.settings))
-            if t.destination != names.prefixed(queue, self.settings.queue_prefix):
+            if t.destination != queue_names.prefixed(queue, self.settings.queue_prefix):
                 # NServiceBus's naming changed it: said once, never silently.
                 log.warning("queue.name_rewritten", queue=queue, destination=t.destination)
         return self._trios[queue]

@@ -10,7 +10,7 @@ name, and every character other than a letter, digit, '-' or '_' becomes '-' (a 
 import re
 import unicodedata
 
-from sqsdelay.core import quotas, wirenames
+from sqsdelay.core import quotas, wire_format
 from sqsdelay.errors import InvalidMessage, InvalidQueueName
 
 _SQS_NAME = re.compile(r"[A-Za-z0-9_-]+")
@@ -51,21 +51,21 @@ def physical_name(name: str, prefix: str = "") -> str:
 
 
 def is_fifo(name: str) -> bool:
-    return name.endswith(wirenames.FIFO_SUFFIX)
+    return name.endswith(wire_format.FIFO_SUFFIX)
 
 
 def _owner_of(name: str) -> str | None:
     """Which queue of another destination `name` is, if it is one."""
     if is_fifo(name):
         for suffix, kind, back in (
-            (wirenames.DELAY_QUEUE_SUFFIX, "standard", ""),
-            (wirenames.FIFO_DELAY_QUEUE_SUFFIX, "FIFO", wirenames.FIFO_SUFFIX),
+            (wire_format.DELAY_QUEUE_SUFFIX, "standard", ""),
+            (wire_format.FIFO_DELAY_QUEUE_SUFFIX, "FIFO", wire_format.FIFO_SUFFIX),
         ):
             if name.endswith(suffix):
                 owner = name.removesuffix(suffix) + back
                 return f"delay queue of the {kind} destination {owner!r}"
-    elif name.endswith(wirenames.STAGING_QUEUE_SUFFIX):
-        owner = name.removesuffix(wirenames.STAGING_QUEUE_SUFFIX) + wirenames.FIFO_SUFFIX
+    elif name.endswith(wire_format.STAGING_QUEUE_SUFFIX):
+        owner = name.removesuffix(wire_format.STAGING_QUEUE_SUFFIX) + wire_format.FIFO_SUFFIX
         return f"staging queue of the FIFO destination {owner!r}"
     return None
 
@@ -79,9 +79,9 @@ def destination_name(queue: str, prefix: str = "") -> str:
     if owner is not None:
         raise InvalidQueueName(
             f"destination {name!r} is the name of the {owner}: a FIFO destination's name may "
-            f"not end in {wirenames.DELAY_QUEUE_SUFFIX!r} or "
-            f"{wirenames.FIFO_DELAY_QUEUE_SUFFIX!r}, nor a standard one's in "
-            f"{wirenames.STAGING_QUEUE_SUFFIX!r}: choose another name"
+            f"not end in {wire_format.DELAY_QUEUE_SUFFIX!r} or "
+            f"{wire_format.FIFO_DELAY_QUEUE_SUFFIX!r}, nor a standard one's in "
+            f"{wire_format.STAGING_QUEUE_SUFFIX!r}: choose another name"
         )
     return name
 
@@ -90,8 +90,10 @@ def delay_queue_of(destination: str) -> str:
     """The delay queue's name by the rule alone, unchecked (the cost report names what was
     billed)."""
     if is_fifo(destination):
-        return destination.removesuffix(wirenames.FIFO_SUFFIX) + wirenames.FIFO_DELAY_QUEUE_SUFFIX
-    return destination + wirenames.DELAY_QUEUE_SUFFIX
+        return (
+            destination.removesuffix(wire_format.FIFO_SUFFIX) + wire_format.FIFO_DELAY_QUEUE_SUFFIX
+        )
+    return destination + wire_format.DELAY_QUEUE_SUFFIX
 
 
 def delay_queue_name(destination: str) -> str:
@@ -104,7 +106,7 @@ def delay_queue_name(destination: str) -> str:
     if len(name) > quotas.MAX_QUEUE_NAME_LENGTH:
         raise InvalidQueueName(
             f"queue name {destination!r} has {len(destination)} characters; a destination "
-            f"with a delay queue may have at most {wirenames.MAX_DESTINATION_NAME_LENGTH}, so "
+            f"with a delay queue may have at most {wire_format.MAX_DESTINATION_NAME_LENGTH}, so "
             f"that {name!r} fits SQS's {quotas.MAX_QUEUE_NAME_LENGTH}-character limit "
             f"(delays of {quotas.MAX_NATIVE_DELAY_SECONDS} s or less need no delay queue)"
         )
@@ -113,7 +115,7 @@ def delay_queue_name(destination: str) -> str:
 
 def staging_queue_of(destination: str) -> str:
     """A FIFO destination's staging queue by the rule alone, unchecked (as `delay_queue_of`)."""
-    return destination.removesuffix(wirenames.FIFO_SUFFIX) + wirenames.STAGING_QUEUE_SUFFIX
+    return destination.removesuffix(wire_format.FIFO_SUFFIX) + wire_format.STAGING_QUEUE_SUFFIX
 
 
 def staging_queue_name(destination: str) -> str:
@@ -121,10 +123,10 @@ def staging_queue_name(destination: str) -> str:
     a per-message DelaySeconds): the last hop waits there, and the worker forwards it."""
     if not is_fifo(destination):
         raise InvalidQueueName(f"{destination!r} is not a FIFO queue: it has no staging queue")
-    if len(destination) > wirenames.MAX_DESTINATION_NAME_LENGTH:  # as for its delay queue
+    if len(destination) > wire_format.MAX_DESTINATION_NAME_LENGTH:  # as for its delay queue
         raise InvalidQueueName(
             f"queue name {destination!r} has {len(destination)} characters; a FIFO destination "
-            f"that takes delays may have at most {wirenames.MAX_DESTINATION_NAME_LENGTH}, so "
+            f"that takes delays may have at most {wire_format.MAX_DESTINATION_NAME_LENGTH}, so "
             f"that its delay and staging queues fit SQS's {quotas.MAX_QUEUE_NAME_LENGTH}-"
             "character limit (a send without delay needs neither)"
         )
@@ -137,14 +139,14 @@ def error_queue_name(error_queue: str, prefix: str = "") -> str:
 
 def destination_of_delay_queue(delay_queue: str) -> str:
     """Inverse of delay_queue_name (used by the Lambda handler with eventSourceARN)."""
-    if delay_queue.endswith(wirenames.FIFO_DELAY_QUEUE_SUFFIX):
-        suffix, back = wirenames.FIFO_DELAY_QUEUE_SUFFIX, wirenames.FIFO_SUFFIX
-    elif delay_queue.endswith(wirenames.DELAY_QUEUE_SUFFIX):
-        suffix, back = wirenames.DELAY_QUEUE_SUFFIX, ""
+    if delay_queue.endswith(wire_format.FIFO_DELAY_QUEUE_SUFFIX):
+        suffix, back = wire_format.FIFO_DELAY_QUEUE_SUFFIX, wire_format.FIFO_SUFFIX
+    elif delay_queue.endswith(wire_format.DELAY_QUEUE_SUFFIX):
+        suffix, back = wire_format.DELAY_QUEUE_SUFFIX, ""
     else:
         raise InvalidQueueName(
             f"{delay_queue!r} is not a delay queue: its name must end in "
-            f"{wirenames.DELAY_QUEUE_SUFFIX!r} (or {wirenames.FIFO_DELAY_QUEUE_SUFFIX!r})"
+            f"{wire_format.DELAY_QUEUE_SUFFIX!r} (or {wire_format.FIFO_DELAY_QUEUE_SUFFIX!r})"
         )
     destination = delay_queue.removesuffix(suffix) + back
     if (
@@ -158,13 +160,13 @@ def destination_of_delay_queue(delay_queue: str) -> str:
 
 def destination_of_staging_queue(staging_queue: str) -> str:
     """Inverse of staging_queue_name."""
-    base = staging_queue.removesuffix(wirenames.STAGING_QUEUE_SUFFIX)
+    base = staging_queue.removesuffix(wire_format.STAGING_QUEUE_SUFFIX)
     if base == staging_queue or not base:
         raise InvalidQueueName(
             f"{staging_queue!r} is not a staging queue: its name must end in "
-            f"{wirenames.STAGING_QUEUE_SUFFIX!r}"
+            f"{wire_format.STAGING_QUEUE_SUFFIX!r}"
         )
-    destination = base + wirenames.FIFO_SUFFIX
+    destination = base + wire_format.FIFO_SUFFIX
     if destination_name(destination) != destination:
         raise InvalidQueueName(f"{staging_queue!r} is not a valid staging queue name")
     return destination

@@ -7,11 +7,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqsdelay.aws.queues import ParkTargets, QueueResolver
-from sqsdelay.core.decision import Received
+from sqsdelay.aws.queue_urls import ParkTargets, QueueResolver
 from sqsdelay.core.flows import Flow
 from sqsdelay.core.outcomes import Outcome
-from sqsdelay.core.queues import QueueTrio
+from sqsdelay.core.queue_trios import QueueTrio
+from sqsdelay.core.received import Received
 from sqsdelay.core.step import StepConfig, StepState, handle
 from sqsdelay.settings import Settings
 

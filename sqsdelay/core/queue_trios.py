@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from sqsdelay.core import defaults, names, quotas, wirenames
+from sqsdelay.core import defaults, queue_names, quotas, wire_format
 from sqsdelay.core.types import Target
 
 Role = Literal["destination", "delay", "staging", "error"]
@@ -18,12 +18,12 @@ ERROR_QUEUE_RETENTION_SECONDS = quotas.MAX_RETENTION_SECONDS
 # books a queue's lines to its destination by all three, with their roles, in Spark, where
 # no Python runs.
 DELAY_QUEUE_ENDINGS = (
-    (wirenames.DELAY_QUEUE_SUFFIX, ""),
-    (wirenames.FIFO_DELAY_QUEUE_SUFFIX, wirenames.FIFO_SUFFIX),
+    (wire_format.DELAY_QUEUE_SUFFIX, ""),
+    (wire_format.FIFO_DELAY_QUEUE_SUFFIX, wire_format.FIFO_SUFFIX),
 )
 SERVING_QUEUE_ENDINGS: tuple[tuple[str, str, Role], ...] = (
     *((ending, back, "delay") for ending, back in DELAY_QUEUE_ENDINGS),
-    (wirenames.STAGING_QUEUE_SUFFIX, wirenames.FIFO_SUFFIX, "staging"),
+    (wire_format.STAGING_QUEUE_SUFFIX, wire_format.FIFO_SUFFIX, "staging"),
 )
 
 
@@ -31,8 +31,8 @@ def handover_queue(destination: str) -> tuple[Role, str]:
     """The queue a destination's hand-overs land in, by the names alone (the cost report
     prices what the log says, it does not check names): a FIFO destination's staging queue,
     else the destination itself. Its standard requests are that queue's."""
-    if names.is_fifo(destination):
-        return "staging", names.staging_queue_of(destination)
+    if queue_names.is_fifo(destination):
+        return "staging", queue_names.staging_queue_of(destination)
     return "destination", destination
 
 
@@ -68,20 +68,20 @@ class QueueTrio:
 
     @property
     def fifo(self) -> bool:
-        return names.is_fifo(self.destination)
+        return queue_names.is_fifo(self.destination)
 
     @property
     def delay(self) -> str:
         """The queue this trio drains: the delay queue (the staging queue when it forwards).
         Raises InvalidQueueName for a destination too long to have a delay queue."""
         if self.forwards:
-            return names.staging_queue_name(self.destination)
-        return names.delay_queue_name(self.destination)
+            return queue_names.staging_queue_name(self.destination)
+        return queue_names.delay_queue_name(self.destination)
 
     @property
     def staging(self) -> str | None:
         """A FIFO destination's staging queue."""
-        return names.staging_queue_name(self.destination) if self.fifo else None
+        return queue_names.staging_queue_name(self.destination) if self.fifo else None
 
     @property
     def stages(self) -> bool:
@@ -96,14 +96,18 @@ class QueueTrio:
     def of(self, target: Target) -> str:
         """The queue a decision's target names."""
         if target == "destination":
-            return names.staging_queue_name(self.destination) if self.stages else self.destination
+            return (
+                queue_names.staging_queue_name(self.destination)
+                if self.stages
+                else self.destination
+            )
         return {"delay": self.delay, "error": self.error}[target]
 
     def specs(self) -> list[QueueSpec]:
         """The queues of this destination (not the shared error queue), in creation order."""
         out = [
             QueueSpec("destination", self.destination, self.requested),
-            QueueSpec("delay", names.delay_queue_name(self.destination), self.requested),
+            QueueSpec("delay", queue_names.delay_queue_name(self.destination), self.requested),
         ]
         if self.staging is not None:
             out.append(QueueSpec("staging", self.staging, self.requested))
@@ -114,23 +118,23 @@ def trio(queue: str, prefix: str, error_queue: str) -> QueueTrio:
     """The queues of a destination as the user names it (without the prefix)."""
     return QueueTrio(
         requested=queue,
-        destination=names.destination_name(queue, prefix),
-        error=names.error_queue_name(error_queue, prefix),
+        destination=queue_names.destination_name(queue, prefix),
+        error=queue_names.error_queue_name(error_queue, prefix),
     )
 
 
 def trio_of_delay_queue(delay_queue: str, prefix: str, error_queue: str) -> QueueTrio:
     """The trio a delay queue belongs to, or that drains a staging queue (Lambda knows only
     its event source)."""
-    forwards = delay_queue.endswith(wirenames.STAGING_QUEUE_SUFFIX)
+    forwards = delay_queue.endswith(wire_format.STAGING_QUEUE_SUFFIX)
     if forwards:
-        destination = names.destination_of_staging_queue(delay_queue)
+        destination = queue_names.destination_of_staging_queue(delay_queue)
     else:
-        destination = names.destination_of_delay_queue(delay_queue)
+        destination = queue_names.destination_of_delay_queue(delay_queue)
     return QueueTrio(
         requested=destination.removeprefix(prefix),
         destination=destination,
-        error=names.error_queue_name(error_queue, prefix),
+        error=queue_names.error_queue_name(error_queue, prefix),
         forwards=forwards,
     )
 
@@ -168,6 +172,6 @@ def expected_attributes(spec: QueueSpec, config: QueueConfig) -> dict[str, str]:
         }
     if role == "staging":  # a queue-level delay would apply to hand-overs with 0 s left
         return {"DelaySeconds": "0", **sse_attributes(config)}
-    if names.is_fifo(spec.name):  # a FIFO destination: we always give deduplication ids
+    if queue_names.is_fifo(spec.name):  # a FIFO destination: we always give deduplication ids
         return {"FifoQueue": "true", **sse_attributes(config)}
     return sse_attributes(config)

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sqsdelay.core import quotas
-from sqsdelay.core.names import (
+from sqsdelay.core.queue_names import (
     check_group_id,
     delay_queue_name,
     destination_name,
@@ -220,7 +220,7 @@ def test_a_rewritten_name_is_said_once() -> None:
     import json
 
     from sqsdelay import logs
-    from sqsdelay.aws.queues import QueueResolver
+    from sqsdelay.aws.queue_urls import QueueResolver
     from sqsdelay.settings import Settings
 
     out = io.StringIO()

@@ -2,7 +2,7 @@
 
 import re
 
-from sqsdelay.core import quotas, wirenames
+from sqsdelay.core import quotas, wire_format
 from sqsdelay.core.types import Attributes, AttributeValue
 from sqsdelay.errors import InvalidMessage, MessageTooLarge, TooManyAttributes
 
@@ -79,7 +79,7 @@ def check_fits(body: str, attributes: Attributes, max_bytes: int) -> None:
 def check_user_attributes(attributes: Attributes) -> None:
     for name, value in attributes.items():
         check_attribute_name(name)
-        if name in wirenames.SENDER_ATTRIBUTES:
+        if name in wire_format.SENDER_ATTRIBUTES:
             raise InvalidMessage(
                 f"attribute {name!r} is set by sqsdelay; leave it out (a message type goes "
                 "in --message-type / message_type)"
@@ -93,3 +93,14 @@ def string_attribute(value: str) -> AttributeValue:
 
 def number_attribute(value: int) -> AttributeValue:
     return {"DataType": "Number", "StringValue": str(value)}
+
+
+def string_value(attributes: Attributes, name: str) -> str | None:
+    """The StringValue of an attribute, or None when it is absent."""
+    value = attributes.get(name)
+    return value.get("StringValue") if value else None
+
+
+def without_own(attributes: Attributes) -> Attributes:
+    """The attributes without sqsdelay's own (`wire_format.OWN_ATTRIBUTES`)."""
+    return {k: v for k, v in attributes.items() if k not in wire_format.OWN_ATTRIBUTES}

@@ -1,0 +1,69 @@
+"""The failure record: what a poison message carries to the error queue in one
+`sqsdelay.Failure` attribute (reason, source queue, original delay and due time), written
+when the worker dead-letters it and read back by `replay-errors` (pure; the replay's flow is
+`core/replay.py`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from sqsdelay.core import message_shape, wire_format
+from sqsdelay.core.received import Received, parse_natural
+from sqsdelay.core.types import Attributes
+from sqsdelay.errors import InvalidMessage
+
+# A record longer than this is cut: its reason is free text (an exception's message).
+MAX_RECORD_CHARS = 4096
+
+
+def attributes(received: Received, reason: str, source_queue: str, max_bytes: int) -> Attributes:
+    """Attributes for the error queue: the original ones, with our delay attributes folded
+    into one `sqsdelay.Failure` record (reason and what replay needs), when it fits."""
+    original = received.attributes
+    record = {
+        "reason": reason,
+        "queue": source_queue,
+        "delay_seconds": message_shape.string_value(original, wire_format.DELAY_ATTRIBUTE),
+        "due_at": message_shape.string_value(original, wire_format.DUE_AT_ATTRIBUTE),
+        "receive_count": received.receive_count,
+    }
+    attrs = message_shape.without_own(original)
+    attrs[wire_format.FAILURE_ATTRIBUTE] = message_shape.string_attribute(
+        json.dumps(record)[:MAX_RECORD_CHARS]
+    )
+    try:
+        message_shape.check_fits(received.body, attrs, max_bytes)
+    except InvalidMessage:
+        return dict(original)  # no room: keep it intact; the reason is in the log event
+    return attrs
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Where a dead-lettered message goes back to, and with which attributes (pure)."""
+
+    queue: str
+    attributes: Attributes
+
+
+def plan_replay(message: Received, delay_queue: str) -> Replay | str:
+    """A Replay for a message dead-lettered from `delay_queue`, or why it cannot be replayed."""
+    raw = message_shape.string_value(message.attributes, wire_format.FAILURE_ATTRIBUTE)
+    if raw is None:
+        return "no sqsdelay.Failure record (no room for it), so its queue is unknown"
+    try:
+        record = json.loads(raw)
+    except json.JSONDecodeError:
+        return "sqsdelay.Failure record is not JSON"
+    if record.get("queue") != delay_queue:
+        return f"belongs to {record.get('queue')!r}"
+    delay = str(record.get("delay_seconds") or "")
+    if parse_natural(delay) is None:
+        return f"no valid delay to restore ({record.get('reason', 'unknown reason')})"
+    attrs = {k: v for k, v in message.attributes.items() if k != wire_format.FAILURE_ATTRIBUTE}
+    attrs[wire_format.DELAY_ATTRIBUTE] = message_shape.string_attribute(delay)
+    due = parse_natural(str(record.get("due_at") or ""))
+    if due is not None:  # keeps the original due time; if it has passed, delivery is immediate
+        attrs[wire_format.DUE_AT_ATTRIBUTE] = message_shape.number_attribute(due)
+    return Replay(delay_queue, attrs)

@@ -1,0 +1,125 @@
+"""`replay-errors` as a flow: move a destination's dead-lettered messages from the error
+queue back to its delay queue, each sent before it is deleted (what each goes back with is
+`core/failure_record.py`'s)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqsdelay.core import identity, quotas
+from sqsdelay.core.failure_record import plan_replay
+from sqsdelay.core.flows import Call, Fault, Flow
+from sqsdelay.core.received import Received, from_boto
+from sqsdelay.core.types import Attributes
+from sqsdelay.errors import SqsOperationError
+from sqsdelay.logs import get_logger
+
+log = get_logger("sqsdelay.replay")
+# How long one receive of the error queue waits, and keeps what it took from other receivers.
+RECEIVE_WAIT_SECONDS = 1
+RECEIVE_VISIBILITY_SECONDS = 30
+
+
+@dataclass
+class ReplayResult:
+    replayed: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def replay_errors(
+    error_queue: str,
+    delay_queue: str,
+    *,
+    limit: int = 100,
+    scan: int = 1000,
+    only: frozenset[str] | None = None,
+) -> Flow[ReplayResult]:
+    """Move up to `limit` messages of `delay_queue` from `error_queue` back to it, looking at
+    no more than `scan` messages of the (shared) error queue.
+
+    Each message is sent before it is deleted, with a deduplication id derived from its
+    error-queue message id, so a replay that dies half-way and is run again within five
+    minutes does not duplicate anything. Messages of other queues are made visible again at
+    once, and count towards `scan`. A failed receive raises; a failed send or delete leaves
+    the message in the error queue and is reported in `failed`. `only`: replay just these
+    error-queue message ids (the console's selection); the others are held until the scan
+    ends (released at once, they would come back in the next receive and end it before the
+    selection is found).
+    """
+    result = ReplayResult()
+    seen: set[str] = set()  # at most `scan` ids
+    held: list[str] = []  # with `only`: the unselected, released when the scan ends
+    while len(result.replayed) + len(result.failed) < limit and len(seen) < scan:
+        wanted = min(quotas.MAX_BATCH_ENTRIES, limit - len(result.replayed) - len(result.failed))
+        if only is not None:  # the selection may be behind others: read full batches
+            wanted = quotas.MAX_BATCH_ENTRIES
+        receive = {
+            "MaxNumberOfMessages": max(1, min(wanted, scan - len(seen))),
+            "WaitTimeSeconds": RECEIVE_WAIT_SECONDS,
+            "VisibilityTimeout": RECEIVE_VISIBILITY_SECONDS,
+            "MessageAttributeNames": ["All"],
+        }
+        [got] = yield [Call("sqs", "ReceiveMessage", receive, queue=error_queue)]
+        if got.fault is not None:
+            yield from _release(error_queue, held)
+            raise SqsOperationError("ReceiveMessage", error_queue, got.fault.code, got.fault.detail)
+        batch = [from_boto(m) for m in got.response.get("Messages", [])]
+        fresh = [m for m in batch if m.message_id not in seen]
+        left = [m.receipt_handle for m in batch if m.message_id in seen]
+        for m in fresh:
+            seen.add(m.message_id)
+            if only is not None and m.message_id not in only:
+                held.append(m.receipt_handle)
+                continue
+            plan = plan_replay(m, delay_queue)
+            if isinstance(plan, str):
+                result.skipped[m.message_id] = plan
+                left.append(m.receipt_handle)
+                continue
+            fault = yield from _move(m, plan.attributes, error_queue, delay_queue)
+            if fault is not None:
+                result.failed[m.message_id] = f"{fault.code}: {fault.detail}"
+                left.append(m.receipt_handle)
+                continue
+            result.replayed.append(m.message_id)
+            log.info("delay.replayed", message_id=m.message_id, queue=delay_queue)
+        yield from _release(error_queue, left)  # not ours, or failed: visible again at once
+        if not fresh or (only is not None and only <= seen):
+            break
+    yield from _release(error_queue, held)
+    return result
+
+
+def _move(
+    message: Received, attributes: Attributes, error_queue: str, delay_queue: str
+) -> Flow[Fault | None]:
+    """Send one message back to its delay queue, then delete it from the error queue; the
+    fault of whichever failed."""
+    dedup = identity.replay_dedup_id(message.message_id)
+    send = {
+        "MessageBody": message.body,
+        "MessageAttributes": attributes,
+        "MessageGroupId": dedup,
+        "MessageDeduplicationId": dedup,
+    }
+    [sent] = yield [Call("sqs", "SendMessage", send, queue=delay_queue)]
+    if sent.fault is not None:
+        return sent.fault
+    delete = {"ReceiptHandle": message.receipt_handle}
+    [deleted] = yield [Call("sqs", "DeleteMessage", delete, queue=error_queue)]
+    return deleted.fault
+
+
+def _release(queue: str, handles: list[str]) -> Flow[None]:
+    """Make these messages visible again at once; a failure is ignored (they come back after
+    the receive's visibility timeout anyway)."""
+    calls = []
+    for start in range(0, len(handles), quotas.MAX_BATCH_ENTRIES):
+        entries = [
+            {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0}
+            for i, h in enumerate(handles[start : start + quotas.MAX_BATCH_ENTRIES])
+        ]
+        calls.append(Call("sqs", "ChangeMessageVisibilityBatch", {"Entries": entries}, queue=queue))
+    if calls:
+        yield calls

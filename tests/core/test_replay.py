@@ -1,0 +1,81 @@
+"""`replay-errors`'s flow (core/replay.py) against the in-memory stub: what is ours goes back
+to the delay queue and leaves the error queue, what is not stays, and nothing is lost."""
+
+from __future__ import annotations
+
+import pytest
+
+from sqsdelay.core import failure_record, message_shape, quotas, wire_format
+from sqsdelay.core.flows import drive
+from sqsdelay.core.received import Received
+from sqsdelay.core.replay import replay_errors
+from sqsdelay.errors import SqsOperationError
+from tests.support.stub import StubAws
+
+ERROR, DELAY = "p-error", "p-orders-delay.fifo"
+
+
+def dead(stub: StubAws, body: str, queue: str = DELAY, delay: str = "60") -> None:
+    attrs = {wire_format.DELAY_ATTRIBUTE: message_shape.string_attribute(delay)}
+    written = failure_record.attributes(
+        Received("m", "r", body, attrs), "bad", queue, quotas.MAX_MESSAGE_BYTES
+    )
+    stub.queues[ERROR].append(
+        {"MessageBody": body, "MessageAttributes": written, "MessageId": f"e-{body}"}
+    )
+
+
+def left_in_error_queue(stub: StubAws) -> list[str]:
+    return [
+        m["MessageBody"]
+        for i, m in enumerate(stub.queues[ERROR])
+        if f"{ERROR}#{i}" not in stub.deleted[ERROR]
+    ]
+
+
+def test_ours_go_back_and_the_rest_stay_visible() -> None:
+    stub = StubAws()
+    dead(stub, "a")
+    dead(stub, "foreign", queue="other-delay.fifo")
+    dead(stub, "b")
+    result = drive(replay_errors(ERROR, DELAY), stub)
+    assert result.replayed == ["e-a", "e-b"] and list(result.skipped) == ["e-foreign"]
+    assert [m["MessageBody"] for m in stub.queues[DELAY]] == ["a", "b"]
+    back = stub.queues[DELAY][0]
+    assert back["MessageAttributes"] == {
+        wire_format.DELAY_ATTRIBUTE: message_shape.string_attribute("60")
+    }
+    assert back["MessageGroupId"] == back["MessageDeduplicationId"]
+    assert left_in_error_queue(stub) == ["foreign"]
+    assert not stub.in_flight[ERROR]  # the skipped one was made visible again at once
+
+
+def test_a_failed_send_or_delete_keeps_the_message() -> None:
+    stub = StubAws()
+    dead(stub, "a")
+    dead(stub, "b")
+    stub.fail("SendMessage", "ServiceUnavailable", times=1, status=503)
+    stub.timeout("DeleteMessage", times=1)
+    result = drive(replay_errors(ERROR, DELAY), stub)
+    assert result.failed == {
+        "e-a": "ServiceUnavailable: stubbed",
+        "e-b": "TimeoutError: no answer",
+    }
+    assert result.replayed == [] and left_in_error_queue(stub) == ["a", "b"]
+
+
+def test_limit_and_scan() -> None:
+    stub = StubAws()
+    for i in range(25):
+        dead(stub, str(i))
+    assert len(drive(replay_errors(ERROR, DELAY, limit=12), stub).replayed) == 12
+    assert stub.count("ReceiveMessage") == 2  # 10 and 2: never more than the limit asks for
+    result = drive(replay_errors(ERROR, DELAY, scan=5), stub)
+    assert len(result.replayed) == 5 and len(left_in_error_queue(stub)) == 8
+
+
+def test_a_failed_receive_raises_a_typed_error() -> None:
+    stub = StubAws()
+    stub.fail("ReceiveMessage", "AccessDenied")
+    with pytest.raises(SqsOperationError, match="AccessDenied"):
+        drive(replay_errors(ERROR, DELAY), stub)

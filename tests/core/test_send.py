@@ -1,0 +1,84 @@
+"""What a send is (core/send.py's `plan`), without a queue: the route, the target, the
+attributes the worker reads, the group and deduplication id, and the refusals."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sqsdelay.core import identity, wire_format
+from sqsdelay.core.delays import whole_seconds
+from sqsdelay.core.quotas import MAX_MESSAGE_BYTES
+from sqsdelay.core.send import Message, SendLimits, plan
+from sqsdelay.errors import InvalidDelay, InvalidMessage, MessageDelayTooLong
+
+LIMITS = SendLimits(
+    queue_prefix="p-",
+    max_delay_seconds=10 * 365 * 86_400,
+    max_native_delay_seconds=900,
+    unrestricted=True,
+    wire_format="raw",
+    max_message_bytes=MAX_MESSAGE_BYTES,
+    install_hint=lambda queue: f"sqsdelay install {queue}",
+)
+NOW = 1_700_000_000.25
+
+
+def string(attributes: dict[str, object], name: str) -> object:
+    return attributes[name]["StringValue"]  # type: ignore[index]
+
+
+@given(delay=st.integers(0, 900))
+def test_a_delay_within_the_cycle_goes_straight_to_the_destination(delay: int) -> None:
+    sent = plan("orders", Message("b", delay=delay, id="m1"), LIMITS, now=NOW)
+    assert (sent.route, sent.queue, sent.delay_seconds) == ("direct", "p-orders", delay)
+    assert sent.request.get("DelaySeconds", 0) == delay
+    assert "MessageAttributes" not in sent.request  # nothing of ours on a plain send
+
+
+@given(millis=st.integers(900_001, 10**11))
+def test_a_longer_delay_goes_to_the_delay_queue_with_what_the_worker_reads(millis: int) -> None:
+    delay = timedelta(milliseconds=millis)
+    sent = plan("orders", Message("b", delay=delay, id="m1"), LIMITS, now=NOW)
+    seconds = whole_seconds(millis)
+    attrs = sent.request["MessageAttributes"]
+    assert (sent.route, sent.queue, sent.delay_seconds) == (
+        "delay-queue",
+        "p-orders-delay.fifo",
+        seconds,
+    )
+    assert string(attrs, wire_format.DELAY_ATTRIBUTE) == str(seconds)
+    # one group per message, named by its id, as NServiceBus names it
+    assert sent.request["MessageGroupId"] == string(attrs, wire_format.MESSAGE_ID_ATTRIBUTE)
+    assert sent.request["MessageDeduplicationId"] == identity.send_dedup_id("m1", NOW)
+    if millis % 1000:  # the fraction of a second, so that the last hop is exact
+        assert string(attrs, wire_format.DELAY_MS_ATTRIBUTE) == str(millis)
+
+
+def test_a_fifo_destination_gets_its_group_and_a_key_of_this_send() -> None:
+    now = plan("orders.fifo", Message("b", delay=0, id="m1", group_id="g"), LIMITS, now=NOW)
+    assert (now.queue, now.request["MessageGroupId"]) == ("p-orders.fifo", "g")
+    later = plan("orders.fifo", Message("b", delay=30, id="m1", group_id="g"), LIMITS, now=NOW)
+    assert later.queue == "p-orders-fifo-staging" and later.request["DelaySeconds"] == 30
+    assert string(later.request["MessageAttributes"], wire_format.GROUP_ID_ATTRIBUTE) == "g"
+
+
+def test_a_delay_longer_than_the_maximum_asks_whether_it_was_milliseconds() -> None:
+    with pytest.raises(InvalidDelay, match="was it given in milliseconds"):
+        plan("orders", Message("b", delay=LIMITS.max_delay_seconds + 1), LIMITS, now=NOW)
+
+
+def test_without_unrestricted_delays_a_long_one_says_how_to_install() -> None:
+    limits = replace(LIMITS, unrestricted=False)
+    with pytest.raises(MessageDelayTooLong, match="sqsdelay install orders"):
+        plan("orders", Message("b", delay=901), limits, now=NOW)
+
+
+def test_our_own_attributes_cannot_be_given() -> None:
+    own = {wire_format.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": "1"}}
+    with pytest.raises(InvalidMessage, match="is set by sqsdelay"):
+        plan("orders", Message("b", delay=1, attributes=own), LIMITS, now=NOW)
