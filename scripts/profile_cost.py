@@ -6,7 +6,7 @@ timing each: Python's imports, the Spark session's start, the reading (planned),
 aggregation (its Spark jobs and py4j round trips counted), stopping Spark, the summary
 and roll-ups on the driver (`summary.build`), and each output (the CSVs, summary.json, the
 charts, the HTML page around them, the spreadsheet, the FOCUS rows). Wall and CPU seconds
-of this process (the JVM's CPU is reported with the session, as the process tree's).
+of this process and of the JVM (its own threads, from /proc).
 
     .venv/bin/python scripts/profile_cost.py --input DIR_OR_FILE    # an event log or Parquet
     .venv/bin/python scripts/profile_cost.py --rows 10000000 --keep /tmp/rows10m
@@ -129,12 +129,12 @@ def main() -> None:
     proc = getattr(SparkContext._gateway, "proc", None)
     phases.jvm = proc.pid if proc is not None else None
     phases.rows[-1]["jvm_cpu_s"] = round(phases.jvm_cpu(), 2)
+    tracker = spark.sparkContext.statusTracker()
     sent = count_round_trips()
     df = phases.run("reading (planned)", lambda: read_scheduled(spark, [str(source)], "auto"))
+    spark.sparkContext.setJobGroup("aggregate", "aggregate")
     gc.collect()  # the reading's Java objects released now, not counted in the aggregate's
     read_trips, read_calls = sent
-    tracker = spark.sparkContext.statusTracker()
-    spark.sparkContext.setJobGroup("aggregate", "aggregate")
     agg = phases.run("aggregation (Spark jobs)", lambda: aggregate(df, pricing))
     trips, calls = sent[0] - read_trips, sent[1] - read_calls
     jobs = []

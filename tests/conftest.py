@@ -85,6 +85,7 @@ SHARED_SPARK_FILES = frozenset(
 )
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: pytest without xdist has no spec for it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadfile`, with the SHARED_SPARK_FILES as one unit of work."""
     if config.getoption("dist", None) != "loadfile":
@@ -118,8 +119,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     busy = {item.path for item in items if item.get_closest_marker("spark")}
     busy |= {root / name for name in BUSY_FILES}
 
+    # The shared SparkSession's files are one unit of work: it sorts by their sum.
+    shared = sum(LONGEST_FILES.get(name, 0) for name in SHARED_SPARK_FILES)
+
     def order(item: pytest.Item) -> tuple[bool, int, bool]:
-        seconds = LONGEST_FILES.get(item.path.relative_to(root).as_posix(), 0)
+        name = item.path.relative_to(root).as_posix()
+        seconds = shared if name in SHARED_SPARK_FILES else LONGEST_FILES.get(name, 0)
         return item.path in busy, -seconds, item.path not in slow
 
     items.sort(key=order)

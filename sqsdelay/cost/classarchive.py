@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -105,35 +106,78 @@ def dump(archive: Path, classlist: Path, java: str, classpath: str, timeout: flo
                 leftover.unlink()
 
 
-def dump_in_background(archive: Path, classlist: Path, java: str, classpath: str) -> None:
+# A claim (or a class list, a half-written archive) older than this was left by a report
+# or a dump that died: the next report takes the claim over and sweeps it.
+STALE_SECONDS = 3600
+
+
+def claim(archive: Path) -> bool:
+    """Whether this report may record a class list and dump the archive: one at a time per
+    archive, so that reports run back to back before the first dump is done do not each
+    start a dump of their own (about 1 GiB each). Leftovers of dead ones are swept."""
+    lock = archive.with_name(f"{archive.name}.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    now = time.time()
+    for leftover in lock.parent.glob(f"{archive.name}.*"):
+        with contextlib.suppress(OSError):
+            if now - leftover.stat().st_mtime > STALE_SECONDS:
+                leftover.unlink()
+    try:
+        os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    except OSError:  # a cache directory we cannot write: no archive, the report goes on
+        return False
+    return True
+
+
+def release(archive: Path, classlist: Path | None = None) -> None:
+    """Give the claim up, with the class list recorded under it."""
+    for leftover in (archive.with_name(f"{archive.name}.lock"), classlist):
+        if leftover is not None:
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+def dump_in_background(archive: Path, classlist: Path, java: str, classpath: str) -> bool:
     """Start `dump` in a process of its own session, at the lowest CPU priority, and return
     at once: the report is done, and the archive only speeds up the next one. The class path
-    (hundreds of jars) goes through a file, as a command line that long is fragile."""
+    (hundreds of jars) goes through a file, as a command line that long is fragile. False
+    (and the claim given up) if it could not be started: the report stands anyway."""
     args = classlist.with_name(f"{classlist.name}.args")
-    args.write_text(f"{java}\n{classpath}\n")
-    subprocess.Popen(  # not waited for: it outlives the report's process
-        [sys.executable, "-m", "sqsdelay.cost.classarchive", str(archive), str(classlist)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    try:
+        args.write_text(f"{java}\n{classpath}\n")
+        subprocess.Popen(  # not waited for: it outlives the report's process
+            [sys.executable, "-m", "sqsdelay.cost.classarchive", str(archive), str(classlist)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        release(archive, classlist)
+        with contextlib.suppress(OSError):
+            args.unlink()
+        return False
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m sqsdelay.cost.classarchive ARCHIVE CLASSLIST`: the background dump."""
+    """`python -m sqsdelay.cost.classarchive ARCHIVE CLASSLIST`: the background dump. It
+    holds the report's claim (`claim`) and gives it up when done."""
     archive, classlist = (Path(a) for a in (argv if argv is not None else sys.argv[1:]))
     args = classlist.with_name(f"{classlist.name}.args")
     try:
         java, classpath = args.read_text().splitlines()[:2]
+        with contextlib.suppress(OSError):
+            os.nice(19)  # behind anything the machine does next
+        return 0 if dump(archive, classlist, java, classpath) else 1
     except (OSError, ValueError):
         return 1
     finally:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             args.unlink()
-    with contextlib.suppress(OSError):
-        os.nice(19)  # behind anything the machine does next
-    return 0 if dump(archive, classlist, java, classpath) else 1
+        release(archive, classlist)
 
 
 if __name__ == "__main__":

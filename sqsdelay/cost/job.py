@@ -94,18 +94,21 @@ def aggregate(
     # without the band and bucket (the effect of GROUPING SETS, without expanding every
     # input row twice).
     cached = spark.sql(query, rows=df).persist()
-    # Usually (a few hundred destinations, a year) a few thousand groups: they come to the
-    # driver in one job and are rolled up there. Else Spark rolls them up, and folds them.
-    head = cached.limit(GROUP_ROW_BUDGET + 1).toPandas()
-    priced_head = head[head["kind"].isin(PRICED)]
-    few = len(head) <= GROUP_ROW_BUDGET
-    few = few and priced_head["destination"].nunique(dropna=False) <= top
     per_destination = rollup(cached, PER_DESTINATION, where=f"kind IN {_in(PRICED)}")
-    shape = (
-        rolled_up(head, SHAPE)
-        if len(head) <= GROUP_ROW_BUDGET
-        else rollup(cached, SHAPE).toPandas()
-    )
+    # Usually (a few hundred destinations, a year) a few thousand groups: they come to the
+    # driver and are rolled up there. Else Spark rolls them up (and folds the destinations
+    # when they are many), and only the small roll-ups reach the driver.
+    grouped = cached.count()  # the input's one pass, cached
+    local = grouped <= GROUP_ROW_BUDGET
+    if local:
+        head = cached.toPandas()
+        priced_head = head[head["kind"].isin(PRICED)]
+        shape = rolled_up(head, SHAPE)
+        few = priced_head["destination"].nunique(dropna=False) <= top
+    else:
+        shape = rollup(cached, SHAPE).toPandas()
+        known = per_destination.select("destination").distinct()
+        few = known.limit(top + 1).count() <= top
     names = [name for _, name in BANDS] + [LONGER]
     shape["band"] = shape["band"].map(lambda b: None if b != b else names[int(b)])
     priced_shape = shape[shape["kind"].isin(PRICED)]
@@ -119,7 +122,7 @@ def aggregate(
         bill_rows = bill_lines.limit(BILL_ROW_BUDGET + 1).toPandas()
         few = len(bill_rows) <= BILL_ROW_BUDGET  # a bill of many other queues: folded too
     if few:
-        rows = rolled_up(priced_head, PER_DESTINATION)
+        rows = rolled_up(priced_head, PER_DESTINATION) if local else per_destination.toPandas()
         firsts = rows.groupby("destination")["first_ts"].min()
         first_seen = {
             d: max(start, utc(pd.Timestamp(t).to_pydatetime())) for d, t in firsts.items()

@@ -1,8 +1,8 @@
 """The cost model: one set of formulas for `cost-estimate` (Python numbers) and the Spark job
-(Column expressions). Prices are data (`data/pricing.yaml`), validated with pydantic.
+(SQL text, `cost/sql.py`). Prices are data (`data/pricing.yaml`), validated with pydantic.
 
 Per-message quantities are written once against a tiny `Ops` interface (ceil, max,
-if-then-else), so the same code evaluates a number or builds a Spark column; the models are
+if-then-else), so the same code evaluates a number or writes a SQL expression; the models are
 linear in those quantities (`Requests.of`), so they price one message or a summed group.
 """
 

@@ -69,8 +69,12 @@ def run_report(
     # No archive yet: this run lists the classes it loads, and one is written from the list.
     classlist = None
     runtime: tuple[str, str] | None = None  # the JVM's java and class path, for the archive
-    if owned and not remote and class_archive is not None and not java:
+    # One report at a time records a list and dumps (`classarchive.claim`); a report that
+    # fails after its claim leaves it to go stale (an hour), and no archive meanwhile.
+    first = owned and not remote and not java
+    if first and class_archive is not None and classarchive.claim(class_archive):
         classlist = classarchive.classlist_for(class_archive)
+    if classlist is not None:
         java = classarchive.record_option(classlist)
     spark = spark or spark_session(master, fast_start=fast_start, java_options=java)
     step("reading and aggregating")

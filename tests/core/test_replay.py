@@ -79,3 +79,29 @@ def test_a_failed_receive_raises_a_typed_error() -> None:
     stub.fail("ReceiveMessage", "AccessDenied")
     with pytest.raises(SqsOperationError, match="AccessDenied"):
         drive(replay_errors(ERROR, DELAY), stub)
+
+
+def test_only_the_selection_goes_back_and_the_rest_is_held_until_the_scan_ends() -> None:
+    """The console's replay of selected dead letters: the selection may sit behind others,
+    which stay hidden while the scan goes on (else they come back and end it) and are made
+    visible again once it ends."""
+    stub = StubAws()
+    for body in ("a", "b", "c", "d"):
+        dead(stub, body)
+    result = drive(replay_errors(ERROR, DELAY, only=frozenset({"e-c"})), stub)
+    assert result.replayed == ["e-c"] and not result.failed
+    assert [m["MessageBody"] for m in stub.queues[DELAY]] == ["c"]
+    assert left_in_error_queue(stub) == ["a", "b", "d"]
+    assert not stub.in_flight[ERROR]  # the held ones visible again
+
+
+def test_a_failed_receive_gives_back_what_the_selection_held() -> None:
+    stub = StubAws()
+    for i in range(12):
+        dead(stub, str(i))
+    receives = iter(range(100))
+    # the second receive fails, after the first held ten unselected messages
+    stub.fail("ReceiveMessage", "ServiceUnavailable", when=lambda _: next(receives) == 1)
+    with pytest.raises(SqsOperationError, match="ServiceUnavailable"):
+        drive(replay_errors(ERROR, DELAY, only=frozenset({"e-11"})), stub)
+    assert not stub.in_flight[ERROR] and len(left_in_error_queue(stub)) == 12

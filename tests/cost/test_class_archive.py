@@ -41,6 +41,37 @@ def test_class_data_archive_options_and_a_failed_dump(tmp_path: Path) -> None:
     assert classarchive.use_option(archive).startswith(f"-XX:SharedArchiveFile={archive} ")
 
 
+def test_one_report_at_a_time_records_and_dumps(tmp_path: Path) -> None:
+    """Reports run back to back before the first dump is done start no dump of their own;
+    a claim and a class list left by a report that died are swept once stale."""
+    import os
+    import time
+
+    from sqsdelay.cost import classarchive
+
+    archive = tmp_path / "cache" / "spark.jsa"
+    assert classarchive.claim(archive)
+    assert not classarchive.claim(archive)  # the first one's dump is not done
+    classlist = classarchive.classlist_for(archive)
+    classlist.write_text("java/lang/Object id: 0\n")
+    classarchive.release(archive, classlist)
+    assert list(archive.parent.iterdir()) == []
+    assert classarchive.claim(archive)
+    dead = classarchive.classlist_for(archive).with_name("spark.jsa.999.classlist")
+    dead.write_text("")
+    old = time.time() - classarchive.STALE_SECONDS - 60
+    for leftover in archive.parent.iterdir():
+        os.utime(leftover, (old, old))
+    assert classarchive.claim(archive)  # the stale claim taken over, the dead list swept
+    assert [p.name for p in archive.parent.iterdir()] == ["spark.jsa.lock"]
+    # The background dump gives the claim up whatever happens (here: no such Java).
+    args = classlist.with_name(f"{classlist.name}.args")
+    args.write_text(f"{tmp_path / 'no-java'}\nx.jar\n")
+    classlist.write_text("java/lang/Object id: 0\n")
+    assert classarchive.main([str(archive), str(classlist)]) == 1
+    assert list(archive.parent.iterdir()) == []
+
+
 # Two reports, a dump of 16,000 classes between them (53 s of one core, at nice 19) and the
 # driver's session: 111 s alone, and past the suite's 300 s once beside the whole suite.
 # A hang guard, as the wheel test's.

@@ -127,6 +127,36 @@ def test_exact_totals_on_a_hand_built_event_log(spark: Any, event_log: Path) -> 
     assert sorted(sched["month"].unique()) == [f"2026-{m:02d}" for m in range(1, 13)] + ["2027-01"]
 
 
+def test_the_roll_ups_on_the_driver_are_sparks(
+    spark: Any, event_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A grouped result over the budget is rolled up by Spark, else by pandas on the driver
+    (cost/job.py): the same rows either way, null keys and all."""
+    from sqsdelay.cost import job
+
+    def rows(frame: Any) -> list[tuple[Any, ...]]:
+        nulled = [
+            tuple(None if v != v else v for v in row)  # NaN and None are both a null
+            for row in frame.astype(object).itertuples(index=False)
+        ]
+        return sorted(nulled, key=lambda row: [(v is None, str(v)) for v in row])
+
+    local = aggregate(read_scheduled(spark, [str(event_log)]), PRICING)
+    monkeypatch.setattr(job, "GROUP_ROW_BUDGET", 0)
+    in_spark = aggregate(read_scheduled(spark, [str(event_log)]), PRICING)
+    for name in ("shape", "destinations"):
+        mine, theirs = getattr(local, name), getattr(in_spark, name)
+        assert list(mine.columns) == list(theirs.columns), name
+        a, b = rows(mine), rows(theirs)
+        assert len(a) == len(b) > 0, name
+        for x, y in zip(a, b, strict=True):  # sums added in another order: to 1e-9
+            for u, v in zip(x, y, strict=True):
+                if isinstance(u, float) or isinstance(v, float):
+                    assert u == pytest.approx(v, rel=1e-9, abs=1e-9), name
+                else:
+                    assert u == v, name
+
+
 def test_csv_and_parquet_give_the_same_totals(spark: Any, event_log: Path, tmp_path: Path) -> None:
     import pandas as pd
 

@@ -98,7 +98,7 @@ def test_profile_cost(tmp_path: Path) -> None:
     lines = [{**record, "timestamp": f"2026-03-0{d}T10:00:00Z", "delay_seconds": 3600 * d}
              for d in range(1, 8)]  # fmt: skip
     log.write_text("\n".join(json.dumps(line) for line in lines))
-    out = run_script("profile_cost.py", "--input", str(log), "--fast-start", timeout=600)
+    out = run_script("profile_cost.py", "--input", str(log), "--fast-start", timeout=500)
     phases = {p["phase"] for p in out["phases"]}
     assert {"session start", "aggregation (Spark jobs)", "spreadsheet", "charts"} <= phases
     assert 0 < out["aggregate_py4j_round_trips_without_releases"] <= 200
