@@ -15,7 +15,7 @@ import pytest
 
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
-from tests.cost.test_cost_report import write_event_log
+from tests.support.cost_events import write_event_log
 
 pytestmark = pytest.mark.spark
 

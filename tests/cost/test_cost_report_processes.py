@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from sqsdelay.cost.options import ReportRequest
+from sqsdelay.cost.pricing import load_pricing
 from sqsdelay.cost.run import run_report
-from tests.cost.test_cost_report import INPUT_COUNTS, PRICING, write_event_log
+from tests.support.cost_events import INPUT_COUNTS, write_event_log
 
 pytestmark = pytest.mark.spark
 
@@ -99,7 +100,8 @@ def test_the_job_runs_unchanged_under_spark_submit(
     assert summary["input"] == INPUT_COUNTS
     embedded = tmp_path / "embedded"
     run_report(
-        ReportRequest(inputs=[str(event_log)], output=str(embedded), pricing=PRICING), spark=spark
+        ReportRequest(inputs=[str(event_log)], output=str(embedded), pricing=load_pricing()),
+        spark=spark,
     )
     for name in ("by_destination", "by_month", "by_band", "models"):
         pd.testing.assert_frame_equal(

@@ -14,19 +14,9 @@ import pytest
 
 from sqsdelay.cost import run
 from tests.support import cfn
+from tests.support.emr_jobs import confs, job_driver
 
 pytestmark = pytest.mark.spark
-PARAMS = {"EventsBucket": "events", "ReportBucket": "reports"}
-
-
-def job_driver(params: dict[str, str] | None = None) -> dict[str, Any]:
-    r = cfn.Renderer(cfn.load("cost-report.yaml"), {**PARAMS, **(params or {})})
-    text = r.value(r.template["Outputs"]["StartJobRun"]["Value"])
-    return json.loads(text.split("--job-driver '", 1)[1].rsplit("'", 1)[0])["sparkSubmit"]  # type: ignore[no-any-return]
-
-
-def confs(driver: dict[str, Any]) -> dict[str, str]:
-    return dict(re.findall(r"--conf (\S+?)=(\S+)", driver["sparkSubmitParameters"]))
 
 
 def worker_gb(memory: str) -> int:
@@ -53,7 +43,7 @@ def test_the_job_arguments_write_latest_and_a_dated_snapshot(spark: Any, tmp_pat
     """Firehose objects under YYYY/MM/DD/HH/, as the template's EventsFormat default says."""
     import gzip
 
-    from tests.cost.test_cost_report import RECORDS, envelopes
+    from tests.support.cost_events import RECORDS, envelopes
 
     hour = tmp_path / "events" / "sqsdelay" / "events" / "2026" / "01" / "31" / "23"
     hour.mkdir(parents=True)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cost.test_bill import cur2
-from tests.cost.test_emr_template import confs, job_driver
+from tests.support.cur_bills import cur2
+from tests.support.emr_jobs import confs, job_driver
 
 # Packing Python with pyspark and running the job from it takes minutes (over 300 s, the
 # suite's default, on a slow day beside the main suite): the build's own limit is 1,200 s.
