@@ -27,7 +27,7 @@ from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.lambda_driver import Handler
 from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.cli import app
-from sqsdelay.core import identity, registry
+from sqsdelay.core import identity, registry, registry_pages
 from sqsdelay.core.flows import Call, Fault, Reply
 from sqsdelay.dev import emulator
 from sqsdelay.errors import ConfigError, InvalidDelay, InvalidInput, RegistryError
@@ -706,7 +706,7 @@ def test_worker_roles_grant_exactly_the_registry_calls_the_worker_makes(
             assert grants == ({(c, arn) for c in ecs_calls} if on else set()), template
 
 
-def test_the_sender_policy_grants_exactly_what_send_cancel_reschedule_and_list_call(
+def test_the_sender_policy_grants_exactly_what_send_cancel_reschedule_list_and_the_console_call(
     looping: Settings, sqs: Any, dynamodb: Any
 ) -> None:
     install(looping, sqs, dynamodb=dynamodb)
@@ -720,6 +720,7 @@ def test_the_sender_policy_grants_exactly_what_send_cancel_reschedule_and_list_c
     sender.reschedule("orders", "a", delay=1200)
     sender.cancel("orders", "b")
     sender.scheduled("orders")
+    sender.scheduled_page(registry_pages.PageQuery("orders", state=None))  # the console's page
     resources = cfn.Renderer(
         cfn.load("registry.yaml"), {"TableName": looping.registry_table}
     ).resources()
@@ -729,7 +730,12 @@ def test_the_sender_policy_grants_exactly_what_send_cancel_reschedule_and_list_c
     expected = {(c, arn) for c in calls if c != "dynamodb:Query"} | {
         ("dynamodb:Query", f"{arn}/index/{registry.DUE_INDEX}")
     }
-    assert calls == {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"}
+    assert calls == {
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:Query",
+        "dynamodb:BatchGetItem",
+    }
     assert resolved == expected
     assert resources["Table"]["DeletionPolicy"] == "Retain"
 
