@@ -16,6 +16,7 @@ import pytest
 from sqsdelay import logs
 from sqsdelay.dev.emulator import Emulator
 from sqsdelay.settings import Settings
+from tests.support.cpu_log import pytest_runtest_protocol  # noqa: F401 (a hook: TEST_CPU_LOG)
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
