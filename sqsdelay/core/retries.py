@@ -42,9 +42,9 @@ def retry_message(incoming: Incoming, *, attempt: int, **when: object) -> Messag
         received.body,
         attributes=kept,
         message_type=message_type,
-        # Its own id on every hop (a foreign message gets one now): the guard's stable key.
+        # Its own id on every hop (a foreign message gets one now; the sender sets it on every
+        # send with room for it): the guard's stable key.
         id=ident if ident is not None and identity.is_message_id(ident) else None,
-        carry_id=True,
         group_id=incoming.group_id,
         trace_header=incoming.trace_header,
         **when,  # type: ignore[arg-type]

@@ -65,9 +65,6 @@ class Message:
     # The X-Ray trace header (AWSTraceHeader) carried through every hop; default: the
     # ambient one (_X_AMZN_TRACE_ID), if any.
     trace_header: str | None = None
-    # The id rides in NServiceBus.MessageId on a direct send too (it always does through the
-    # delay queue): `retry_later` keeps a message's id on every hop for the consumer's guard.
-    carry_id: bool = False
 
 
 class MessageOptions(TypedDict, total=False):
@@ -80,7 +77,6 @@ class MessageOptions(TypedDict, total=False):
     id: str | None
     group_id: str | None
     trace_header: str | None
-    carry_id: bool
 
 
 @dataclass(frozen=True)
@@ -189,7 +185,8 @@ def plan(
     message_shape.check_body(message.body)
     attributes: Attributes = dict(message.attributes)
     message_shape.check_user_attributes(attributes)
-    # One id names the message everywhere: envelope, NServiceBus.MessageId, group, dedup.
+    # One id names the message everywhere: envelope, NServiceBus.MessageId (on every send
+    # that has room for it), group, dedup.
     ident = identity.check_message_id(message.id) if message.id is not None else new_id()
     body = message.body
     nsb_id: str | None = None
@@ -200,7 +197,6 @@ def plan(
             message_type=nservicebus.check_message_type(message.message_type),
             time_sent=datetime.fromtimestamp(now, UTC),
         )
-        nsb_id = ident  # NServiceBus sets the attribute on every send (SqsPreparedMessage)
     elif message.message_type is not None:
         attributes[wire_format.MESSAGE_TYPE_ATTRIBUTE] = message_shape.string_attribute(
             nservicebus.check_message_type(message.message_type)
@@ -245,9 +241,14 @@ def plan(
         # this send's, so that SQS's five minutes never swallow a new send of the same id.
         request["MessageGroupId"] = nsb_id = ident
         request["MessageDeduplicationId"] = identity.send_dedup_id(ident, now)
-    if message.carry_id and nsb_id is None:
+    if nsb_id is not None:  # the worker and the forward need it: a send without room is refused
+        attributes[wire_format.MESSAGE_ID_ATTRIBUTE] = message_shape.string_attribute(nsb_id)
+    elif _id_fits(body, attributes, ident, limits.max_message_bytes):
+        # Straight to the destination: the id rides along when there is room, as NServiceBus
+        # sets it on every send (SqsPreparedMessage.MessageId), so that a consumer's guard
+        # keys every copy alike. Without room (the caller's 10 attributes, or a body at the
+        # size limit) the message goes as given; an nservicebus envelope has the id inside.
         nsb_id = ident
-    if nsb_id is not None:
         attributes[wire_format.MESSAGE_ID_ATTRIBUTE] = message_shape.string_attribute(nsb_id)
     # No room: the fraction of a second goes first (whole seconds, rounded up), then the
     # staging send's due time (the forward then deduplicates by the id and the content).
@@ -273,6 +274,17 @@ def plan(
         delay_ms=millis,
         trace_header=trace,
     )
+
+
+def _id_fits(body: str, attributes: Attributes, ident: str, max_bytes: int) -> bool:
+    """Whether NServiceBus.MessageId fits beside `attributes` (count and size)."""
+    with_id = {
+        **attributes,
+        wire_format.MESSAGE_ID_ATTRIBUTE: message_shape.string_attribute(ident),
+    }
+    if len(with_id) > quotas.MAX_MESSAGE_ATTRIBUTES:
+        return False
+    return message_shape.message_size(body, with_id) <= max_bytes
 
 
 def group_of(message: Message, destination: str) -> str | None:

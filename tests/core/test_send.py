@@ -14,7 +14,7 @@ from sqsdelay.core import identity, wire_format
 from sqsdelay.core.delays import whole_seconds
 from sqsdelay.core.quotas import MAX_MESSAGE_BYTES
 from sqsdelay.core.send import Message, SendLimits, plan
-from sqsdelay.errors import InvalidDelay, InvalidMessage, MessageDelayTooLong
+from sqsdelay.errors import InvalidDelay, InvalidMessage, MessageDelayTooLong, TooManyAttributes
 
 LIMITS = SendLimits(
     queue_prefix="p-",
@@ -37,7 +37,64 @@ def test_a_delay_within_the_cycle_goes_straight_to_the_destination(delay: int) -
     sent = plan("orders", Message("b", delay=delay, id="m1"), LIMITS, now=NOW)
     assert (sent.route, sent.queue, sent.delay_seconds) == ("direct", "p-orders", delay)
     assert sent.request.get("DelaySeconds", 0) == delay
-    assert "MessageAttributes" not in sent.request  # nothing of ours on a plain send
+    # Only the id, as NServiceBus sets it on every send: the consumer's guard keys on it.
+    assert sent.request["MessageAttributes"] == {
+        wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "m1"}
+    }
+    assert sent.nservicebus_message_id == sent.message_id == "m1"
+
+
+def attrs_of(count: int) -> dict[str, object]:
+    return {f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(count)}
+
+
+@given(
+    count=st.integers(0, 10),
+    delay=st.integers(0, 900),
+    fifo=st.booleans(),
+    mode=st.sampled_from(["raw", "nservicebus"]),
+)
+def test_a_direct_send_carries_the_id_when_there_is_room_and_is_never_refused_for_it(
+    count: int, delay: int, fifo: bool, mode: str
+) -> None:
+    limits = replace(LIMITS, wire_format=mode)  # type: ignore[arg-type]
+    queue, group = ("orders.fifo", "g") if fifo else ("orders", None)
+    message = Message(
+        "b",
+        delay=0 if fifo else delay,
+        id="m1",
+        attributes=attrs_of(count),
+        group_id=group,
+        message_type="Shop.Order" if mode == "nservicebus" else None,
+    )
+    sent = plan(queue, message, limits, now=NOW)
+    attrs = sent.request.get("MessageAttributes", {})
+    assert sent.route == "direct" and {f"a{i}" for i in range(count)} <= set(attrs)
+    if count < 10:
+        assert string(attrs, wire_format.MESSAGE_ID_ATTRIBUTE) == "m1"
+        assert sent.nservicebus_message_id == "m1"
+    else:  # the caller's ten: sent as given, the guard then asks for a key
+        assert wire_format.MESSAGE_ID_ATTRIBUTE not in attrs and len(attrs) == 10
+        assert sent.nservicebus_message_id is None
+
+
+def test_a_direct_send_at_the_size_limit_goes_without_the_id() -> None:
+    body = "x" * (MAX_MESSAGE_BYTES - 10)
+    sent = plan("orders", Message(body, delay=5, id="m1"), LIMITS, now=NOW)
+    assert "MessageAttributes" not in sent.request and sent.nservicebus_message_id is None
+    assert sent.size_bytes == len(body)
+
+
+def test_the_delay_queue_and_staging_routes_refuse_a_message_without_room_for_the_id() -> None:
+    with pytest.raises(TooManyAttributes):
+        plan("orders", Message("b", delay=5000, attributes=attrs_of(9)), LIMITS, now=NOW)
+    with pytest.raises(TooManyAttributes):
+        plan(
+            "orders.fifo",
+            Message("b", delay=5, attributes=attrs_of(9), group_id="g"),
+            LIMITS,
+            now=NOW,
+        )
 
 
 @given(millis=st.integers(900_001, 10**11))

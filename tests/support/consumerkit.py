@@ -86,3 +86,24 @@ def counts(sqs: Any, url: str) -> tuple[int, int, int]:
     ]
     got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
     return int(got[names[0]]), int(got[names[1]]), int(got[names[2]])
+
+
+def sent_twice(
+    settings: Any, sqs: Any, url: str, body: str, **options: Any
+) -> tuple[Any, list[dict[str, Any]]]:
+    """`Sender.send(<the destination of url>, body, delay=0, **options)` whose first answer
+    is lost on the way back (SQS took the message): botocore sends the same request again, and
+    the destination holds two copies. The send's result and the two copies, received."""
+    from sqsdelay.aws.sender import Sender
+    from tests.support.faultproxy import FaultProxy
+
+    proxy = FaultProxy(settings.endpoint_url or "")
+    try:
+        proxy.lose_answers("SendMessage", 1)
+        sender = Sender(settings.model_copy(update={"endpoint_url": proxy.url}))
+        queue = url.rsplit("/", 1)[-1].removeprefix(settings.queue_prefix)
+        result = sender.send(queue, body, delay=0, **options)
+        assert proxy.responses_cut == 1 and proxy.seen["SendMessage"] == 2, proxy.seen
+    finally:
+        proxy.close()
+    return result, [receive_one(sqs, url), receive_one(sqs, url)]

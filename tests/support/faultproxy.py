@@ -5,6 +5,8 @@ protocol sends it in the X-Amz-Target header). `cut(api, times)` drops the conne
 next `times` requests to that API before they reach the server; `cut_responses(share)` lets
 that share of requests (drawn at random, seeded) reach the server and drops the connection
 before its answer comes back: the call took effect, and the client never hears of it.
+`lose_answers(api, times)` lets the next `times` requests to that API reach the server and
+loses their answers (what the client retries: the same request, taken twice).
 `hang(api, times)` holds those requests without an answer until the client gives up (a
 stalled call; the server never sees it). `down()` refuses and drops everything until `up()`.
 `short_batches(k)` answers receives from delay queues with 1..k messages, as SQS does below
@@ -49,6 +51,7 @@ class FaultProxy:
         self.requests = 0
         self.cut_requests: list[bytes] = []  # the start of each request whose answer was cut
         self._response_share = 0.0
+        self._lost: dict[bytes, int] = {}
         self._random = random.Random(0)
         self._short: tuple[int, bytes, random.Random] | None = None
         self._latency = 0.0
@@ -64,6 +67,10 @@ class FaultProxy:
     def hang(self, api: str, times: int = 1) -> None:
         with self._lock:
             self._hangs[f"AmazonSQS.{api}".encode()] = times
+
+    def lose_answers(self, api: str, times: int = 1) -> None:
+        with self._lock:
+            self._lost[f"AmazonSQS.{api}".encode()] = times
 
     def cut_responses(self, share: float, seed: int = 0) -> None:
         with self._lock:
@@ -132,6 +139,12 @@ class FaultProxy:
             return False
         with self._lock:
             self.requests += 1
+            for api, left in self._lost.items():
+                if left > 0 and re.search(re.escape(api) + rb"\b", data):
+                    self._lost[api] = left - 1
+                    self.responses_cut += 1
+                    self.cut_requests.append(data[:4096])
+                    return True
             if self._random.random() < self._response_share:
                 self.responses_cut += 1
                 self.cut_requests.append(data[:4096])
