@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The idempotency guard's DynamoDB requests per message, counted by a botocore event hook
-(`before-send.dynamodb`) on the guard's client, and beside it Powertools' own
-`idempotent_function` on the same table and messages: a first run, a duplicate, a handler
-that fails, and a copy that meets a run in progress. On the embedded emulator in a separate
-process; prints one JSON object.
+(`before-send.dynamodb`) on the guard's client, for the sync guard (boto3) and the async one
+(aioboto3), and beside them Powertools' own `idempotent_function` on the same table and
+messages: a first run, a duplicate, a handler that fails, and a copy that meets a run in
+progress. On the embedded emulator in a separate process; prints one JSON object.
 
     .venv/bin/python scripts/bench_guard.py [--messages 100]
 """
@@ -11,6 +11,7 @@ process; prints one JSON object.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -19,7 +20,7 @@ import time
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import boto3
@@ -119,6 +120,53 @@ def guard_cases(client: Any, table: str, messages: int) -> dict[str, Any]:
     return cases
 
 
+async def async_guard_cases(url: str, table: str, messages: int) -> dict[str, Any]:
+    """The same cases through `AsyncGuard` on an aioboto3 client."""
+    import aioboto3
+
+    session = aioboto3.Session(
+        aws_access_key_id="bench", aws_secret_access_key="bench", region_name="us-east-1"
+    )
+    async with session.client("dynamodb", endpoint_url=url) as client:
+        seen = counted(client)
+        guard = consumer.AsyncGuard(table, name="bench.async_guard", client=client)
+        cases: dict[str, Any] = {}
+
+        async def case(name: str, run: Callable[[int], Awaitable[object]]) -> None:
+            before = Counter(seen)
+            times = []
+            for i in range(messages):
+                t = time.perf_counter()
+                await run(i)
+                times.append(time.perf_counter() - t)
+            cases[name] = {
+                "requests_per_message": per_message(seen, before, messages),
+                "ms_median": round(statistics.median(times) * 1000, 2),
+            }
+
+        await case("first_run", lambda i: guard.run(record(i), lambda r: {"ok": i}))
+        await case("duplicate", lambda i: guard.run(record(i), lambda r: {"ok": i}))
+
+        async def failing(i: int) -> None:
+            def boom(r: object) -> None:
+                raise RuntimeError("handler failed")
+
+            with contextlib.suppress(RuntimeError):
+                await guard.run(record(i, attempt=1), boom)
+
+        await case("handler_fails", failing)
+
+        async def meets_run_in_progress(i: int) -> None:
+            async def inner(r: object) -> None:
+                with contextlib.suppress(consumer.GuardInProgress):
+                    await guard.run(record(i, attempt=2), lambda r: None)
+
+            await guard.run(record(i, attempt=2), inner)
+
+        await case("copy_meets_run_in_progress_with_its_run", meets_run_in_progress)
+        return cases
+
+
 def powertools_cases(client: Any, table: str, messages: int) -> dict[str, Any]:
     from aws_lambda_powertools.utilities.idempotency import (
         DynamoDBPersistenceLayer,
@@ -167,6 +215,7 @@ def main() -> None:
             "emulator": emulator.name,
             "messages": args.messages,
             "guard": guard_cases(client, table, args.messages),
+            "async_guard": asyncio.run(async_guard_cases(emulator.url, table, args.messages)),
             "powertools": powertools_cases(dynamodb(emulator.url), table, args.messages),
         }
     finally:

@@ -1,7 +1,8 @@
 """The consumer's side: `from sqsdelay.consumer import retry_later, Guard, ...`.
 
 Retry a received message later, with any delay (`aws/retry_later.py`), and run a handler
-once per message however many copies SQS delivers (`aws/guard.py`). docs/consumers.md.
+once per message however many copies SQS delivers (`aws/guard.py`: `Guard` with boto3,
+`AsyncGuard` with aioboto3). docs/consumers.md.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 from sqsdelay.aws.guard import (
     DEFAULT_EXPIRES_AFTER_SECONDS,
     DEFAULT_IN_PROGRESS_SECONDS,
+    AsyncGuard,
     Guard,
     GuardError,
     GuardInProgress,
@@ -44,6 +46,7 @@ __all__ = [
     "DEFAULT_EXPIRES_AFTER_SECONDS",
     "DEFAULT_IN_PROGRESS_SECONDS",
     "POWERTOOLS_KEY_JMESPATH",
+    "AsyncGuard",
     "Backoff",
     "Guard",
     "GuardError",

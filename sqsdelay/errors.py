@@ -97,3 +97,18 @@ class ReceiveUnavailable(SqsDelayError):
 
 class PageTokenInvalid(InvalidInput):
     """A console page link whose continuation token was changed, or made for another query."""
+
+
+class GuardInProgress(SqsDelayError):
+    """Another copy of this message is being handled now (or its run crashed less than the
+    in-progress expiry ago): leave this copy undeleted (in Lambda, report it as a batch item
+    failure) and it comes back after its visibility timeout."""
+
+
+class GuardTableMissing(ConfigError):
+    """The idempotency guard's DynamoDB table does not exist (the message says how to make
+    it): the handler did not run."""
+
+
+class GuardError(SqsDelayError):
+    """DynamoDB refused or did not answer the guard's claim: the handler did not run."""

@@ -141,12 +141,25 @@ async def async_clients(
     sqs = client_kwargs(settings, max_pool=max_pool, validate=validate)
     clients = {"sqs": await stack.enter_async_context(session.client("sqs", **sqs))}
     for service in extra_services(settings):
-        kwargs = service_kwargs(settings, max_pool=max_pool)
-        clients[service] = await stack.enter_async_context(session.client(service, **kwargs))
+        clients[service] = await async_service(settings, session, stack, service, max_pool=max_pool)
     if stats is not None:
         for client in clients.values():
             observe(stats, client)
     return clients
+
+
+async def async_service(
+    settings: Settings,
+    session: Any,
+    stack: contextlib.AsyncExitStack,
+    service: ExtraService,
+    *,
+    max_pool: int = 10,
+) -> Any:
+    """An aioboto3 client of a service other than SQS, entered on `stack` (as `sync_service`
+    makes a boto3 one)."""
+    kwargs = service_kwargs(settings, max_pool=max_pool)
+    return await stack.enter_async_context(session.client(service, **kwargs))
 
 
 def error_code(exc: Exception) -> str:

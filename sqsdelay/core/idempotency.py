@@ -15,6 +15,10 @@ The states (Powertools' too): a first run writes INPROGRESS (with an in-progress
 after a crash the message may run again once it passes), a success writes COMPLETED with the
 result, a failure deletes the record (the message's next delivery runs again), and a record
 past its expiry counts as absent (EXPIRED; DynamoDB's TTL removes it later).
+
+The guard's three steps (claim, complete, release) are flows (`core/flows.py`): the sync
+guard drives them with boto3, the async one with aioboto3 (`aws/guard.py`), so both make the
+same requests and read the answers with the same rules.
 """
 
 from __future__ import annotations
@@ -23,15 +27,34 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Generic, Literal, TypeVar
 
 from sqsdelay.core import wire_format
 from sqsdelay.core.consumed import Incoming
-from sqsdelay.errors import InvalidInput
+from sqsdelay.core.flows import Call, Fault, Flow
+from sqsdelay.errors import (
+    ConfigError,
+    GuardError,
+    GuardInProgress,
+    GuardTableMissing,
+    InvalidInput,
+    SqsDelayError,
+)
+from sqsdelay.logs import get_logger
+
+log = get_logger("sqsdelay.guard")
+T = TypeVar("T")
 
 INPROGRESS: Final = "INPROGRESS"
 COMPLETED: Final = "COMPLETED"
 EXPIRED: Final = "EXPIRED"
+# Covers every route's duplicate window, the longest being a parked message without the
+# registry: Scheduler retries an invocation for up to 24 h, then one last cycle (docs/consumers.md).
+DEFAULT_EXPIRES_AFTER_SECONDS: Final = 90_000
+# How long a run may hold a message before a copy may run it again (a crash in progress).
+DEFAULT_IN_PROGRESS_SECONDS: Final = 300
+_CONDITION_FAILED: Final = "ConditionalCheckFailedException"
+_MISSING_TABLE: Final = frozenset({"ResourceNotFoundException"})
 # Powertools' attribute names (DynamoDBPersistenceLayer's defaults).
 KEY_ATTR: Final = "id"
 EXPIRY_ATTR: Final = "expiration"  # epoch seconds; the table's TTL attribute
@@ -177,3 +200,122 @@ def stored(item: Mapping[str, Any]) -> Stored:
         in_progress_expiry_ms=int(in_progress) if in_progress is not None else None,
         data=data,
     )
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[T]):
+    """`ran`: the handler ran now; otherwise a copy completed before, and `result` is what
+    that run returned (as JSON stored it)."""
+
+    ran: bool
+    result: T
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    """What a guard is (`guard_config` checks it): its table, the records' prefix (None:
+    Powertools' default for the handler), the expiry (s) and the in-progress expiry (ms)."""
+
+    table: str
+    name: str | None
+    expires_after: int
+    in_progress_ms: int
+
+    def key(
+        self,
+        incoming: Incoming,
+        fallback: str | None,
+        *,
+        function_name: str,
+        module: str,
+        qualname: str,
+    ) -> str:
+        """The record's id for this message and handler."""
+        prefix = self.name or default_prefix(function_name, module, qualname)
+        return record_key(prefix, key_data(incoming, fallback))
+
+    def in_progress_for(self, remaining_ms: int | None) -> int:
+        """The run's in-progress expiry: the Lambda invocation's remaining time when there is
+        one (as Powertools' `register_lambda_context` makes it), else the guard's."""
+        return remaining_ms if remaining_ms is not None else self.in_progress_ms
+
+
+def guard_config(
+    table: str | None, *, name: str | None, expires_after_seconds: int, in_progress_seconds: float
+) -> GuardConfig:
+    """A guard's settings, or ConfigError saying what to give."""
+    if not table:
+        raise ConfigError(
+            "the idempotency guard needs a DynamoDB table: Guard('my-idempotency-table'), "
+            "partition key 'id' (string), TTL on 'expiration'; a Powertools idempotency "
+            "table serves as it is (docs/consumers.md has the create-table command)"
+        )
+    if expires_after_seconds < 1 or in_progress_seconds <= 0:
+        raise ConfigError(
+            f"expires_after_seconds={expires_after_seconds}, in_progress_seconds="
+            f"{in_progress_seconds}: give positive durations (the expiry must cover the "
+            "duplicate window, docs/consumers.md)"
+        )
+    return GuardConfig(table, name, int(expires_after_seconds), int(in_progress_seconds * 1000))
+
+
+def claim(
+    config: GuardConfig, key: str, *, now: float, in_progress_ms: int
+) -> Flow[Outcome[Any] | None]:
+    """Claim the key (one PutItem): None when this run may go ahead; the earlier run's
+    `Outcome` when a copy completed; GuardInProgress while a copy runs (or crashed less than
+    its in-progress expiry ago); GuardTableMissing or GuardError when DynamoDB refused."""
+    request = begin_request(
+        config.table,
+        key,
+        now=now,
+        expires_after=config.expires_after,
+        in_progress_ms=in_progress_ms,
+    )
+    [reply] = yield [Call("dynamodb", "PutItem", request)]
+    if reply.fault is None:
+        return None
+    if reply.fault.code != _CONDITION_FAILED:
+        raise failure(config.table, "PutItem", reply.fault)
+    record = stored(reply.fault.item or {})  # ALL_OLD: the record that won
+    state = record.state(now)
+    if state == "completed":
+        log.info("guard.duplicate", table=config.table)
+        return Outcome(False, record.result())
+    raise GuardInProgress(
+        f"another copy of this message is in progress (record {key[-32:]} in "
+        f"{config.table!r}, {state}): leave it undeleted; it comes back after its visibility "
+        "timeout"
+    )
+
+
+def complete(config: GuardConfig, key: str, result: object, *, now: float) -> Flow[None]:
+    """Record the run's success (one UpdateItem). A failure is logged, not raised: the work
+    is done, and a copy may run again after the in-progress expiry."""
+    request = complete_request(
+        config.table, key, result, now=now, expires_after=config.expires_after
+    )
+    [reply] = yield [Call("dynamodb", "UpdateItem", request)]
+    if reply.fault is not None:
+        error = failure(config.table, "UpdateItem", reply.fault)
+        log.warning("guard.complete_failed", table=config.table, error=str(error)[:300])
+
+
+def release(config: GuardConfig, key: str) -> Flow[None]:
+    """Delete the record after the handler raised (one DeleteItem): the next copy runs. A
+    failure is logged: the next copy then waits out the in-progress expiry."""
+    [reply] = yield [Call("dynamodb", "DeleteItem", release_request(config.table, key))]
+    if reply.fault is not None:
+        error = failure(config.table, "DeleteItem", reply.fault)
+        log.warning("guard.release_failed", table=config.table, error=str(error)[:300])
+
+
+def failure(table: str, api: str, fault: Fault) -> SqsDelayError:
+    """The typed error of a refused or unanswered request on the guard's table."""
+    if fault.code in _MISSING_TABLE:
+        return GuardTableMissing(
+            f"the guard's table {table!r} does not exist: create it with partition key "
+            "'id' (S) and TTL on 'expiration' (docs/consumers.md), or name the Powertools "
+            "idempotency table"
+        )
+    return GuardError(f"{api} on the guard's table {table!r} failed: {fault.code}")

@@ -15,8 +15,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sqsdelay.core import consumed, idempotency, retries, send, wire_format
+from sqsdelay.core.flows import Call, Fault, Reply, drive
 from sqsdelay.core.types import Attributes
-from sqsdelay.errors import InvalidDelay, InvalidInput, InvalidMessage
+from sqsdelay.errors import (
+    ConfigError,
+    GuardError,
+    GuardInProgress,
+    GuardTableMissing,
+    InvalidDelay,
+    InvalidInput,
+    InvalidMessage,
+)
 from tests.support.consumerkit import lambda_record
 
 URL = "http://127.0.0.1:4566/123456789012/p-orders"
@@ -276,3 +285,63 @@ def test_for_any_id_and_attempt_a_producer_wrote_the_key_is_powertools_and_every
     assert ours == _powertools_key(record, "fn", idempotency.POWERTOOLS_KEY_JMESPATH)
     copy = lambda_record({**boto3_message(attrs), "MessageId": "x", "ReceiptHandle": "y"}, "q")
     assert idempotency.record_key("fn", idempotency.key_data(consumed.read(copy))) == ours
+
+
+class _Answers:
+    """A caller that answers each call with the next reply, and keeps the calls made."""
+
+    def __init__(self, *replies: Reply) -> None:
+        self.left = list(replies)
+        self.made: list[Call] = []
+
+    def __call__(self, calls: list[Call]) -> list[Reply]:
+        self.made.extend(calls)
+        return [self.left.pop(0) for _ in calls]
+
+
+CONFIG = idempotency.guard_config("t", name="n", expires_after_seconds=60, in_progress_seconds=5)
+
+
+def test_the_guards_flows_read_every_answer_of_dynamodb_alike_for_both_guards() -> None:
+    ok = _Answers(Reply())
+    assert drive(idempotency.claim(CONFIG, "k", now=1000.0, in_progress_ms=5000), ok) is None
+    [put] = ok.made
+    assert (put.service, put.api) == ("dynamodb", "PutItem")
+    assert put.params == idempotency.begin_request(
+        "t", "k", now=1000.0, expires_after=60, in_progress_ms=5000
+    )
+    done = {"status": {"S": "COMPLETED"}, "expiration": {"N": "1060"}, "data": {"S": "[1]"}}
+    refused = Reply(fault=Fault("ConditionalCheckFailedException", item=done))
+    found = drive(idempotency.claim(CONFIG, "k", now=1000.0, in_progress_ms=1), _Answers(refused))
+    assert found == idempotency.Outcome(False, [1])
+    running = {
+        "status": {"S": "INPROGRESS"},
+        "expiration": {"N": "1060"},
+        "in_progress_expiration": {"N": "1004000"},
+    }
+    held = Reply(fault=Fault("ConditionalCheckFailedException", item=running))
+    with pytest.raises(GuardInProgress, match="in-progress"):
+        drive(idempotency.claim(CONFIG, "k", now=1000.0, in_progress_ms=1), _Answers(held))
+    missing = Reply(fault=Fault("ResourceNotFoundException"))
+    with pytest.raises(GuardTableMissing, match="create it"):
+        drive(idempotency.claim(CONFIG, "k", now=1000.0, in_progress_ms=1), _Answers(missing))
+    lost = Reply(fault=Fault("ReadTimeoutError", answered=False))
+    with pytest.raises(GuardError, match="PutItem on the guard's table 't' failed"):
+        drive(idempotency.claim(CONFIG, "k", now=1000.0, in_progress_ms=1), _Answers(lost))
+    # The end of a run never raises: the work is done (or failed) either way.
+    for flow in (
+        idempotency.complete(CONFIG, "k", {"a": 1}, now=1000.0),
+        idempotency.release(CONFIG, "k"),
+    ):
+        assert drive(flow, _Answers(lost)) is None
+
+
+def test_a_guard_is_refused_without_a_table_or_with_durations_that_are_not_positive() -> None:
+    for table in (None, ""):
+        with pytest.raises(ConfigError, match="partition key 'id'"):
+            idempotency.guard_config(
+                table, name=None, expires_after_seconds=60, in_progress_seconds=1
+            )
+    with pytest.raises(ConfigError, match="positive durations"):
+        idempotency.guard_config("t", name=None, expires_after_seconds=0, in_progress_seconds=1)
+    assert CONFIG.in_progress_for(None) == 5000 and CONFIG.in_progress_for(1234) == 1234

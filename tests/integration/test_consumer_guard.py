@@ -1,22 +1,29 @@
 """The idempotency guard against the embedded emulator over HTTP: duplicates of a direct send
-(the id rides on every send that has room for it)."""
+(the id rides on every send), and the async guard (aioboto3) beside the sync one: the same
+runs, the same requests, one table read both ways."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 import uuid
-from typing import Any
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
+import aioboto3
 import boto3
 import pytest
 
 from sqsdelay import consumer
 from sqsdelay.aws.sender import Sender
 from sqsdelay.core import wire_format
-from sqsdelay.errors import InvalidInput
+from sqsdelay.errors import ConfigError, InvalidInput
 from sqsdelay.settings import Settings
 from tests.support.consumerkit import guard_table, install, lambda_record, receive_one, sent_twice
 
+T = TypeVar("T")
 ATTRS = {"tenant": {"DataType": "String", "StringValue": "a"}}
 
 
@@ -28,6 +35,13 @@ def dynamodb(moto_url: str) -> Any:
 @pytest.fixture
 def table(dynamodb: Any) -> str:
     return guard_table(dynamodb, f"idem-{uuid.uuid4().hex[:8]}")
+
+
+def run(coroutine: Awaitable[T]) -> T:
+    async def main() -> T:
+        return await coroutine
+
+    return asyncio.run(main())
 
 
 def test_a_direct_send_whose_answer_was_lost_runs_a_guarded_handler_once_with_no_key(
@@ -70,3 +84,171 @@ def test_a_direct_send_with_ten_attributes_of_the_callers_goes_without_the_id_so
         table, name="h", client=dynamodb, key=lambda m: json.loads(m.received.body)["order_id"]
     )
     assert keyed.run(got, lambda m: 1).ran and not keyed.run(got, lambda m: 2).ran
+
+
+def test_duplicates_through_the_async_guard_run_the_handler_once(
+    settings: Settings, sqs: Any, table: str
+) -> None:
+    url = install(settings, sqs, "orders")["orders"]
+    _, copies = sent_twice(settings, sqs, url, "once")
+    runs: list[str] = []
+
+    async def both() -> list[consumer.Outcome[dict[str, int]]]:
+        async with consumer.AsyncGuard(table, name="orders.charge", settings=settings) as guard:
+
+            @guard.once
+            async def charge(message: Any) -> dict[str, int]:
+                await asyncio.sleep(0)
+                runs.append(message["MessageId"])
+                return {"charged": len(runs)}
+
+            return [await charge(c) for c in copies]
+
+    outcomes = run(both())
+    assert runs == [copies[0]["MessageId"]]
+    assert [o.ran for o in outcomes] == [True, False] and outcomes[1].result == {"charged": 1}
+
+
+def test_an_async_run_that_crashed_in_progress_lets_a_copy_run_after_its_in_progress_expiry(
+    settings: Settings, sqs: Any, table: str
+) -> None:
+    url = install(settings, sqs, "orders")["orders"]
+    _, copies = sent_twice(settings, sqs, url, "crash")
+    now = [time.time()]
+    ran: list[str] = []
+
+    async def scenario() -> None:
+        async with consumer.AsyncGuard(
+            table, name="h", settings=settings, in_progress_seconds=30, clock=lambda: now[0]
+        ) as guard:
+
+            async def copy(message: Any) -> str:
+                ran.append("copy")
+                return "copy ran"
+
+            async def crashed(message: Any) -> None:
+                # The first run holds INPROGRESS and never ends it (its process died): ...
+                with pytest.raises(consumer.GuardInProgress, match="leave it undeleted"):
+                    await guard.run(copies[1], copy)
+                now[0] += 29  # ... a copy is refused until its in-progress expiry ...
+                with pytest.raises(consumer.GuardInProgress):
+                    await guard.run(copies[1], copy)
+                now[0] += 2  # ... and runs once it has passed.
+                assert (await guard.run(copies[1], copy)).ran
+
+            await guard.run(copies[0], crashed)
+
+    run(scenario())
+    assert ran == ["copy"]
+
+
+def test_the_async_guard_says_what_to_do_without_a_table_a_missing_one_or_a_client(
+    settings: Settings,
+) -> None:
+    message = {
+        "MessageId": "m",
+        "ReceiptHandle": "r",
+        "Body": "x",
+        "MessageAttributes": {
+            wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "o-1"}
+        },
+    }
+    with pytest.raises(ConfigError, match="partition key 'id'"):
+        consumer.AsyncGuard(None, settings=settings)
+
+    async def missing() -> None:
+        async with consumer.AsyncGuard("no-such-table", name="h", settings=settings) as guard:
+            await guard.run(message, lambda m: None)
+
+    with pytest.raises(consumer.GuardTableMissing, match="does not exist: create it"):
+        run(missing())
+
+    async def unopened() -> None:
+        await consumer.AsyncGuard("t", settings=settings).run(message, lambda m: None)
+
+    with pytest.raises(ConfigError, match="async with AsyncGuard"):
+        run(unopened())
+
+
+def test_the_sync_and_async_guards_read_each_others_records(
+    settings: Settings, sqs: Any, dynamodb: Any, table: str, moto_url: str
+) -> None:
+    url = install(settings, sqs, "orders")["orders"]
+    sync_guard = consumer.Guard(table, name="orders.charge", client=dynamodb)
+    _, first = sent_twice(settings, sqs, url, "one")
+    _, second = sent_twice(settings, sqs, url, "two")
+    runs: list[str] = []
+
+    def by_sync(message: Any) -> dict[str, str]:
+        runs.append("sync")
+        return {"by": "sync"}
+
+    async def by_async(message: Any) -> dict[str, str]:
+        runs.append("async")
+        return {"by": "async"}
+
+    async def scenario() -> list[Any]:
+        session = aioboto3.Session()
+        async with session.client(
+            "dynamodb", endpoint_url=moto_url, region_name="us-east-1"
+        ) as client:
+            guard = consumer.AsyncGuard(table, name="orders.charge", client=client)
+            assert sync_guard.run(first[0], by_sync).ran  # the sync guard writes ...
+            seen = await guard.run(first[1], by_async)  # ... the async one reads
+            wrote = await guard.run(second[0], by_async)  # the async guard writes ...
+            return [seen, wrote, sync_guard.run(second[1], by_sync)]  # ... the sync one reads
+
+    seen, wrote, read = run(scenario())
+    assert (seen.ran, seen.result) == (False, {"by": "sync"})
+    assert wrote.ran and (read.ran, read.result) == (False, {"by": "async"})
+    assert runs == ["sync", "async"]
+
+
+def _recorded(client: Any, into: list[tuple[str, dict[str, Any]]]) -> None:
+    def note(request: Any, **_: Any) -> None:
+        target = request.headers.get("X-Amz-Target", b"")
+        name = target.decode() if isinstance(target, bytes) else str(target)
+        into.append((name.rsplit(".", 1)[-1], json.loads(request.body)))
+
+    client.meta.events.register("before-send.dynamodb", note)
+
+
+def test_the_async_guard_makes_the_sync_guards_requests(
+    settings: Settings, sqs: Any, dynamodb: Any, moto_url: str
+) -> None:
+    """Per message, a first run, a duplicate and a failing handler: the same operations with
+    the same parameters (the table's name aside), on a fixed clock."""
+    tables = [guard_table(dynamodb, f"idem-{uuid.uuid4().hex[:8]}") for _ in range(2)]
+    url = install(settings, sqs, "orders")["orders"]
+    _, copies = sent_twice(settings, sqs, url, "x")
+    _, failing = sent_twice(settings, sqs, url, "y")
+    clock: Callable[[], float] = lambda: 1_800_000_000.0  # noqa: E731
+    sync_requests: list[tuple[str, dict[str, Any]]] = []
+    sync_client = boto3.client("dynamodb", endpoint_url=moto_url, region_name="us-east-1")
+    _recorded(sync_client, sync_requests)
+    sync_guard = consumer.Guard(tables[0], name="n", client=sync_client, clock=clock)
+
+    def boom(message: Any) -> None:
+        raise RuntimeError("handler failed")
+
+    sync_guard.run(copies[0], lambda m: {"ok": 1})
+    sync_guard.run(copies[1], lambda m: {"ok": 1})
+    with pytest.raises(RuntimeError):
+        sync_guard.run(failing[0], boom)
+
+    async_requests: list[tuple[str, dict[str, Any]]] = []
+
+    async def scenario() -> None:
+        async with consumer.AsyncGuard(tables[1], name="n", settings=settings, clock=clock) as g:
+            _recorded(g.caller.clients["dynamodb"], async_requests)
+            await g.run(copies[0], lambda m: {"ok": 1})
+            await g.run(copies[1], lambda m: {"ok": 1})
+            with pytest.raises(RuntimeError):
+                await g.run(failing[0], boom)
+
+    run(scenario())
+    operations = Counter(op for op, _ in sync_requests)
+    assert operations == {"PutItem": 3, "UpdateItem": 1, "DeleteItem": 1}
+    assert [(op, {**body, "TableName": "t"}) for op, body in async_requests] == [
+        (op, {**body, "TableName": "t"}) for op, body in sync_requests
+    ]
