@@ -2,10 +2,12 @@
 """What `sqsdelay.taskiq` costs a taskiq publisher: the import against taskiq-aio-sqs's, and
 `kiq` against plain taskiq-aio-sqs for a delay within the native delay and beyond it (which
 taskiq-aio-sqs refuses: it is compared with taskiq-aio-sqs's native send), beyond it also
-with the registry (SQSDELAY_REGISTRY=dynamodb). On the embedded
-emulator in a separate process; prints one JSON object.
+with the registry (SQSDELAY_REGISTRY=dynamodb), and a body of 1.1 MB, which both offload to
+S3 (`s3_extended_bucket_name`): taskiq-aio-sqs within the native delay, sqsdelay beyond it.
+On the embedded emulator in a separate process; prints one JSON object.
 
-    .venv/bin/python scripts/bench_taskiq.py [--messages 200] [--imports 7]
+    .venv/bin/python scripts/bench_taskiq.py [--messages 200] [--large-messages 20]
+                                             [--imports 7]
 """
 
 from __future__ import annotations
@@ -40,20 +42,27 @@ def import_seconds(module: str, runs: int, after: str = "") -> float:
     return round(statistics.median(times), 4)
 
 
-async def kiq_ms(cases: dict[str, tuple[Any, float]], count: int) -> dict[str, float]:
-    """Median milliseconds per `kiq` of each (task, delay) case, the cases interleaved:
-    moto's cost grows with the queue's depth, which each send adds to."""
+LARGE = 1_100_000  # characters: over taskiq-aio-sqs's 1 MiB, so offloaded to S3
+
+
+async def kiq_ms(
+    cases: dict[str, tuple[Any, float]], count: int, body: int = 200
+) -> dict[str, float]:
+    """Median milliseconds per `kiq` of each (task, delay) case with a `body`-character
+    argument, the cases interleaved: moto's cost grows with the queue's depth, which each
+    send adds to."""
     times: dict[str, list[float]] = {name: [] for name in cases}
+    payload = "x" * body
     for _ in range(count):
         for name, (task, delay) in cases.items():
             kicker = task.kicker().with_labels(delay=delay)
             started = time.perf_counter()
-            await kicker.kiq("x" * 200)
+            await kicker.kiq(payload)
             times[name].append((time.perf_counter() - started) * 1000)
     return {name: round(statistics.median(t), 3) for name, t in times.items()}
 
 
-async def bench(url: str, count: int) -> dict[str, Any]:
+async def bench(url: str, count: int, large_count: int) -> dict[str, Any]:
     import taskiq_aio_sqs
 
     from sqsdelay.taskiq import SQSBroker
@@ -66,8 +75,11 @@ async def bench(url: str, count: int) -> dict[str, Any]:
     Installer(settings, client=client(url)).run([queue])
     Installer(with_registry).registry_table([queue])
     keys = {"aws_access_key_id": "bench", "aws_secret_access_key": "bench"}
-    plain = taskiq_aio_sqs.SQSBroker(queue, endpoint_url=url, **keys)
-    ours = SQSBroker(queue, endpoint_url=url, sqsdelay=settings, **keys)
+    bucket = f"{queue}-large"
+    client(url, "s3").create_bucket(Bucket=bucket)
+    large = {"s3_extended_bucket_name": bucket}  # a small body is sent as without it
+    plain = taskiq_aio_sqs.SQSBroker(queue, endpoint_url=url, **large, **keys)
+    ours = SQSBroker(queue, endpoint_url=url, sqsdelay=settings, **large, **keys)
     registered = SQSBroker(queue, endpoint_url=url, sqsdelay=with_registry, **keys)
     tasks = {}
     brokers = (("plain", plain), ("ours", ours), ("registry", registered))
@@ -91,10 +103,20 @@ async def bench(url: str, count: int) -> dict[str, Any]:
             },
             count,
         )
+        large_medians = await kiq_ms(
+            {
+                "taskiq_aio_sqs_within_large": (tasks["plain"], within),
+                "sqsdelay_beyond_large": (tasks["ours"], beyond),
+            },
+            large_count,
+            body=LARGE,
+        )
     finally:
         for _, broker in brokers:
             await broker.shutdown()
     base = medians["taskiq_aio_sqs_within"]
+    large_base = large_medians["taskiq_aio_sqs_within_large"]
+    large_beyond = large_medians["sqsdelay_beyond_large"]
     return {
         "kiq_ms_median": medians,
         "extra_ms_vs_taskiq_aio_sqs": {
@@ -102,12 +124,22 @@ async def bench(url: str, count: int) -> dict[str, Any]:
             "beyond": round(medians["sqsdelay_beyond"] - base, 3),
             "beyond_registry": round(medians["sqsdelay_beyond_registry"] - base, 3),
         },
+        "large": {
+            "body_characters": LARGE,
+            "messages": large_count,
+            "kiq_ms_median": large_medians,
+            # the long delay's large kiq against taskiq-aio-sqs's own large kiq (both to S3),
+            # and against sqsdelay's long kiq of a small body (the S3 write and the body)
+            "extra_ms_beyond_vs_taskiq_aio_sqs_large": round(large_beyond - large_base, 3),
+            "extra_ms_beyond_vs_small_body": round(large_beyond - medians["sqsdelay_beyond"], 3),
+        },
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200)
+    parser.add_argument("--large-messages", type=int, default=20)
     parser.add_argument("--imports", type=int, default=7)
     args = parser.parse_args()
     logs.configure("json", "WARNING")
@@ -123,7 +155,7 @@ def main() -> None:
     }
     emulator = EmulatorProcess("moto")
     try:
-        out.update(asyncio.run(bench(emulator.url, args.messages)))
+        out.update(asyncio.run(bench(emulator.url, args.messages, args.large_messages)))
         out["emulator"] = f"{emulator.name} (separate process, 127.0.0.1)"
         out["messages"] = args.messages
     finally:

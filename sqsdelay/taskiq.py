@@ -12,7 +12,9 @@ and any delay into a FIFO queue, in its group) through sqsdelay to the queue's d
 with the body and group taskiq-aio-sqs would have sent; `sqsdelay worker <queue>` hands it
 over when it is due and the taskiq worker runs it as an ordinary message. A shorter delay,
 and no delay, are sent by taskiq-aio-sqs itself, a fraction of a second rounded up
-(taskiq-aio-sqs rounds "2.5" to 2 s): never early. The rule: `core/taskiq_delay.py`.
+(taskiq-aio-sqs rounds "2.5" to 2 s): never early. The rule: `core/taskiq_delay.py`. A
+task of 1 MiB or more goes to the broker's `s3_extended_bucket_name` bucket on both routes,
+with the pointer taskiq-aio-sqs writes (`core/taskiq_offload.py`).
 
 What this relies on in taskiq-aio-sqs 2.1 (`taskiq_aio_sqs/sqs_broker.py`, `SQSBroker`):
 - `kick(message)` sends a `BrokerMessage`, reading its `delay` label (default: the
@@ -25,6 +27,8 @@ What this relies on in taskiq-aio-sqs 2.1 (`taskiq_aio_sqs/sqs_broker.py`, `SQSB
   URL, as `kick` does; `_aws_endpoint_url`, `_aws_region`, `_aws_access_key_id` and
   `_aws_secret_access_key` (private) are the constructor's arguments, which sqsdelay's own
   clients use too. Hence the pin `taskiq-aio-sqs>=2.1,<2.2`.
+- `s3_extended_bucket_name` and `_s3_client` (private, opened by `startup`) write a large
+  task's object, inside `handle_exceptions`, as `_send_single_message` does.
 
 The task id is sqsdelay's message id: with SQSDELAY_REGISTRY=dynamodb, `await
 broker.cancel(task_id)` (or `sqsdelay cancel <queue> <task_id>`) cancels a scheduled task.
@@ -35,12 +39,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from sqsdelay import errors
-from sqsdelay.core import delays, taskiq_delay
+from sqsdelay.core import delays, taskiq_delay, taskiq_offload
 from sqsdelay.extras import require
 
 require("taskiq", "sqsdelay.taskiq")
@@ -55,7 +60,7 @@ from sqsdelay.settings import Settings  # noqa: E402
 if TYPE_CHECKING:
     from taskiq.message import BrokerMessage
 
-    from sqsdelay.aws.sender import AsyncSender
+    from sqsdelay.aws.sender import AsyncSender, Message
     from sqsdelay.core.types import CancelOutcome
 
 _DELAY_LABEL = "delay"
@@ -71,9 +76,13 @@ class InvalidDelay(errors.InvalidDelay, sqs_exceptions.BrokerConfigError):
         sqs_exceptions.BrokerConfigError.__init__(self, error=message)
 
 
-class MessageTooLarge(errors.MessageTooLarge, sqs_exceptions.BrokerConfigError):
-    """Too large for SQS once sqsdelay's attributes are added (the sqsdelay route does not
-    offload to S3 as taskiq-aio-sqs does for a message of 1 MiB or more)."""
+class MessageTooLarge(errors.MessageTooLarge, sqs_exceptions.ExtendedBucketNameMissingError):
+    """Too large for SQS once sqsdelay's attributes are added, and the broker has no
+    `s3_extended_bucket_name` to offload it to (with one, the sqsdelay route offloads as
+    taskiq-aio-sqs does): caught as sqsdelay's `MessageTooLarge` or as taskiq-aio-sqs's
+    `ExtendedBucketNameMissingError` (a `BrokerConfigError`), which its own route raises."""
+
+    __template__ = "SQS Broker configuration error: {error}"
 
     def __init__(self, message: str) -> None:
         sqs_exceptions.BrokerConfigError.__init__(self, error=message)
@@ -131,7 +140,7 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
             await self.build_kick_kwargs(_with_delay(message, 0), queue, queue_url)
         )
         # The sender loads at startup: `import sqsdelay.taskiq` stays light.
-        from sqsdelay.aws.sender import Message, plan
+        from sqsdelay.aws.sender import Message
 
         delayed = Message(
             kwargs["MessageBody"],
@@ -140,12 +149,24 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
             id=message.task_id,
             group_id=kwargs.get("MessageGroupId"),
         )
-        try:  # refused before anything is sent
-            plan(queue.name, delayed, self.sqsdelay_settings, now=time.time())
-        except errors.MessageTooLarge as exc:
-            raise MessageTooLarge(str(exc)) from None
-        except errors.InvalidDelay as exc:
-            raise InvalidDelay(str(exc)) from None
+        # A body taskiq-aio-sqs would offload, or one that sqsdelay's attributes make too
+        # large: to S3, and the pointer through sqsdelay (`core/taskiq_offload.py`).
+        if taskiq_offload.offloaded(delayed.body) or not self._fits(queue.name, delayed):
+            bucket = self.s3_extended_bucket_name
+            if not bucket:
+                raise MessageTooLarge(
+                    f"the task {message.task_name!r} is {len(delayed.body.encode())} bytes, too "
+                    "large for SQS once sqsdelay's attributes are added: give the broker "
+                    "s3_extended_bucket_name=<bucket> (taskiq-aio-sqs's option: the body goes "
+                    "to S3 and SQS carries a pointer), or make the task's arguments smaller"
+                )
+            pointer = taskiq_offload.pointer(bucket, message.task_id, delayed.attributes)
+            delayed = replace(delayed, body=pointer.body, attributes=pointer.attributes)
+            self._fits(queue.name, delayed, check=True)  # refused before the object is written
+            with self.handle_exceptions(queue_name=queue.name):  # NoSuchBucket: its error
+                await self._s3_client.put_object(
+                    Body=message.message, Bucket=pointer.bucket, Key=pointer.key
+                )
         sender = await self._sender()
         await sender.send(
             queue.name,
@@ -155,6 +176,22 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
             id=delayed.id,
             group_id=delayed.group_id,
         )
+
+    def _fits(self, queue: str, delayed: Message, *, check: bool = False) -> bool:
+        """Whether sqsdelay sends this message (its plan, no I/O): False when it is too
+        large, unless `check`, which raises that too. A bad delay raises, before anything
+        is sent."""
+        from sqsdelay.aws.sender import plan
+
+        try:
+            plan(queue, delayed, self.sqsdelay_settings, now=time.time())
+        except errors.MessageTooLarge as exc:
+            if check:
+                raise MessageTooLarge(str(exc)) from None
+            return False
+        except errors.InvalidDelay as exc:
+            raise InvalidDelay(str(exc)) from None
+        return True
 
     async def cancel(self, task_id: str, *, queue: str | None = None) -> CancelOutcome:
         """Cancel a task scheduled through sqsdelay by its task id (the default queue unless

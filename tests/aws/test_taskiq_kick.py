@@ -1,16 +1,22 @@
 """sqsdelay.taskiq's kick without I/O: whatever a producer kicks, the sqsdelay route sends the
-body, group and id taskiq-aio-sqs would have sent, and the task reads back what was kicked."""
+body, group and id taskiq-aio-sqs would have sent, and the task reads back what was kicked; a
+large one goes to S3 as taskiq-aio-sqs sends it."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from taskiq.exceptions import SendTaskError
 from taskiq_aio_sqs import SQSQueue
+from taskiq_aio_sqs.exceptions import ExtendedBucketNameMissingError
 
+from sqsdelay import errors
 from sqsdelay.taskiq import SQSBroker
 
 FIFO = "orders.fifo"
@@ -75,3 +81,124 @@ def test_whatever_is_kicked_the_task_reads_it_back(
     received = broker.formatter.loads(body.encode())
     assert (received.args, received.kwargs) == (args, kwargs)
     assert received.labels["delay"] == str(delay)  # the task sees the labels it was kicked with
+
+
+class FakeS3:
+    """Stands in for the broker's aiobotocore S3 client: keeps what is put."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], bytes] = {}
+
+    async def put_object(self, *, Body: bytes, Bucket: str, Key: str) -> None:
+        self.objects[(Bucket, Key)] = Body
+
+    async def get_object(self, *, Bucket: str, Key: str) -> dict[str, Any]:
+        return {"Body": _Stream(self.objects[(Bucket, Key)])}
+
+
+class _Stream:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def __aenter__(self) -> _Stream:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        pass
+
+    async def read(self) -> bytes:
+        return self.data
+
+
+class FakeSQS:
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    async def send_message(self, **kwargs: Any) -> None:
+        self.sent.append(kwargs)
+
+
+def large_broker(bucket: str | None) -> tuple[SQSBroker, FakeSender, FakeS3, FakeSQS]:
+    broker, fake = started_broker()
+    broker.s3_extended_bucket_name = bucket
+    s3, sqs = FakeS3(), FakeSQS()
+    broker._s3_client = s3  # type: ignore[assignment]
+    broker._sqs_client = sqs  # type: ignore[assignment]
+    return broker, fake, s3, sqs
+
+
+def test_a_large_task_on_the_sqsdelay_route_goes_to_s3_as_taskiq_aio_sqs_sends_it() -> None:
+    """The same S3 object and the same pointer as taskiq-aio-sqs's own route (kicked with no
+    delay), and taskiq-aio-sqs's receive side reads the task back from it."""
+    broker, fake, s3, sqs = large_broker("big")
+
+    async def task(blob: str) -> None:
+        pass
+
+    decorated = broker.register_task(task, task_name="app.task")
+    blob = "x" * 1_100_000
+    kicked = asyncio.run(decorated.kicker().with_task_id("t-native").kiq(blob))
+    [theirs] = sqs.sent  # taskiq-aio-sqs's own send, no delay
+    long = decorated.kicker().with_task_id("t-long").with_labels(delay="3600")
+    asyncio.run(long.kiq(blob))
+    [(queue, body, options)] = fake.sent
+    assert (queue, options["id"]) == ("orders", "t-long")
+    assert options["delay"] == timedelta(hours=1)
+    assert s3.objects.keys() == {("big", "t-native.json"), ("big", "t-long.json")}
+    assert json.loads(body) == {"s3_bucket": "big", "s3_key": "t-long.json"}
+    assert body == theirs["MessageBody"].replace("t-native", "t-long")
+    assert options["attributes"] == theirs["MessageAttributes"]
+    # What a taskiq worker makes of the message the sqsdelay worker hands over.
+    received = {
+        "Body": body,
+        "ReceiptHandle": "r",
+        "MessageId": "m",
+        "MessageAttributes": {
+            **options["attributes"],
+            "NServiceBus.MessageId": {"DataType": "String", "StringValue": "t-long"},
+        },
+    }
+    ackable = asyncio.run(broker._to_ackable_message(received, broker._default_queue, "u"))
+    assert ackable is not None
+    task_message = broker.formatter.loads(ackable.data)
+    assert (task_message.task_id, task_message.args) == ("t-long", [blob])
+    assert kicked.task_id == "t-native"
+
+
+def test_a_body_that_sqsdelays_attributes_push_over_the_limit_is_offloaded_too() -> None:
+    broker, fake, s3, _ = large_broker("big")
+
+    async def task(blob: str) -> None:
+        pass
+
+    decorated = broker.register_task(task, task_name="app.task")
+    kicker = decorated.kicker().with_task_id("t").with_labels(delay="60")
+    asyncio.run(kicker.kiq("x"))
+    overhead = len(fake.sent.pop()[1]) - 1  # the task's envelope around its argument
+    # 10 characters under taskiq-aio-sqs's 1 MiB, so it would not offload it; over the limit
+    # once sqsdelay's attributes (the delay, the id) are added.
+    blob = "x" * (1_048_576 - overhead - 10)
+    asyncio.run(kicker.kiq(blob))
+    [(_, body, _)] = fake.sent
+    assert json.loads(body)["s3_key"] == "t.json" and ("big", "t.json") in s3.objects
+
+
+def test_without_the_bucket_option_a_large_task_is_a_typed_error_and_nothing_is_sent() -> None:
+    broker, fake, s3, _ = large_broker(None)
+
+    async def task(blob: str) -> None:
+        pass
+
+    decorated = broker.register_task(task, task_name="app.task")
+    with pytest.raises(SendTaskError) as raised:
+        asyncio.run(decorated.kicker().with_labels(delay="60").kiq("x" * 1_100_000))
+    cause = raised.value.__cause__
+    assert isinstance(cause, errors.MessageTooLarge)
+    assert isinstance(cause, ExtendedBucketNameMissingError)  # taskiq-aio-sqs's own, too
+    assert "s3_extended_bucket_name=" in str(cause)
+    assert fake.sent == [] and s3.objects == {}
+    # A bad delay on a large task is refused before the object is written, too.
+    broker.s3_extended_bucket_name = "big"
+    with pytest.raises(SendTaskError):
+        asyncio.run(decorated.kicker().with_labels(delay=str(10**10)).kiq("x" * 1_100_000))
+    assert fake.sent == [] and s3.objects == {}

@@ -1,5 +1,6 @@
 """taskiq's `delay` label → route (core/taskiq_delay.py): never early, the native delay only
-within the cycle and never on a FIFO queue, and bad labels refused with what to give."""
+within the cycle and never on a FIFO queue, and bad labels refused with what to give; a large
+task's pointer (core/taskiq_offload.py) as taskiq-aio-sqs writes it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sqsdelay.core import taskiq_offload
 from sqsdelay.core.taskiq_delay import TaskiqRoute, label_milliseconds, taskiq_route
 from sqsdelay.errors import InvalidDelay
 
@@ -102,3 +104,19 @@ def test_any_text_is_a_route_or_an_invalid_delay(text: str) -> None:
     else:
         assert route.delay_ms >= 0
         assert label_milliseconds(text) == route.delay_ms
+
+
+def test_a_body_is_offloaded_from_taskiq_aio_sqs_s_size_with_its_pointer() -> None:
+    from taskiq_aio_sqs import constants
+
+    assert taskiq_offload.MAX_SQS_MESSAGE_SIZE == constants.MAX_SQS_MESSAGE_SIZE
+    assert not taskiq_offload.offloaded("x" * (constants.MAX_SQS_MESSAGE_SIZE - 1))
+    assert taskiq_offload.offloaded("x" * constants.MAX_SQS_MESSAGE_SIZE)
+    mine = {"tenant": {"DataType": "String", "StringValue": "a"}}
+    p = taskiq_offload.pointer("big", "t1", mine)
+    assert (p.bucket, p.key) == ("big", "t1.json")
+    assert p.body == '{"s3_bucket": "big", "s3_key": "t1.json"}'
+    assert p.attributes == {
+        **mine,
+        "s3_extended_message": {"DataType": "String", "StringValue": "True"},
+    }

@@ -1,8 +1,8 @@
 """The taskiq app of the taskiq tests, as a user would write it: taskiq-aio-sqs's broker,
-imported from sqsdelay, with taskiq's own retry middleware and taskiq-aio-sqs's S3 result
-backend. The worker process (`taskiq worker tests.integration.taskiq_app:broker`) and the
-test's publisher read the endpoint, queues and bucket from the environment, and sqsdelay's
-settings from SQSDELAY_* variables."""
+imported from sqsdelay, with taskiq's own retry middleware, taskiq-aio-sqs's S3 result
+backend and its S3 bucket for large tasks. The worker process (`taskiq worker
+tests.integration.taskiq_app:broker`) and the test's publisher read the endpoint, queues and
+buckets from the environment, and sqsdelay's settings from SQSDELAY_* variables."""
 
 from __future__ import annotations
 
@@ -47,6 +47,8 @@ broker = (
         # an unacknowledged task would be received again 5 s later: "runs once" checks acks
         visibility_timeout=5,
         use_task_id_for_deduplication=True,  # the FIFO queue has no content deduplication
+        # a task of 1 MiB or more goes to S3, on taskiq-aio-sqs's route and on sqsdelay's
+        s3_extended_bucket_name=os.environ["TASKIQ_TEST_LARGE_BUCKET"],
         **KEYS,
     )
     .with_queues(SQSQueue(name=FIFO, is_fifo=True, wait_time_seconds=10, visibility_timeout=5))
@@ -71,6 +73,12 @@ async def flaky(tag: str) -> None:
     """Fails every time: runs once and is retried twice, each backoff beyond the cycle."""
     _write(f"{tag} {time.time():.3f}")
     raise RuntimeError("fails on purpose")
+
+
+@broker.task
+async def large(tag: str, blob: str) -> None:
+    """Append `tag`, the time it ran and the size of its argument (never the argument)."""
+    _write(f"{tag} {time.time():.3f} {len(blob)}")
 
 
 @broker.task

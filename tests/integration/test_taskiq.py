@@ -62,6 +62,7 @@ class Stack:
 def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     name = f"tq{uuid.uuid4().hex[:8]}"
     queue, fifo, bucket = name, f"{name}-ordered.fifo", f"{name}-results"
+    large_bucket = f"{name}-large"
     folder = tmp_path_factory.mktemp("taskiq")
     settings = {
         "SQSDELAY_ENDPOINT_URL": moto_url,
@@ -77,6 +78,7 @@ def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         "TASKIQ_TEST_QUEUE": queue,
         "TASKIQ_TEST_FIFO": fifo,
         "TASKIQ_TEST_BUCKET": bucket,
+        "TASKIQ_TEST_LARGE_BUCKET": large_bucket,
         "TASKIQ_TEST_RETRY_DELAY": str(RETRY_DELAY),
         "TASKIQ_TEST_OUT": str(folder / "ran.txt"),
     }
@@ -84,7 +86,9 @@ def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
     for q in (queue, fifo):  # as the README says: the queue's own SQS name
         installed = cli(env, "install", q)
         assert installed.returncode == 0, installed.stderr
-    boto3.client("s3", endpoint_url=moto_url, region_name="us-east-1").create_bucket(Bucket=bucket)
+    s3 = boto3.client("s3", endpoint_url=moto_url, region_name="us-east-1")
+    for b in (bucket, large_bucket):
+        s3.create_bucket(Bucket=b)
     saved = {k: os.environ.get(k) for k in {**settings, **test}}
     os.environ.update({**settings, **test})  # the publisher: the app reads them on import
     sys.modules.pop("tests.integration.taskiq_app", None)
@@ -284,13 +288,42 @@ def test_the_broker_takes_sqsdelay_settings_and_its_own_endpoint() -> None:
         SQSBroker("orders", sqsdelay={"queue_prefix": "myapp-"})
 
 
-def test_a_delayed_body_too_large_for_sqs_is_a_typed_error(stack: Stack) -> None:
-    """taskiq-aio-sqs offloads a body of 1 MiB or more to S3; the sqsdelay route does not
-    and says so, before anything is sent."""
+def test_a_large_task_with_a_long_delay_goes_through_s3_and_runs_once_not_early(
+    stack: Stack,
+) -> None:
+    """A body of 1 MiB or more: taskiq-aio-sqs puts it in its S3 bucket and sends a pointer;
+    the sqsdelay route does the same (the same object and pointer), so the taskiq worker
+    reads it unchanged after the sqsdelay worker hands it over."""
+    s3 = boto3.client("s3", endpoint_url=stack.env["TASKIQ_TEST_ENDPOINT"], region_name="us-east-1")
+    bucket = stack.env["TASKIQ_TEST_LARGE_BUCKET"]
+    blob = "x" * 1_100_000
+    tag, small = f"large-{uuid.uuid4().hex[:4]}", f"small-{uuid.uuid4().hex[:4]}"
+    delay = 2 * CYCLE + 0.5
+    due: dict[str, float] = {}
+    took: dict[str, float] = {}  # ms per kiq: the extra time of a large one
+    for name, argument in ((small, "x"), (tag, blob)):  # the same kiq, small then large
+        due[name] = time.time() + delay
+        task = stack.kiq(stack.app.large, name, argument, delay=delay)
+        took[name] = round((time.time() + delay - due[name]) * 1000, 1)
+    stored = s3.get_object(Bucket=bucket, Key=f"{task.task_id}.json")["Body"].read()
+    assert len(stored) > len(blob)  # the whole task, as taskiq-aio-sqs stores it
+    stack.ran_once_on_time(due)
+    assert stack.log.lines()[tag][0][1] == len(blob)  # the argument came back whole
+    print(f"taskiq long-delay kiq, ms: {took}")
+
+
+def test_a_large_task_without_the_bucket_option_is_a_typed_error(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without `s3_extended_bucket_name` taskiq-aio-sqs refuses a body of 1 MiB or more
+    (ExtendedBucketNameMissingError); the sqsdelay route too, saying what to set, before
+    anything is sent."""
+    monkeypatch.setattr(stack.app.broker, "s3_extended_bucket_name", None)
     with pytest.raises(SendTaskError) as raised:
         stack.kiq(stack.app.record, "x" * 1_048_450, delay=CYCLE + 1)
     cause = raised.value.__cause__
     assert isinstance(cause, errors.MessageTooLarge) and isinstance(cause, BrokerConfigError)
+    assert "s3_extended_bucket_name=" in str(cause)
 
 
 def test_inspect_reads_the_queue_and_its_delay_queue(stack: Stack) -> None:

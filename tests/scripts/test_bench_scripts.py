@@ -29,7 +29,9 @@ def test_bench_dramatiq() -> None:
 
 
 def test_bench_taskiq() -> None:
-    out = run_script("bench_taskiq.py", "--messages", "5", "--imports", "1")
+    out = run_script(
+        "bench_taskiq.py", "--messages", "5", "--large-messages", "2", "--imports", "1"
+    )
     assert out["messages"] == 5 and all(t > 0 for t in out["import_s"].values())
     assert set(out["kiq_ms_median"]) == {
         "taskiq_aio_sqs_within",
@@ -37,6 +39,8 @@ def test_bench_taskiq() -> None:
         "sqsdelay_beyond",
         "sqsdelay_beyond_registry",
     }
+    large = out["large"]["kiq_ms_median"]  # 1.1 MB bodies, through S3 on both routes
+    assert set(large) == {"taskiq_aio_sqs_within_large", "sqsdelay_beyond_large"}
 
 
 def test_profile_worker() -> None:
