@@ -30,8 +30,14 @@ def spark_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = SparkSession.builder.appName("sqsdelay-cost-report").config(
-        "spark.sql.session.timeZone", "UTC"
+    builder = (
+        SparkSession.builder.appName("sqsdelay-cost-report")
+        .config("spark.sql.session.timeZone", "UTC")
+        # A collect (toPandas without Arrow, as on Spark 3.5) opens a socket that Python
+        # must connect to within this time, or the JVM gives up and Python waits forever on
+        # it. The default 15 s was missed at nice 10 on a saturated machine (a 300 s hang
+        # in a fresh-clone `make test`); a busy driver host is no reason to lose a report.
+        .config("spark.python.authenticate.socketTimeout", "600s")
     )
     # spark-submit starts the JVM first and hands Python its gateway; only then does its
     # --master apply. (SparkConf() cannot see it before the gateway is attached.)

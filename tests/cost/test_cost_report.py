@@ -286,6 +286,13 @@ def test_a_report_leaves_the_callers_session_running(
     assert spark.range(2).count() == 2
 
 
+def test_python_has_minutes_not_seconds_to_fetch_a_collect(spark: Any) -> None:
+    """A collect waits for Python to connect to the JVM's socket: at Spark's 15 s a starved
+    driver (nice 10, a saturated machine) missed it and then waited forever."""
+    assert spark.conf.get("spark.python.authenticate.socketTimeout") == "600s"
+    assert spark.range(3).toPandas()["id"].tolist() == [0, 1, 2]
+
+
 def chromium() -> str | None:
     import shutil
 
