@@ -233,14 +233,17 @@ def test_a_bill_in_another_currency_needs_a_rate(spark: Any, events: Path, tmp_p
 
 
 @pytest.mark.slow
-def test_the_cli_reads_firehose_objects_and_a_bill_in_euros(events: Path, tmp_path: Path) -> None:
+def test_the_cli_reads_firehose_objects_and_a_bill_in_euros(
+    spark: Any, events: Path, tmp_path: Path
+) -> None:
     """Every option the README gives for the bill, as a user types them: a Firehose object
-    of subscription envelopes, a CUR 2.0 bill in EUR with its rate, a window, the free tier."""
-    import gzip
-    import os
-    import subprocess
-    import sys
+    of subscription envelopes, a CUR 2.0 bill in EUR with its rate, a window, the free tier.
+    The command line runs in this process, on the suite's session (a report leaves a
+    caller's session running): a subprocess started a JVM of its own, 60 CPU-s of the
+    suite; the command as a process is test_class_archive's and test_wheel's."""
+    from typer.testing import CliRunner
 
+    from sqsdelay.cli import app
     from tests.support.cost_events import envelopes
 
     frame = pd.read_parquet(events)
@@ -250,13 +253,12 @@ def test_the_cli_reads_firehose_objects_and_a_bill_in_euros(events: Path, tmp_pa
     firehose.write_bytes(b"".join(gzip.compress(d.encode()) for d in envelopes(lines, 500)))
     bill = tmp_path / "cur.parquet"
     cur2("EUR").to_parquet(bill)
-    env = {**os.environ, "SQSDELAY_REGISTRY": "dynamodb"}
-    env["SQSDELAY_REGISTRY_TABLE"] = "sqsdelay-scheduled"
+    env = {"SQSDELAY_REGISTRY": "dynamodb", "SQSDELAY_REGISTRY_TABLE": "sqsdelay-scheduled"}
 
-    def cost_report(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "sqsdelay", "cost-report", "--input", str(firehose)]
+    def cost_report(*args: str) -> Any:
+        command = ["cost-report", "--input", str(firehose)]
         command += ["--format", "cwl-subscription", "--bill", str(bill), *args]
-        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+        return CliRunner().invoke(app, command, env=env)
 
     out = tmp_path / "out"
     running = tmp_path / "running.yaml"
@@ -266,7 +268,7 @@ def test_the_cli_reads_firehose_objects_and_a_bill_in_euros(events: Path, tmp_pa
         *("--since", "2026-01-01", "--until", "2026-03-01"),
         *("--free-tier", "sqs", "--free-tier", "scheduler", "--running", str(running)),
     )
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.exit_code == 0, f"{done.exception!r} {done.stderr[-3000:]}"
     assert "cost of running (estimated, for the window): CloudWatch Logs" in done.stdout
     assert "estimate next to the bill (EUR)" in done.stdout and "orders" in done.stdout
     summary = json.loads((out / "summary.json").read_text())
