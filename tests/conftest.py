@@ -71,13 +71,14 @@ LONGEST_FILES = {
 
 # The files whose tests run on the suite's own SparkSession (the `spark` fixture below, one
 # per pytest worker): one worker takes them all, so the suite starts and warms up one JVM
-# for them rather than one on each worker (about 30 CPU-s each). The files that start
-# Spark processes of their own (the class-data archive, spark-submit, the commands) stay
-# apart: they would make that worker's lane the suite's longest.
+# for them rather than one on each worker (about 30 CPU-s each). test_cost_report_processes
+# is among them for its spark-submit test's embedded run; test_class_archive, whose
+# processes need no session, runs on another worker.
 SHARED_SPARK_FILES = frozenset(
     f"tests/cost/{name}.py"
     for name in (
         "test_cost_report",
+        "test_cost_report_processes",
         "test_bill",
         "test_fold",
         "test_cost_parity",

@@ -1,7 +1,7 @@
 """The cost report as separate processes: the `sqsdelay` commands, `spark-submit`, and a JVM
 started after a report stopped its own (the class-data archive of a second start:
-test_class_archive.py). Kept apart from test_cost_report.py so that the files' slowest tests
-run on different pytest workers."""
+test_class_archive.py). Its spark-submit test compares with an embedded run on the suite's
+session, so `make test` runs it on the worker that holds that session (tests/conftest.py)."""
 
 from __future__ import annotations
 
