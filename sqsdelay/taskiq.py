@@ -14,7 +14,8 @@ over when it is due and the taskiq worker runs it as an ordinary message. A shor
 and no delay, are sent by taskiq-aio-sqs itself, a fraction of a second rounded up
 (taskiq-aio-sqs rounds "2.5" to 2 s): never early. The rule: `core/taskiq_delay.py`. A
 task of 1 MiB or more goes to the broker's `s3_extended_bucket_name` bucket on both routes,
-with the pointer taskiq-aio-sqs writes (`core/taskiq_offload.py`).
+with the pointer taskiq-aio-sqs writes, under a key of its own per kick
+(`core/taskiq_offload.py`).
 
 What this relies on in taskiq-aio-sqs 2.1 (`taskiq_aio_sqs/sqs_broker.py`, `SQSBroker`):
 - `kick(message)` sends a `BrokerMessage`, reading its `delay` label (default: the
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
@@ -154,13 +156,11 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
         if taskiq_offload.offloaded(delayed.body) or not self._fits(queue.name, delayed):
             bucket = self.s3_extended_bucket_name
             if not bucket:
-                raise MessageTooLarge(
-                    f"the task {message.task_name!r} is {len(delayed.body.encode())} bytes, too "
-                    "large for SQS once sqsdelay's attributes are added: give the broker "
-                    "s3_extended_bucket_name=<bucket> (taskiq-aio-sqs's option: the body goes "
-                    "to S3 and SQS carries a pointer), or make the task's arguments smaller"
-                )
-            pointer = taskiq_offload.pointer(bucket, message.task_id, delayed.attributes)
+                raise MessageTooLarge(_too_large(message.task_name, delayed.body))
+            # A key per kick: a duplicate kick (sent nothing) leaves the first one's body.
+            pointer = taskiq_offload.pointer(
+                bucket, message.task_id, delayed.attributes, unique=uuid.uuid4().hex
+            )
             delayed = replace(delayed, body=pointer.body, attributes=pointer.attributes)
             self._fits(queue.name, delayed, check=True)  # refused before the object is written
             with self.handle_exceptions(queue_name=queue.name):  # NoSuchBucket: its error
@@ -283,6 +283,26 @@ class DelayedSource(ScheduleSource):
         source did not add is looked for in the broker's default queue."""
         queue = self._queues.pop(schedule_id, "") or None
         await self.broker.cancel(schedule_id, queue=queue)
+
+
+def _too_large(task_name: str, body: str) -> str:
+    """Why a task without the bucket option cannot be sent, and what to do: the same for a
+    body taskiq-aio-sqs itself would offload and one that sqsdelay's attributes push over."""
+    if taskiq_offload.offloaded(body):
+        why = (
+            f"{len(body)} characters: taskiq-aio-sqs sends a body of 1 MiB or more through "
+            "S3, on its own route too"
+        )
+    else:
+        why = (
+            f"{len(body.encode())} bytes: within SQS's limit alone, over it once sqsdelay's "
+            "attributes (the delay, the id) are added"
+        )
+    return (
+        f"the task {task_name!r} is {why}. Give the broker s3_extended_bucket_name=<bucket> "
+        "(taskiq-aio-sqs's option: the body goes to S3 and SQS carries a pointer), or make "
+        "the task's arguments smaller"
+    )
 
 
 def _with_delay(message: BrokerMessage, seconds: int) -> BrokerMessage:

@@ -3,7 +3,8 @@ and SQS carries a pointer to it.
 
 Written exactly as taskiq-aio-sqs 2.1 writes it (`taskiq_aio_sqs/sqs_broker.py`,
 `SQSBroker._send_single_message`: a `MessageBody` of `MAX_SQS_MESSAGE_SIZE` characters or
-more goes to `s3_extended_bucket_name` under `<task id>.json`, and the message is
+more goes to `s3_extended_bucket_name` under `<task id>.json` (ours: a key per kick,
+`pointer`), and the message is
 `{"s3_bucket": ..., "s3_key": ...}` with the String attribute `s3_extended_message` = "True")
 and as it reads it (`_to_ackable_message`: an `s3_extended_message` attribute means "fetch
 the body from the pointer"), so that a taskiq worker reads the sqsdelay route's large tasks
@@ -42,11 +43,16 @@ class S3Pointer:
     attributes: Attributes
 
 
-def pointer(bucket: str, task_id: str, attributes: Mapping[str, Any]) -> S3Pointer:
+def pointer(bucket: str, task_id: str, attributes: Mapping[str, Any], *, unique: str) -> S3Pointer:
     """The S3 object and the message that points to it. taskiq-aio-sqs replaces the message's
     attributes with the pointer's; the task's own are kept here (its receive side reads only
-    the pointer's), so that a subclass's attributes travel as they do on a small task."""
-    key = f"{task_id}.json"
+    the pointer's), so that a subclass's attributes travel as they do on a small task.
+
+    The key is `<task id>.<unique>.json`, one per kick (`unique`: e.g. a uuid4's hex), where
+    taskiq-aio-sqs writes `<task id>.json`: a second kick of a task id still scheduled (which
+    the registry sends nothing for, a duplicate) must not overwrite the body the first one's
+    pointer names. Its receive side follows the pointer's `s3_key`, whatever it is."""
+    key = f"{task_id}.{unique}.json"
     body = json.dumps({"s3_bucket": bucket, "s3_key": key})
     marked: Attributes = {**attributes, POINTER_ATTRIBUTE: message_shape.string_attribute("True")}
     return S3Pointer(bucket, key, body, marked)

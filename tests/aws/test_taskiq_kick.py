@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -144,9 +145,11 @@ def test_a_large_task_on_the_sqsdelay_route_goes_to_s3_as_taskiq_aio_sqs_sends_i
     [(queue, body, options)] = fake.sent
     assert (queue, options["id"]) == ("orders", "t-long")
     assert options["delay"] == timedelta(hours=1)
-    assert s3.objects.keys() == {("big", "t-native.json"), ("big", "t-long.json")}
-    assert json.loads(body) == {"s3_bucket": "big", "s3_key": "t-long.json"}
-    assert body == theirs["MessageBody"].replace("t-native", "t-long")
+    key = json.loads(body)["s3_key"]
+    assert re.fullmatch(r"t-long\.[0-9a-f]{32}\.json", key)  # a key per kick
+    assert s3.objects.keys() == {("big", "t-native.json"), ("big", key)}
+    assert json.loads(body) == {"s3_bucket": "big", "s3_key": key}
+    assert body == theirs["MessageBody"].replace("t-native.json", key)
     assert options["attributes"] == theirs["MessageAttributes"]
     # What a taskiq worker makes of the message the sqsdelay worker hands over.
     received = {
@@ -180,7 +183,45 @@ def test_a_body_that_sqsdelays_attributes_push_over_the_limit_is_offloaded_too()
     blob = "x" * (1_048_576 - overhead - 10)
     asyncio.run(kicker.kiq(blob))
     [(_, body, _)] = fake.sent
-    assert json.loads(body)["s3_key"] == "t.json" and ("big", "t.json") in s3.objects
+    key = json.loads(body)["s3_key"]
+    assert key.startswith("t.") and ("big", key) in s3.objects
+
+
+class RegistrySender(FakeSender):
+    """As the sender with SQSDELAY_REGISTRY=dynamodb: a second send of an id still
+    scheduled is a duplicate, and sends nothing."""
+
+    async def send(self, queue: str, body: str, **options: Any) -> None:
+        if all(o["id"] != options["id"] for _, _, o in self.sent):
+            await super().send(queue, body, **options)
+
+
+def test_a_second_kick_of_a_scheduled_task_id_leaves_the_first_ones_body() -> None:
+    """The registry sends nothing for the second kick of a scheduled id, so the object the
+    first kick's pointer names must still hold the first kick's task (one key per kick)."""
+    broker, _, s3, _ = large_broker("big")
+    fake = RegistrySender()
+    broker._sqsdelay_sender = fake  # type: ignore[assignment]
+
+    async def task(blob: str) -> None:
+        pass
+
+    decorated = broker.register_task(task, task_name="app.task")
+    kicker = decorated.kicker().with_task_id("t").with_labels(delay="3600")
+    first, second = "a" * 1_100_000, "b" * 1_100_000
+    asyncio.run(kicker.kiq(first))
+    asyncio.run(kicker.kiq(second))
+    [(_, body, options)] = fake.sent  # the second was a duplicate
+    assert len(s3.objects) == 2  # each kick its own object
+    received = {
+        "Body": body,
+        "ReceiptHandle": "r",
+        "MessageId": "m",
+        "MessageAttributes": options["attributes"],
+    }
+    ackable = asyncio.run(broker._to_ackable_message(received, broker._default_queue, "u"))
+    assert ackable is not None
+    assert broker.formatter.loads(ackable.data).args == [first]  # not the second's
 
 
 def test_without_the_bucket_option_a_large_task_is_a_typed_error_and_nothing_is_sent() -> None:
@@ -196,7 +237,16 @@ def test_without_the_bucket_option_a_large_task_is_a_typed_error_and_nothing_is_
     assert isinstance(cause, errors.MessageTooLarge)
     assert isinstance(cause, ExtendedBucketNameMissingError)  # taskiq-aio-sqs's own, too
     assert "s3_extended_bucket_name=" in str(cause)
+    assert "taskiq-aio-sqs sends a body of 1 MiB or more through S3" in str(cause)
     assert fake.sent == [] and s3.objects == {}
+    # Just under 1 MiB, pushed over by sqsdelay's attributes: said so, with the same remedy.
+    kicker = decorated.kicker().with_task_id("t").with_labels(delay="60")
+    asyncio.run(kicker.kiq("x"))
+    overhead = len(fake.sent.pop()[1]) - 1  # the task's envelope around its argument
+    with pytest.raises(SendTaskError) as raised:
+        asyncio.run(kicker.kiq("x" * (1_048_576 - overhead - 10)))
+    assert "once sqsdelay's attributes" in str(raised.value.__cause__)
+    assert "s3_extended_bucket_name=" in str(raised.value.__cause__)
     # A bad delay on a large task is refused before the object is written, too.
     broker.s3_extended_bucket_name = "big"
     with pytest.raises(SendTaskError):

@@ -113,9 +113,9 @@ def test_a_body_is_offloaded_from_taskiq_aio_sqs_s_size_with_its_pointer() -> No
     assert not taskiq_offload.offloaded("x" * (constants.MAX_SQS_MESSAGE_SIZE - 1))
     assert taskiq_offload.offloaded("x" * constants.MAX_SQS_MESSAGE_SIZE)
     mine = {"tenant": {"DataType": "String", "StringValue": "a"}}
-    p = taskiq_offload.pointer("big", "t1", mine)
-    assert (p.bucket, p.key) == ("big", "t1.json")
-    assert p.body == '{"s3_bucket": "big", "s3_key": "t1.json"}'
+    p = taskiq_offload.pointer("big", "t1", mine, unique="k1")
+    assert (p.bucket, p.key) == ("big", "t1.k1.json")  # a key per kick
+    assert p.body == '{"s3_bucket": "big", "s3_key": "t1.k1.json"}'
     assert p.attributes == {
         **mine,
         "s3_extended_message": {"DataType": "String", "StringValue": "True"},

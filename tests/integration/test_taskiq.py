@@ -292,8 +292,8 @@ def test_a_large_task_with_a_long_delay_goes_through_s3_and_runs_once_not_early(
     stack: Stack,
 ) -> None:
     """A body of 1 MiB or more: taskiq-aio-sqs puts it in its S3 bucket and sends a pointer;
-    the sqsdelay route does the same (the same object and pointer), so the taskiq worker
-    reads it unchanged after the sqsdelay worker hands it over."""
+    the sqsdelay route does the same (the same object, under a key per kick, and pointer), so
+    the taskiq worker reads it unchanged after the sqsdelay worker hands it over."""
     s3 = boto3.client("s3", endpoint_url=stack.env["TASKIQ_TEST_ENDPOINT"], region_name="us-east-1")
     bucket = stack.env["TASKIQ_TEST_LARGE_BUCKET"]
     blob = "x" * 1_100_000
@@ -305,7 +305,9 @@ def test_a_large_task_with_a_long_delay_goes_through_s3_and_runs_once_not_early(
         due[name] = time.time() + delay
         task = stack.kiq(stack.app.large, name, argument, delay=delay)
         took[name] = round((time.time() + delay - due[name]) * 1000, 1)
-    stored = s3.get_object(Bucket=bucket, Key=f"{task.task_id}.json")["Body"].read()
+    [obj] = s3.list_objects_v2(Bucket=bucket, Prefix=f"{task.task_id}.")["Contents"]
+    assert obj["Key"].endswith(".json")  # <task id>.<a key per kick>.json
+    stored = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
     assert len(stored) > len(blob)  # the whole task, as taskiq-aio-sqs stores it
     stack.ran_once_on_time(due)
     assert stack.log.lines()[tag][0][1] == len(blob)  # the argument came back whole
