@@ -11,6 +11,7 @@ the claim and its end, and makes the calls.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import inspect
@@ -24,7 +25,7 @@ from sqsdelay.aws.clients import async_service, sync_service
 from sqsdelay.core import consumed as received_rules
 from sqsdelay.core import idempotency
 from sqsdelay.core.consumed import Incoming
-from sqsdelay.core.flows import adrive, drive
+from sqsdelay.core.flows import Flow, adrive, drive
 from sqsdelay.core.idempotency import (
     DEFAULT_EXPIRES_AFTER_SECONDS,
     DEFAULT_IN_PROGRESS_SECONDS,
@@ -37,7 +38,8 @@ T = TypeVar("T")
 
 
 class _GuardBase:
-    """What both guards share: the checked config, the caller's key and the clock."""
+    """What both guards share: the checked config, the caller's key, the clock, and the
+    steps of a run (claim, then complete or release) as flows, which each guard drives."""
 
     def __init__(
         self,
@@ -61,31 +63,42 @@ class _GuardBase:
         self._clock = clock
 
     def record_key(self, incoming: Incoming, handler: Callable[..., Any]) -> str:
+        """The record's id. The caller's `key` is asked only when the message has no
+        sqsdelay id (the id wins): a key that fails on some bodies fails no run it serves."""
+        caller_key = self.key
         return self.config.key(
             incoming,
-            self.key(incoming) if self.key is not None else None,
+            (lambda: caller_key(incoming)) if caller_key is not None else None,
             function_name=os.environ.get("AWS_LAMBDA_FUNCTION_NAME", ""),
             module=handler.__module__,
             qualname=handler.__qualname__,
         )
 
-    def _start(
+    def _claim(
         self, message: object, handler: Callable[..., Any], queue_url: str | None, context: Any
-    ) -> tuple[str, int]:
-        """The message's record key and its run's in-progress expiry (ms). `context`: the
-        Lambda context, whose remaining time becomes the in-progress expiry."""
+    ) -> tuple[str, Flow[Outcome[Any] | None]]:
+        """The message's record key and the flow that claims it. `context`: the Lambda
+        context, whose remaining time becomes the run's in-progress expiry."""
         incoming = received_rules.read(message, queue_url, need_queue=False)
         remaining = getattr(context, "get_remaining_time_in_millis", None)
         ms = self.config.in_progress_for(int(remaining()) if remaining else None)
-        return self.record_key(incoming, handler), ms
+        key = self.record_key(incoming, handler)
+        return key, idempotency.claim(self.config, key, now=self._clock(), in_progress_ms=ms)
+
+    def _complete(self, key: str, result: object) -> Flow[None]:
+        return idempotency.complete(self.config, key, result, now=self._clock())
+
+    def _release(self, key: str) -> Flow[None]:
+        return idempotency.release(self.config, key)
 
 
 class Guard(_GuardBase):
     """`guard.run(message, handler)` runs `handler(message)` unless a copy of the message
     ran it already; `@guard.once` wraps a handler of one message. `name`: the records'
     prefix, Powertools' `key_prefix` (default: as Powertools names a decorated function).
-    `key(incoming)`: the key of a message sqsdelay did not send (or sent without its id).
-    `client`: a boto3 DynamoDB client (default: one from `settings`)."""
+    `key(incoming)`: the key of a message without sqsdelay's id (one sqsdelay did not send,
+    or sent without room for it); asked only then. `client`: a boto3 DynamoDB client
+    (default: one from `settings`). An `async def` handler needs `AsyncGuard`."""
 
     def __init__(
         self,
@@ -120,19 +133,17 @@ class Guard(_GuardBase):
     ) -> Outcome[T]:
         """`context`: the Lambda context, whose remaining time becomes the in-progress
         expiry, as Powertools' `register_lambda_context` does."""
-        key, in_progress_ms = self._start(message, handler, queue_url, context)
-        claim = idempotency.claim(
-            self.config, key, now=self._clock(), in_progress_ms=in_progress_ms
-        )
+        key, claim = self._claim(message, handler, queue_url, context)
         found = drive(claim, self._caller)
         if found is not None:
             return found
         try:
             result = handler(message)
+            _refuse_awaitable(result, handler)
         except BaseException:  # the next copy runs again
-            drive(idempotency.release(self.config, key), self._caller)
+            drive(self._release(key), self._caller)
             raise
-        drive(idempotency.complete(self.config, key, result, now=self._clock()), self._caller)
+        drive(self._complete(key, result), self._caller)
         return Outcome(True, result)
 
     def once(self, handler: Callable[[Any], T]) -> Callable[..., Outcome[T]]:
@@ -143,6 +154,20 @@ class Guard(_GuardBase):
             return self.run(message, handler, queue_url=queue_url, context=context)
 
         return guarded
+
+
+def _refuse_awaitable(result: object, handler: Callable[..., Any]) -> None:
+    """An `async def` handler (or one returning an awaitable) given to the sync guard has not
+    run: its coroutine is closed, unrun, and the run fails (the record is released)."""
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()
+        raise ConfigError(
+            f"the handler {getattr(handler, '__qualname__', handler)!r} returned an awaitable "
+            "(an async def?), which the sync Guard cannot run: use AsyncGuard (`async with "
+            "AsyncGuard(table, ...) as guard: await guard.run(message, handler)`); nothing "
+            "ran and the message's record was released"
+        )
 
 
 class AsyncGuard(_GuardBase):
@@ -209,12 +234,11 @@ class AsyncGuard(_GuardBase):
         queue_url: str | None = None,
         context: Any = None,
     ) -> Outcome[T]:
-        """As `Guard.run`; `handler` may be a coroutine function."""
+        """As `Guard.run`; `handler` may be a coroutine function. A run cancelled after its
+        claim still ends its record (completed, or released) before the cancellation goes
+        on: the handler's work, once done, is recorded, so no copy runs it again."""
         caller = self.caller
-        key, in_progress_ms = self._start(message, handler, queue_url, context)
-        claim = idempotency.claim(
-            self.config, key, now=self._clock(), in_progress_ms=in_progress_ms
-        )
+        key, claim = self._claim(message, handler, queue_url, context)
         found = await adrive(claim, caller)
         if found is not None:
             return found
@@ -222,9 +246,9 @@ class AsyncGuard(_GuardBase):
             answer = handler(message)
             result: T = await answer if inspect.isawaitable(answer) else answer
         except BaseException:  # the next copy runs again (a cancelled run too)
-            await adrive(idempotency.release(self.config, key), caller)
+            await _to_the_end(self._release(key), caller)
             raise
-        await adrive(idempotency.complete(self.config, key, result, now=self._clock()), caller)
+        await _to_the_end(self._complete(key, result), caller)
         return Outcome(True, result)
 
     def once(
@@ -237,6 +261,19 @@ class AsyncGuard(_GuardBase):
             return await self.run(message, handler, queue_url=queue_url, context=context)
 
         return guarded
+
+
+async def _to_the_end(step: Flow[None], caller: AsyncCaller) -> None:
+    """Make a run's last request (complete or release) to its end, in a task of its own, even
+    when the run is cancelled meanwhile; the cancellation is raised after it. Abandoned, a
+    completion would leave the record INPROGRESS after the handler's work was done, and a
+    copy would run the handler again once the in-progress expiry passed."""
+    task = asyncio.ensure_future(adrive(step, caller))
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])  # cancelled again: the task still runs to its end
+        raise
 
 
 __all__ = [

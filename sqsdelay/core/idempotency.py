@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, TypeVar
 
@@ -55,6 +55,7 @@ DEFAULT_EXPIRES_AFTER_SECONDS: Final = 90_000
 DEFAULT_IN_PROGRESS_SECONDS: Final = 300
 _CONDITION_FAILED: Final = "ConditionalCheckFailedException"
 _MISSING_TABLE: Final = frozenset({"ResourceNotFoundException"})
+_ACCESS_DENIED: Final = frozenset({"AccessDeniedException", "AccessDenied"})
 # Powertools' attribute names (DynamoDBPersistenceLayer's defaults).
 KEY_ATTR: Final = "id"
 EXPIRY_ATTR: Final = "expiration"  # epoch seconds; the table's TTL attribute
@@ -78,16 +79,21 @@ def powertools_key_jmespath(fallback: str | None = None) -> str:
     return POWERTOOLS_KEY_JMESPATH.replace(".stringValue,", f".stringValue || {fallback},", 1)
 
 
-def key_data(incoming: Incoming, fallback: str | None = None) -> dict[str, str | None]:
+def key_data(
+    incoming: Incoming, fallback: str | Callable[[], str] | None = None
+) -> dict[str, str | None]:
     """The message's stable key: its sqsdelay id (or `fallback`, the caller's key for a
-    message sqsdelay did not send) and its retry number as carried."""
-    ident = _string(incoming, wire_format.MESSAGE_ID_ATTRIBUTE) or fallback
+    message without one, called only then: the id wins) and its retry number as carried."""
+    ident = _string(incoming, wire_format.MESSAGE_ID_ATTRIBUTE)
+    if not ident and fallback is not None:
+        ident = fallback() if callable(fallback) else fallback
     if not ident:
         raise InvalidInput(
-            "this message has no sqsdelay id (NServiceBus.MessageId): sqsdelay did not send it. "
-            "Name a key for such messages, e.g. key=lambda message: json.loads(message.body)"
-            "['order_id'], one that every copy of the message shares (not SQS's MessageId, "
-            "which is new on every send)"
+            "this message has no sqsdelay id (NServiceBus.MessageId): sqsdelay did not send "
+            "it, or sent it without room for its id (10 attributes, or a body at the size "
+            "limit). Give the guard a key for such messages, e.g. key=lambda message: "
+            "json.loads(message.received.body)['order_id'], one that every copy of the "
+            "message shares (not SQS's MessageId, which is new on every send)"
         )
     return {"attempt": _string(incoming, wire_format.ATTEMPT_ATTRIBUTE), "id": ident}
 
@@ -224,7 +230,7 @@ class GuardConfig:
     def key(
         self,
         incoming: Incoming,
-        fallback: str | None,
+        fallback: str | Callable[[], str] | None,
         *,
         function_name: str,
         module: str,
@@ -318,4 +324,19 @@ def failure(table: str, api: str, fault: Fault) -> SqsDelayError:
             "'id' (S) and TTL on 'expiration' (docs/consumers.md), or name the Powertools "
             "idempotency table"
         )
-    return GuardError(f"{api} on the guard's table {table!r} failed: {fault.code}")
+    detail = f" ({fault.detail[:200]})" if fault.detail else ""
+    if not fault.answered:
+        detail += " (no answer)"
+    if api == "PutItem":
+        then = (
+            "the handler did not run: leave the message undeleted (in Lambda, report it as a "
+            "batch item failure); it comes back after its visibility timeout"
+        )
+    else:
+        then = "the handler's run is over; a copy may run it again after the in-progress expiry"
+    if fault.code in _ACCESS_DENIED:
+        then += (
+            f". The guard needs dynamodb:PutItem, dynamodb:UpdateItem and dynamodb:DeleteItem "
+            f"on the table {table!r} (arn:aws:dynamodb:<region>:<account>:table/{table})"
+        )
+    return GuardError(f"{api} on the guard's table {table!r} failed: {fault.code}{detail}: {then}")

@@ -240,9 +240,23 @@ def test_the_guards_key_is_the_one_powertools_computes_from_the_record(attempt: 
     assert idempotency.record_key("fn", idempotency.key_data(consumed.read(copy))) == ours
 
 
+def test_the_callers_key_is_asked_only_without_the_id() -> None:
+    """The id wins: a key that fails on some bodies is not asked for a message with the id."""
+
+    def key() -> str:
+        raise KeyError("order_id")
+
+    ours = lambda_record(boto3_message({wire_format.MESSAGE_ID_ATTRIBUTE: s("o-1")}), "q")
+    assert idempotency.key_data(consumed.read(ours), key)["id"] == "o-1"
+    foreign = lambda_record(boto3_message(), "q")
+    assert idempotency.key_data(consumed.read(foreign), lambda: "o-9")["id"] == "o-9"
+    with pytest.raises(KeyError):
+        idempotency.key_data(consumed.read(foreign), key)
+
+
 def test_a_foreign_message_takes_the_callers_key_in_both() -> None:
     record = lambda_record({**boto3_message(), "Body": json.dumps({"order_id": "o-9"})}, "q")
-    with pytest.raises(InvalidInput, match="Name a key"):
+    with pytest.raises(InvalidInput, match=r"without room for its id.*Give the guard a key"):
         idempotency.key_data(consumed.read(record))
     ours = idempotency.record_key("fn", idempotency.key_data(consumed.read(record), "o-9"))
     jmespath = idempotency.powertools_key_jmespath("powertools_json(body).order_id")
@@ -326,8 +340,20 @@ def test_the_guards_flows_read_every_answer_of_dynamodb_alike_for_both_guards() 
     with pytest.raises(GuardTableMissing, match="create it"):
         drive(idempotency.claim(CONFIG, "k", now=1000.0, in_progress_ms=1), _Answers(missing))
     lost = Reply(fault=Fault("ReadTimeoutError", answered=False))
-    with pytest.raises(GuardError, match="PutItem on the guard's table 't' failed"):
+    with pytest.raises(GuardError, match="PutItem on the guard's table 't' failed") as raised:
         drive(idempotency.claim(CONFIG, "k", now=1000.0, in_progress_ms=1), _Answers(lost))
+    assert "no answer" in str(raised.value) and "the handler did not run" in str(raised.value)
+    # A refusal says why (AWS's detail), what happened, and for access what to grant.
+    denied = Fault("AccessDeniedException", "User: arn:aws:sts::1:assumed-role/f is not authorized")
+    with pytest.raises(GuardError) as raised:
+        drive(
+            idempotency.claim(CONFIG, "k", now=1000.0, in_progress_ms=1),
+            _Answers(Reply(fault=denied)),
+        )
+    said = str(raised.value)
+    assert "is not authorized" in said and "leave the message undeleted" in said
+    for action in ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"):
+        assert action in said
     # The end of a run never raises: the work is done (or failed) either way.
     for flow in (
         idempotency.complete(CONFIG, "k", {"a": 1}, now=1000.0),

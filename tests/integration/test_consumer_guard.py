@@ -8,6 +8,7 @@ import asyncio
 import json
 import time
 import uuid
+import warnings
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -78,7 +79,7 @@ def test_a_direct_send_with_ten_attributes_of_the_callers_goes_without_the_id_so
     assert sent.nservicebus_message_id is None  # sent as given: nothing refused, nothing lost
     got = receive_one(sqs, url)
     assert got["MessageAttributes"] == ten
-    with pytest.raises(InvalidInput, match="Name a key"):
+    with pytest.raises(InvalidInput, match=r"without room for its id.*Give the guard a key"):
         consumer.Guard(table, name="h", client=dynamodb).run(got, lambda m: None)
     keyed = consumer.Guard(
         table, name="h", client=dynamodb, key=lambda m: json.loads(m.received.body)["order_id"]
@@ -252,3 +253,98 @@ def test_the_async_guard_makes_the_sync_guards_requests(
     assert [(op, {**body, "TableName": "t"}) for op, body in async_requests] == [
         (op, {**body, "TableName": "t"}) for op, body in sync_requests
     ]
+
+
+def _with_id(ident: str, body: str = "x") -> dict[str, Any]:
+    return {
+        "MessageId": uuid.uuid4().hex,
+        "ReceiptHandle": "r",
+        "Body": body,
+        "MessageAttributes": {
+            wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": ident}
+        },
+    }
+
+
+class _SlowUpdates:
+    """An aioboto3 DynamoDB client whose UpdateItem (the guard's completion) waits until the
+    test lets it go: a run can be cancelled while it records its success."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.entered = asyncio.Event()
+        self.proceed = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def update_item(self, **params: Any) -> Any:
+        self.entered.set()
+        await self.proceed.wait()
+        return await self._client.update_item(**params)
+
+
+def test_a_run_cancelled_while_it_records_its_success_still_records_it(
+    table: str, moto_url: str
+) -> None:
+    """The handler's work is done when its completion is written: a cancellation then (a
+    worker shutting down) must not leave the record INPROGRESS, or a copy runs it again."""
+    copies = [_with_id("o-cancel"), _with_id("o-cancel")]
+    runs: list[str] = []
+
+    async def charge(message: Any) -> str:
+        runs.append(message["MessageId"])
+        return "charged"
+
+    async def scenario() -> consumer.Outcome[str]:
+        session = aioboto3.Session()
+        async with session.client(
+            "dynamodb", endpoint_url=moto_url, region_name="us-east-1"
+        ) as client:
+            slow = _SlowUpdates(client)
+            guard = consumer.AsyncGuard(table, name="h", client=slow, in_progress_seconds=600)
+            first = asyncio.create_task(guard.run(copies[0], charge))
+            await asyncio.wait_for(slow.entered.wait(), 30)  # the completion is under way
+            first.cancel()
+            await asyncio.sleep(0)  # the cancellation reaches the run first
+            slow.proceed.set()
+            with pytest.raises(asyncio.CancelledError):
+                await first
+            return await guard.run(copies[1], charge)
+
+    second = run(scenario())
+    assert runs == [copies[0]["MessageId"]]
+    assert (second.ran, second.result) == (False, "charged")
+
+
+def test_the_sync_guard_refuses_an_async_handler_and_releases_its_record(
+    dynamodb: Any, table: str
+) -> None:
+    """An `async def` given to the sync guard never ran: it must not be stored as COMPLETED
+    (the message would be deleted unprocessed). ConfigError, and the next copy runs."""
+    message = _with_id("o-async")
+    guard = consumer.Guard(table, name="h", client=dynamodb)
+
+    async def charge(message: Any) -> str:
+        return "never"
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the coroutine is closed, not left un-awaited
+        with pytest.raises(ConfigError, match="use AsyncGuard"):
+            guard.run(message, charge)
+        with pytest.raises(ConfigError, match="use AsyncGuard"):
+            guard.run(message, lambda m: charge(m))  # an awaitable from a plain function
+    assert dynamodb.scan(TableName=table)["Items"] == []  # released
+    assert guard.run(message, lambda m: "sync").ran
+
+
+def test_the_callers_key_is_not_asked_when_the_message_has_its_id(
+    dynamodb: Any, table: str
+) -> None:
+    """The id wins over key=: a key that fails on some bodies fails no run the id serves."""
+    guard = consumer.Guard(
+        table, name="h", client=dynamodb, key=lambda m: json.loads(m.received.body)["order_id"]
+    )
+    message = _with_id("o-7", body="not json")
+    assert guard.run(message, lambda m: 1).ran
+    assert not guard.run(_with_id("o-7", body="not json"), lambda m: 2).ran
