@@ -91,14 +91,16 @@ def retry_flow(
     attempt: int | None = None,
 ) -> Flow[Retried]:
     """Send the retry, then delete the original. A send that fails raises, and the original
-    stays where it is (it comes back after its visibility timeout)."""
+    stays where it is (it comes back after its visibility timeout); so does a retry without
+    room for its id (`TooManyAttributes`, `MessageTooLarge`), refused before sending."""
     _check(sender)
     number = (
         attempt if attempt is not None else retries.attempt_of(incoming.received.attributes) + 1
     )
     message = retries.retry_message(incoming, attempt=number, **_when(delay, at))
     queue = retries.requested_queue(incoming.queue.name, sender.settings.queue_prefix)
-    result = yield from sender.send_flow(queue, message)
+    # The id is required here: a retry without it could be keyed by no guard.
+    result = yield from sender.send_flow(queue, message, require_id=True)
     yield from _delete_original(sender, incoming)
     log.info(
         "consumer.retried",

@@ -238,9 +238,19 @@ class SenderCore:
             if not ok:
                 log.warning("registry.mark_failed", message_id=result.message_id)
 
-    def send_flow(self, queue: str, message: Message) -> Flow[SendResult]:
+    def send_flow(
+        self, queue: str, message: Message, *, require_id: bool = False
+    ) -> Flow[SendResult]:
+        """`require_id`: refuse a direct send without room for its id (`send.plan`)."""
         now = self._clock()
-        planned = send.plan(queue, message, self._limits, now=now, ambient_trace=_ambient_trace())
+        planned = send.plan(
+            queue,
+            message,
+            self._limits,
+            now=now,
+            ambient_trace=_ambient_trace(),
+            require_id=require_id,
+        )
         duplicate = yield from self._register(planned, now, 0)
         if duplicate is not None:
             return duplicate

@@ -42,8 +42,8 @@ def retry_message(incoming: Incoming, *, attempt: int, **when: object) -> Messag
         received.body,
         attributes=kept,
         message_type=message_type,
-        # Its own id on every hop (a foreign message gets one now; the sender sets it on every
-        # send with room for it): the guard's stable key.
+        # Its own id on every hop (a foreign message gets one now, and keeps it: `retry_flow`
+        # has the sender refuse a retry without room for it): the guard's stable key.
         id=ident if ident is not None and identity.is_message_id(ident) else None,
         group_id=incoming.group_id,
         trace_header=incoming.trace_header,

@@ -27,7 +27,13 @@ from sqsdelay.core import (
 )
 from sqsdelay.core.delays import DelayLike, delay_milliseconds, route, whole_seconds
 from sqsdelay.core.types import Attributes, Route, Sent, WireFormat
-from sqsdelay.errors import InvalidDelay, InvalidMessage, MessageDelayTooLong
+from sqsdelay.errors import (
+    InvalidDelay,
+    InvalidMessage,
+    MessageDelayTooLong,
+    MessageTooLarge,
+    TooManyAttributes,
+)
 
 
 @dataclass(frozen=True)
@@ -156,9 +162,12 @@ def plan(
     now: float,
     new_id: Callable[[], str] = identity.new_message_id,
     ambient_trace: str | None = None,
+    require_id: bool = False,
 ) -> PlannedSend:
     """Validate a message and decide where and how it is sent. No I/O. `ambient_trace` is
-    the current trace (_X_AMZN_TRACE_ID), used when the message names none."""
+    the current trace (_X_AMZN_TRACE_ID), used when the message names none. `require_id`:
+    a direct send without room for `NServiceBus.MessageId` is refused rather than sent
+    without it (`retry_later`: the id is the guard's key of every later copy)."""
     destination = queue_names.destination_name(queue, limits.queue_prefix)
     group = group_of(message, destination)
     if message.trace_header is not None:
@@ -250,6 +259,8 @@ def plan(
         # size limit) the message goes as given; an nservicebus envelope has the id inside.
         nsb_id = ident
         attributes[wire_format.MESSAGE_ID_ATTRIBUTE] = message_shape.string_attribute(nsb_id)
+    elif require_id:
+        raise _no_room_for_id(body, attributes, ident, limits.max_message_bytes)
     # No room: the fraction of a second goes first (whole seconds, rounded up), then the
     # staging send's due time (the forward then deduplicates by the id and the content).
     for optional in (wire_format.DELAY_MS_ATTRIBUTE, wire_format.DUE_AT_ATTRIBUTE):
@@ -285,6 +296,35 @@ def _id_fits(body: str, attributes: Attributes, ident: str, max_bytes: int) -> b
     if len(with_id) > quotas.MAX_MESSAGE_ATTRIBUTES:
         return False
     return message_shape.message_size(body, with_id) <= max_bytes
+
+
+def _no_room_for_id(
+    body: str, attributes: Attributes, ident: str, max_bytes: int
+) -> InvalidMessage:
+    """Why a retry cannot carry its id, and what to do. Refused before anything is sent:
+    without the id the guard could key none of its copies (it would raise on every delivery
+    until the dead-letter queue), and a foreign message would get a new id on every retry."""
+    with_id = {
+        **attributes,
+        wire_format.MESSAGE_ID_ATTRIBUTE: message_shape.string_attribute(ident),
+    }
+    then = "Nothing was sent and the original stays (it comes back after its visibility timeout): "
+    if len(with_id) > quotas.MAX_MESSAGE_ATTRIBUTES:
+        return TooManyAttributes(
+            f"the retry needs {len(with_id)} attributes with sqsdelay.Attempt and its id "
+            f"(NServiceBus.MessageId, the guard's key); SQS allows "
+            f"{quotas.MAX_MESSAGE_ATTRIBUTES}. {then}have the producer send at most "
+            f"{quotas.MAX_MESSAGE_ATTRIBUTES - 2} attributes (move the rest into the body), or "
+            "handle this message without retry_later"
+        )
+    size = message_shape.message_size(body, with_id)
+    return MessageTooLarge(
+        f"the retry is {size} bytes with sqsdelay.Attempt and its id (NServiceBus.MessageId, "
+        f"the guard's key); the limit is {max_bytes} (SQSDELAY_MAX_MESSAGE_BYTES, which "
+        f"should equal the queue's MaximumMessageSize). {then}have the producer store the "
+        "payload elsewhere (e.g. S3) and send a reference, or handle this message without "
+        "retry_later"
+    )
 
 
 def group_of(message: Message, destination: str) -> str | None:

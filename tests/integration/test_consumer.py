@@ -23,7 +23,13 @@ from sqsdelay import consumer
 from sqsdelay.aws.sender import AsyncSender, Sender
 from sqsdelay.aws.worker import WorkerThread
 from sqsdelay.core import wire_format
-from sqsdelay.errors import ConfigError, InvalidDelay, SqsOperationError
+from sqsdelay.errors import (
+    ConfigError,
+    InvalidDelay,
+    MessageTooLarge,
+    SqsOperationError,
+    TooManyAttributes,
+)
 from sqsdelay.settings import Settings
 from tests.support.consumerkit import (
     counts,
@@ -152,6 +158,41 @@ def test_a_send_that_fails_leaves_the_original_in_place(short: Settings, sqs: An
         QueueUrl=urls["orders"], ReceiptHandle=original["ReceiptHandle"], VisibilityTimeout=0
     )
     assert receive_one(sqs, urls["orders"])["Body"] == "keep me"
+
+
+@pytest.mark.parametrize(
+    ("shape", "error", "says"),
+    [
+        ("body at the limit - 60", MessageTooLarge, r"the retry is 2621\d\d bytes"),
+        ("9 attributes", TooManyAttributes, "the retry needs 11 attributes"),
+        ("10 attributes", TooManyAttributes, "the retry needs 12 attributes"),
+    ],
+)
+def test_a_retry_without_room_for_its_id_is_refused_and_the_original_stays(
+    make_settings: Callable[..., Settings],
+    sqs: Any,
+    shape: str,
+    error: type[Exception],
+    says: str,
+) -> None:
+    """A retry is the guard's key of every later copy only with its id: without room for it
+    (a short retry goes straight to the destination, where an ordinary send would go without
+    the id) it is refused before anything is sent, saying what to do."""
+    settings = make_settings(max_native_delay_seconds=2, max_message_bytes=262_144)
+    url = install(settings, sqs, "orders")["orders"]
+    body, attributes = "x", {}
+    if shape.startswith("body"):
+        body = "x" * (262_144 - 60)
+    else:
+        count = int(shape.split()[0])
+        attributes = {f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(count)}
+    sqs.send_message(QueueUrl=url, MessageBody=body, MessageAttributes=attributes)  # foreign
+    original = receive_one(sqs, url)
+    with pytest.raises(error, match=says) as raised:
+        consumer.retry_later(original, 1, queue_url=url, sender=Sender(settings, client=sqs))
+    assert "Nothing was sent and the original stays" in str(raised.value)
+    assert "retry_later" in str(raised.value)
+    assert counts(sqs, url) == (0, 1, 0)  # no retry; the original in flight, not deleted
 
 
 def test_a_delete_that_fails_after_the_send_says_the_original_comes_back(
