@@ -10,7 +10,7 @@ DEPS := pyproject.toml constraints.txt
 
 # --no-compile: a module is compiled when first imported, not every module of every package
 # at install (that halved installing pyspark, pandas, matplotlib and pyarrow here).
-# ... and its bytecode kept: with PYTHONDONTWRITEBYTECODE set (as in some CI images) every
+# ... and its bytecode kept: with PYTHONDONTWRITEBYTECODE set (as on our build machine) every
 # process the suite starts (commands, workers, pip, the JVM's Python) compiled boto3,
 # pandas and the rest from source again (measured: 77 -> 66 CPU-s for the CLI test files).
 unexport PYTHONDONTWRITEBYTECODE
