@@ -37,6 +37,7 @@ from tests.support.consumerkit import (
     install,
     lambda_record,
     receive_one,
+    received_with_id,
 )
 from tests.support.faultproxy import FaultProxy
 from tests.support.workerkit import Collector
@@ -388,14 +389,7 @@ def test_a_guard_without_a_table_or_with_a_missing_one_says_what_to_do(
         consumer.Guard(None, client=dynamodb)
     with pytest.raises(ConfigError, match="partition key 'id'"):
         consumer.Guard("", client=dynamodb)
-    message = {
-        "MessageId": "m",
-        "ReceiptHandle": "r",
-        "Body": "x",
-        "MessageAttributes": {
-            wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "o-1"}
-        },
-    }
+    message = received_with_id("o-1")
     guard = consumer.Guard("no-such-table", name="h", client=dynamodb)
     with pytest.raises(consumer.GuardTableMissing, match="does not exist: create it"):
         guard.run(message, lambda m: None, queue_url="http://127.0.0.1/1/orders")
@@ -476,8 +470,7 @@ def test_as_the_readme_writes_it_settings_from_the_environment(
 
 def test_in_lambda_the_remaining_time_is_the_in_progress_expiry(dynamodb: Any) -> None:
     table = guard_table(dynamodb, f"idem-{uuid.uuid4().hex[:8]}")
-    ident = {wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "o-1"}}
-    message = {"MessageId": "m", "ReceiptHandle": "r", "Body": "x", "MessageAttributes": ident}
+    message = received_with_id("o-1")
     now = 1_800_000_000.0
     guard = consumer.Guard(table, name="h", client=dynamodb, clock=lambda: now)
 

@@ -22,7 +22,14 @@ from sqsdelay.aws.sender import Sender
 from sqsdelay.core import wire_format
 from sqsdelay.errors import ConfigError, InvalidInput
 from sqsdelay.settings import Settings
-from tests.support.consumerkit import guard_table, install, lambda_record, receive_one, sent_twice
+from tests.support.consumerkit import (
+    guard_table,
+    install,
+    lambda_record,
+    receive_one,
+    received_with_id,
+    sent_twice,
+)
 
 T = TypeVar("T")
 ATTRS = {"tenant": {"DataType": "String", "StringValue": "a"}}
@@ -146,14 +153,7 @@ def test_an_async_run_that_crashed_in_progress_lets_a_copy_run_after_its_in_prog
 def test_the_async_guard_says_what_to_do_without_a_table_a_missing_one_or_a_client(
     settings: Settings,
 ) -> None:
-    message = {
-        "MessageId": "m",
-        "ReceiptHandle": "r",
-        "Body": "x",
-        "MessageAttributes": {
-            wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": "o-1"}
-        },
-    }
+    message = received_with_id("o-1")
     with pytest.raises(ConfigError, match="partition key 'id'"):
         consumer.AsyncGuard(None, settings=settings)
 
@@ -255,17 +255,6 @@ def test_the_async_guard_makes_the_sync_guards_requests(
     ]
 
 
-def _with_id(ident: str, body: str = "x") -> dict[str, Any]:
-    return {
-        "MessageId": uuid.uuid4().hex,
-        "ReceiptHandle": "r",
-        "Body": body,
-        "MessageAttributes": {
-            wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": ident}
-        },
-    }
-
-
 class _SlowUpdates:
     """An aioboto3 DynamoDB client whose UpdateItem (the guard's completion) waits until the
     test lets it go: a run can be cancelled while it records its success."""
@@ -289,7 +278,7 @@ def test_a_run_cancelled_while_it_records_its_success_still_records_it(
 ) -> None:
     """The handler's work is done when its completion is written: a cancellation then (a
     worker shutting down) must not leave the record INPROGRESS, or a copy runs it again."""
-    copies = [_with_id("o-cancel"), _with_id("o-cancel")]
+    copies = [received_with_id("o-cancel"), received_with_id("o-cancel")]
     runs: list[str] = []
 
     async def charge(message: Any) -> str:
@@ -322,7 +311,7 @@ def test_the_sync_guard_refuses_an_async_handler_and_releases_its_record(
 ) -> None:
     """An `async def` given to the sync guard never ran: it must not be stored as COMPLETED
     (the message would be deleted unprocessed). ConfigError, and the next copy runs."""
-    message = _with_id("o-async")
+    message = received_with_id("o-async")
     guard = consumer.Guard(table, name="h", client=dynamodb)
 
     async def charge(message: Any) -> str:
@@ -345,6 +334,6 @@ def test_the_callers_key_is_not_asked_when_the_message_has_its_id(
     guard = consumer.Guard(
         table, name="h", client=dynamodb, key=lambda m: json.loads(m.received.body)["order_id"]
     )
-    message = _with_id("o-7", body="not json")
+    message = received_with_id("o-7", body="not json")
     assert guard.run(message, lambda m: 1).ran
-    assert not guard.run(_with_id("o-7", body="not json"), lambda m: 2).ran
+    assert not guard.run(received_with_id("o-7", body="not json"), lambda m: 2).ran

@@ -4,7 +4,10 @@ the guard's table."""
 from __future__ import annotations
 
 import base64
+import uuid
 from typing import Any
+
+from sqsdelay.core import wire_format
 
 ACCOUNT = "123456789012"
 
@@ -107,3 +110,16 @@ def sent_twice(
     finally:
         proxy.close()
     return result, [receive_one(sqs, url), receive_one(sqs, url)]
+
+
+def received_with_id(ident: str, body: str = "x") -> dict[str, Any]:
+    """A boto3 `ReceiveMessage` message carrying sqsdelay's id `ident` (each call a copy of
+    its own, as SQS gives every delivery a new `MessageId`)."""
+    return {
+        "MessageId": uuid.uuid4().hex,
+        "ReceiptHandle": "r",
+        "Body": body,
+        "MessageAttributes": {
+            wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": ident}
+        },
+    }
