@@ -143,6 +143,9 @@ class Worker:
         self._lag = heartbeat.Recent()
         self._touch_warned = float("-inf")
         self._extra = 0  # receive loops beyond each queue's first, over all queues
+        # When the worker logged `worker.started` (its clock): a message due before then can
+        # only be as late as the start; embedders and tests read it.
+        self.started_at: float | None = None
 
     def stop(self) -> None:
         """Stop receiving; polls in progress and work in hand are finished."""
@@ -195,6 +198,7 @@ class Worker:
                 concurrency=self.concurrency,
                 max_native_delay_seconds=self.settings.max_native_delay_seconds,
             )
+            self.started_at = self._clock()
             if self.discovering and not self.settings.queue_prefix:
                 log.warning(
                     "discovery.whole_account",

@@ -420,10 +420,11 @@ def calls_of_every_path(
     at_least: int,
     held_on: tuple[str, ...] = (),
     events: tuple[str, ...] = (),
+    deleted_on: tuple[str, ...] = (),
 ) -> set[tuple[str, str]]:
     """The calls a worker on `queues` made by the time it has requeued, handed over,
-    dead-lettered, extended a visibility (on each of `held_on`, if given), logged `events`
-    and called `api` `at_least` times (every_path)."""
+    dead-lettered, extended a visibility (on each of `held_on`, if given), deleted from each
+    of `deleted_on`, logged `events` and called `api` `at_least` times (every_path)."""
     from tests.support.workerkit import RunningWorker
 
     with RunningWorker(s, queues) as running:
@@ -436,6 +437,7 @@ def calls_of_every_path(
                 )
                 and stats.requests["ChangeMessageVisibilityBatch"] >= 1
                 and all(stats.calls["ChangeMessageVisibilityBatch", q] for q in held_on)
+                and all(stats.calls["DeleteMessageBatch", q] for q in deleted_on)
                 and stats.requests[api] >= at_least
             ),
             timeout=30,
@@ -546,8 +548,16 @@ def test_ecs_task_role_for_every_queue_under_the_prefix_allows_what_discovery_ca
     fifo = {name.rsplit("/", 1)[1] for name in every_fifo_path(s, sqs).values()}
     held_on = tuple(sorted(q for q in fifo if q.endswith(("-delay-fifo.fifo", "-fifo-staging"))))
     Installer(s, client=sqs).run(["billing"])  # an empty one: checked, not long-polled
+    # A staging message's delete follows its forward (`delay.forwarded`): wait for both.
+    staging = tuple(q for q in held_on if q.endswith("-fifo-staging"))
     calls = calls_of_every_path(
-        s, ["*"], "ListQueues", 2, held_on=held_on, events=("delay.forwarded",)
+        s,
+        ["*"],
+        "ListQueues",
+        2,
+        held_on=held_on,
+        events=("delay.forwarded",),
+        deleted_on=staging,
     )
     listed = {(api, q) for api, q in calls if api == "ListQueues"}
     made = used(calls - listed) | {("sqs:ListQueues", "*")}

@@ -203,14 +203,17 @@ def test_reschedule_a_looping_message_later_and_sooner(
     status, due_sooner = sender.reschedule("orders", "sooner", delay=3)
     assert status == "rescheduled"
     collector = Collector(sqs, urls["orders"])
-    with RunningWorker(looping, ["orders"]):
+    with RunningWorker(looping, ["orders"]) as running:
         collector.until(2, timeout=40)
         collector.quiet_for(1)
     arrived = {d.body: d.at for d in collector.got}
     assert sorted(arrived) == ["later", "sooner"]
-    # Never before the new time; a sooner time is met within a cycle (plus polling).
+    # Never before the new time; a sooner time is met within a cycle (plus polling) of it, or
+    # of the worker's start when a loaded machine started it later than that.
     assert arrived["later"] >= due_later / 1000
-    assert due_sooner / 1000 <= arrived["sooner"] <= due_sooner / 1000 + CYCLE + 1.5
+    assert running.worker.started_at is not None
+    met_by = max(due_sooner / 1000, running.worker.started_at) + CYCLE + 1.5
+    assert due_sooner / 1000 <= arrived["sooner"] <= met_by
     assert arrived["sooner"] < started + 30
     assert sender.reschedule("orders", "later", delay=10)[0] == "too-late"
     assert sender.reschedule("orders", "nobody", delay=10)[0] == "unknown"
@@ -239,13 +242,17 @@ def test_cancel_and_reschedule_a_parked_message(
     left = {s["Name"] for s in scheduler.list_schedules(**name)["Schedules"]}
     assert identity.schedule_name(f"{parked.queue_prefix}orders-delay.fifo", "soon") not in left
     collector = Collector(sqs, urls["orders"])
-    with RunningWorker(parked, ["orders"]):
+    with RunningWorker(parked, ["orders"]) as running:
         collector.until(3, timeout=40)
         collector.quiet_for(2)
     arrived = {d.body: d.at for d in collector.got}
     assert sorted(arrived) == ["later", "moved", "soon"]
+    assert running.worker.started_at is not None
     for body, at in arrived.items():
-        assert due[body] / 1000 <= at <= due[body] / 1000 + PARK_CYCLE + 1.5, body
+        # within a cycle of its time, or of the worker's start when that came later (the
+        # worker started on a loaded machine after "soon" was due)
+        met_by = max(due[body] / 1000, running.worker.started_at) + PARK_CYCLE + 1.5
+        assert due[body] / 1000 <= at <= met_by, (body, at - due[body] / 1000)
     assert states(sender) == {
         "gone": "cancelled",
         "moved": "handed-over",
