@@ -83,6 +83,7 @@ SHARED_SPARK_FILES = frozenset(
         "test_fold",
         "test_cost_parity",
         "test_emr_template",
+        "test_months_sql",
     )
 )
 

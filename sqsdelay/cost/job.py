@@ -21,6 +21,7 @@ from sqsdelay.cost.fold import (
     local_idle_polls,
 )
 from sqsdelay.cost.inputs import KINDS, PRICED, carried_over
+from sqsdelay.cost.months_sql import month_layers, month_start_micros, month_text, nested
 from sqsdelay.cost.pricing import (
     AT_SEND,
     Pricing,
@@ -178,46 +179,52 @@ def grouped_sql(pricing: Pricing, *, cycle_seconds: int, batch_fill: int) -> str
     # Integer keys: cheaper to hash than strings; named again on the small result.
     band = " + ".join(["0", *(f"CAST(delay_seconds > {upper} AS INT)" for upper, _ in BANDS)])
     spread = f"(kind IN {_in(PRICED)} AND delay_seconds > 0)"
-    sent = "unix_micros(ts)"
-    end = f"({sent} + delay_seconds * 1000000)"
-    first = "trunc(ts, 'month')"
-    months = (
-        f"CASE WHEN {spread} THEN sequence({first}, trunc(timestamp_micros({end}), 'month'), "
-        f"INTERVAL 1 MONTH) ELSE array({first}) END"
-    )
-    overlap = (
-        f"(least({end}, unix_micros(CAST(add_months(m, 1) AS TIMESTAMP)))"
-        f" - greatest({sent}, unix_micros(CAST(m AS TIMESTAMP))))"
-    )
-    life = f"CASE WHEN {spread} THEN {overlap} / (delay_seconds * 1000000) ELSE 1.0D END"
-    at_send = f"CASE WHEN m IS NULL OR m = {first} THEN 1.0D ELSE 0.0D END"
+    # Months are integers (months_sql): the first is the send's, the last the end's. A
+    # message sent and due in one month (most of them) is one row with its whole life
+    # there; only the others are exploded over their months, each weighted by its share.
+    many = f"({spread} AND _last > _first)"
+    month_end, month_start = month_start_micros("_m + 1"), month_start_micros("_m")
+    overlap = f"(least(_end, {month_end}) - greatest(_sent, {month_start}))"
+    life = f"CASE WHEN {many} THEN {overlap} / (delay_seconds * 1000000) ELSE 1.0D END"
+    at_send = "CASE WHEN _m IS NULL OR _m = _first THEN 1.0D ELSE 0.0D END"
 
     def weighted(name: str) -> str:
         weight = "_at_send" if name in AT_SEND else "_life"
         return f"sum({literal(getattr(q, name))} * {weight}) AS {name}"
 
-    month = "date_format(m, 'yyyy-MM')"
+    keys = "kind, destination, _m, band, bucket, parked_route"
     # Only the code's own names and numbers go into the text: no input reaches it.
+    timed = f"""
+        SELECT *, unix_micros(ts) AS _sent, unix_micros(ts) + delay_seconds * 1000000 AS _end
+        FROM (
+            SELECT kind, ts, message_id, destination, delay_seconds, size_bytes, parked_route
+            FROM {{rows}}
+            UNION ALL {carried_over(cycle_seconds)}
+        )
+    """  # noqa: S608
+    sent, due = month_layers("_sent", "_first"), month_layers("_end", "_last")
+    dated = nested(timed, [list(pair) for pair in zip(sent, due, strict=True)])
     return f"""
-        WITH exploded AS (
+        WITH dated AS ({dated}
+        ), exploded AS (
             SELECT *, {band} AS band,
                 CAST(floor(log2(greatest(delay_seconds, 1))) AS INT) AS bucket,
-                explode({months}) AS m
-            FROM (
-                SELECT kind, ts, message_id, destination, delay_seconds, size_bytes,
-                    parked_route
-                FROM {{rows}}
-                UNION ALL {carried_over(cycle_seconds)}
-            )
+                explode(CASE WHEN {many} THEN sequence(_first, _last) ELSE array(_first) END)
+                    AS _m
+            FROM dated
         ), weighted AS (
             SELECT *, {life} AS _life, {at_send} AS _at_send FROM exploded
+        ), grouped AS (
+            SELECT {keys},
+                sum(_at_send) AS messages, sum(delay_seconds * _at_send) AS delay_seconds,
+                {", ".join(weighted(name) for name in QUANTITY_SUMS)},
+                min(ts) AS first_ts, max(ts) AS last_ts
+            FROM weighted
+            GROUP BY {keys}
         )
-        SELECT kind, destination, {month} AS month, band, bucket, parked_route,
-            sum(_at_send) AS messages, sum(delay_seconds * _at_send) AS delay_seconds,
-            {", ".join(weighted(name) for name in QUANTITY_SUMS)},
-            min(ts) AS first_ts, max(ts) AS last_ts
-        FROM weighted
-        GROUP BY kind, destination, {month}, band, bucket, parked_route
+        SELECT kind, destination, {month_text("_m")} AS month, band, bucket, parked_route,
+            {", ".join(SUMMED)}, first_ts, last_ts
+        FROM grouped
     """  # noqa: S608
 
 

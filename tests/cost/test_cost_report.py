@@ -110,12 +110,22 @@ def test_the_roll_ups_on_the_driver_are_sparks(
 
 def test_csv_and_parquet_give_the_same_totals(spark: Any, event_log: Path, tmp_path: Path) -> None:
     import pandas as pd
+    from pyspark.sql import types as T
 
     frame = pd.DataFrame(RECORDS)
     frame.to_csv(tmp_path / "events.csv", index=False)
     frame.to_parquet(tmp_path / "events.parquet")
+    # typed times, with their zone and without (pandas' naive datetimes: Spark's
+    # TIMESTAMP_NTZ, read as UTC wall time)
+    typed = pd.to_datetime(frame["timestamp"], utc=True, format="ISO8601").dt.floor("us")
+    frame.assign(timestamp=typed).to_parquet(tmp_path / "typed.parquet", coerce_timestamps="us")
+    naive = frame.assign(timestamp=typed.dt.tz_localize(None))
+    naive.to_parquet(tmp_path / "naive.parquet", coerce_timestamps="us")
+    assert spark.read.parquet(str(tmp_path / "naive.parquet")).schema["timestamp"].dataType == (
+        T.TimestampNTZType()
+    )
     json_totals = totals(aggregate(read_scheduled(spark, [str(event_log)]), PRICING))
-    for name in ("events.csv", "events.parquet"):
+    for name in ("events.csv", "events.parquet", "typed.parquet", "naive.parquet"):
         agg = aggregate(read_scheduled(spark, [str(tmp_path / name)]), PRICING)
         assert totals(agg) == json_totals, name
 
