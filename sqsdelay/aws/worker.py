@@ -143,8 +143,8 @@ class Worker:
         self._lag = heartbeat.Recent()
         self._touch_warned = float("-inf")
         self._extra = 0  # receive loops beyond each queue's first, over all queues
-        # When the worker logged `worker.started` (its clock): a message due before then can
-        # only be as late as the start; embedders and tests read it.
+        # When the worker logged `worker.started` (its clock): a message due before then is
+        # handed over after it, so its lateness is reckoned from max(due, started_at).
         self.started_at: float | None = None
 
     def stop(self) -> None:

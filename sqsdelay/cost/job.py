@@ -203,7 +203,7 @@ def grouped_sql(pricing: Pricing, *, cycle_seconds: int, batch_fill: int) -> str
         )
     """  # noqa: S608
     sent, due = month_layers("_sent", "_first"), month_layers("_end", "_last")
-    dated = nested(timed, [list(pair) for pair in zip(sent, due, strict=True)])
+    dated = nested(timed, [f"{a}, {b}" for a, b in zip(sent, due, strict=True)])
     return f"""
         WITH dated AS ({dated}
         ), exploded AS (
