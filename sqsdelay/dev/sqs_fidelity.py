@@ -34,7 +34,6 @@ import time
 from typing import Any
 
 WINDOW_MS = 300_000  # SQS's five minutes
-_LOCK = threading.Lock()  # the windows of every queue: sends are few in the emulator
 _MAX_WAIT_S = 1.0  # a change moto makes without a send or delete (a purge) is seen this soon
 
 
@@ -165,17 +164,17 @@ def _next_visible_ms(queue: Any, now: float) -> float | None:
 
 def _seen_lately(queue: Any, message: Any) -> bool:
     """True when the message's deduplication id was sent to the queue in the last five
-    minutes (SQS's window, counted from the first send); records it otherwise."""
+    minutes (SQS's window, counted from the first send); records it otherwise. Called
+    under `_SERIAL`, which also guards the window."""
     per_group = getattr(queue, "deduplication_scope", "queue") == "messageGroup"
     key = (message.group_id if per_group else None, message.deduplication_id)
     sent = int(message.sent_timestamp)
-    with _LOCK:
-        window: dict[Any, int] = queue.__dict__.setdefault("_sqsdelay_dedup", {})
-        first = window.get(key)
-        if first is not None and sent - first < WINDOW_MS:
-            return True
-        if len(window) > 10_000:  # forget what the window no longer covers
-            for k in [k for k, t in window.items() if sent - t >= WINDOW_MS]:
-                del window[k]
-        window[key] = sent
-        return False
+    window: dict[Any, int] = queue.__dict__.setdefault("_sqsdelay_dedup", {})
+    first = window.get(key)
+    if first is not None and sent - first < WINDOW_MS:
+        return True
+    if len(window) > 10_000:  # forget what the window no longer covers
+        for k in [k for k, t in window.items() if sent - t >= WINDOW_MS]:
+            del window[k]
+    window[key] = sent
+    return False
