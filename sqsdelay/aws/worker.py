@@ -517,7 +517,9 @@ class Worker:
         received = [from_boto(m) for m in raw]
         outcome = Outcome()
         started = time.monotonic()
-        beat = asyncio.create_task(self._keep_hidden(trio, received, outcome, visibility))
+        beat = asyncio.create_task(
+            self._keep_hidden(trio, received, outcome, visibility, in_hand=started)
+        )
         try:
             flow = self.batches.flow(
                 received,
@@ -581,18 +583,29 @@ class Worker:
                 self._pausing.release(n)
 
     async def _keep_hidden(
-        self, trio: QueueTrio, received: list[Received], outcome: Outcome, short: int
+        self,
+        trio: QueueTrio,
+        received: list[Received],
+        outcome: Outcome,
+        short: int,
+        *,
+        in_hand: float,
     ) -> None:
         """The batch's heartbeat: received with a short visibility, a batch still in hand at
         half of it, less the loop's recent lag, is extended to the visibility timeout (again
         at half of that, while it lasts). Most batches end before the first beat and cost
         nothing. A failed extension is retried sooner; if the message comes back meanwhile,
         the copy is released (the step's in-hand set) and the registry claim keeps other
-        workers from handing it over."""
+        workers from handing it over.
+
+        The first beat counts from `in_hand` (monotonic), when the receive's answer was
+        read, not from when this task first runs: on a lagging loop that is one lag later,
+        and the broker's clock has been running since before the answer (core.heartbeat)."""
         full = self.settings.visibility_timeout_seconds
         if short >= full:
             return
-        wait = max(LAG_SAMPLE_S, short / 2 - self.lag_seconds())
+        first = in_hand + short / 2 - self.lag_seconds()
+        wait = max(LAG_SAMPLE_S, first - time.monotonic())
         timeout = min(self.settings.call_timeout_seconds, short / 2)
         warned = False
         while True:  # until cancelled (the caller re-raises a cancellation wait_for lost)

@@ -52,8 +52,13 @@ class Recent:
 
 def receive_visibility(short: int, full: int, lag_s: float, batch_s: float) -> int:
     """The VisibilityTimeout of a receive: the configured short one, or more when the loop
-    lags or batches take long, so that the first beat (at half of it) lands in time; never
-    above the visibility timeout the extension asks for."""
+    lags or batches take long, so that the first beat lands in time; never above the
+    visibility timeout the extension asks for.
+
+    The beat is due at half of it less the lag, counted from when the answer was read; the
+    answer may have waited a lag to be read, the beat fires a lag late, and its call takes
+    up to a batch's time: half of it must cover the lag and the batch (L + b). Asking for
+    2L + b leaves one more lag for a loop that lags more than it did lately."""
     need = math.ceil(2 * (2 * lag_s + batch_s))
     return min(full, max(short, need))
 
