@@ -214,6 +214,9 @@ def test_bad_input_is_refused_at_publish_time_and_sends_nothing(stack: Stack) ->
     # (under load after their tasks ran: fc10 counted one, then none): from an empty queue
     # any count is a send.
     wait_for(lambda: stack.queue_holds(delay_queue) == 0, timeout=60)
+    # ... and none of those tasks ran twice meanwhile (a delete that failed would hand one
+    # over again); "plain" is the plain Celery task that does
+    assert all(len(runs) == 1 for tag, runs in stack.ran().items() if tag != "plain")
     far = Settings().max_delay_seconds + 10
     with pytest.raises(InvalidDelay, match="SQSDELAY_MAX_DELAY_SECONDS"):
         stack.app.send_task("record", args=["too-far"], countdown=far)

@@ -447,6 +447,7 @@ def test_a_backlog_gets_parallel_receive_loops_within_the_limit(
     assert requests["SendMessageBatch"] <= requests["ReceiveMessage"]
     assert requests["DeleteMessageBatch"] <= requests["ReceiveMessage"]
     assert requests["SendMessageBatch"] <= moved - 9
+    assert requests["DeleteMessageBatch"] <= moved - 9
 
 
 def test_a_clock_stepped_back_during_a_sub_second_wait_changes_nothing(
