@@ -620,7 +620,9 @@ class Worker:
                 if not warned:  # once per batch: under overload every beat may fail
                     log.warning("delay.extend_failed", queue=trio.delay, count=failed)
                     warned = True
-            wait = short / 4 if failed else full / 2
+            # A failed beat is retried within what is left of the short visibility, which
+            # the loop's lag eats into as it did the first beat's wait.
+            wait = max(LAG_SAMPLE_S, short / 4 - self.lag_seconds()) if failed else full / 2
 
 
 def _drained(t: QueueTrio) -> list[QueueTrio]:

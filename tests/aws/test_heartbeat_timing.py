@@ -17,9 +17,12 @@ from sqsdelay.core.received import from_boto
 from sqsdelay.settings import Settings
 
 
-def first_beat_after(answer_read_ago: float, short: int) -> float:
-    """Seconds from the heartbeat task's start to its first ChangeMessageVisibilityBatch,
-    for a batch whose receive answer was read `answer_read_ago` seconds before."""
+def beats(
+    answer_read_ago: float, short: int, *, lag: float = 0.0, fail_first: bool = False
+) -> list[float]:
+    """Seconds from the heartbeat task's start to its first ChangeMessageVisibilityBatch and,
+    with `fail_first` (the first extension refused), to its retry, for a batch whose receive
+    answer was read `answer_read_ago` seconds before, on a loop that lagged `lag` lately."""
     settings = Settings(
         region="us-east-1", max_native_delay_seconds=1, visibility_timeout_seconds=30
     )
@@ -27,13 +30,21 @@ def first_beat_after(answer_read_ago: float, short: int) -> float:
     asked: list[float] = []
     beaten = asyncio.Event()
 
+    wanted = 2 if fail_first else 1
+
     async def caller(calls: Sequence[Call]) -> list[Reply]:
         asked.extend(time.monotonic() for c in calls if c.api == "ChangeMessageVisibilityBatch")
-        beaten.set()
+        if len(asked) >= wanted:
+            beaten.set()
+        if fail_first and len(asked) == 1:
+            failed = {"Id": "0", "SenderFault": False, "Code": "InternalError"}
+            return [Reply({"Successful": [], "Failed": [failed]}) for _ in calls]
         return [Reply({"Successful": [{"Id": "0"}], "Failed": []}) for _ in calls]
 
-    async def run() -> float:
+    async def run() -> list[float]:
         worker._caller = caller  # type: ignore[assignment]
+        if lag:
+            worker._lag.add(time.monotonic(), lag)
         received = [from_boto({"MessageId": "m", "ReceiptHandle": "h", "Body": "b"})]
         started = time.monotonic()
         beat = asyncio.create_task(
@@ -47,9 +58,13 @@ def first_beat_after(answer_read_ago: float, short: int) -> float:
         )
         await asyncio.wait_for(beaten.wait(), timeout=30)
         beat.cancel()
-        return asked[0] - started
+        return [at - started for at in asked]
 
     return asyncio.run(run())
+
+
+def first_beat_after(answer_read_ago: float, short: int, lag: float = 0.0) -> float:
+    return beats(answer_read_ago, short, lag=lag)[0]
 
 
 def test_the_first_beat_counts_from_the_answer_not_from_the_task() -> None:
@@ -60,3 +75,12 @@ def test_the_first_beat_counts_from_the_answer_not_from_the_task() -> None:
     assert first_beat_after(6.0, short=10) < 3.5
     # The answer read just now: half the visibility, never sooner.
     assert 0.95 <= first_beat_after(0.0, short=2) < 3.5
+
+
+def test_a_lagging_loop_beats_earlier_by_its_lag_and_retries_a_failed_beat_sooner() -> None:
+    # Lagging 2 s lately: the first beat at 5 - 2 = 3 s, not 5 s.
+    assert 2.95 <= first_beat_after(0.0, short=10, lag=2.0) < 4.5
+    # The first beat refused: retried a quarter of the visibility less the lag later
+    # (0.5 s), not 2.5 s.
+    first, retry = beats(0.0, short=10, lag=2.0, fail_first=True)[:2]
+    assert 0.45 <= retry - first < 2.0
