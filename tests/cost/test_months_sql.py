@@ -1,4 +1,4 @@
-"""UTC months as integer arithmetic in Spark SQL (cost/months_sql.py), held to Python's
+"""UTC months as integers in Spark SQL (cost/months_sql.py), held to Python's
 calendar and to Spark's own date functions on the suite's session: day boundaries, leap
 days and era edges from year 1 to 9999, every day of 1600-2400, times beyond them as far
 as Spark holds, and the month a message due exactly at midnight on the 1st ends in."""
