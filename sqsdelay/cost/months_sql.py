@@ -10,10 +10,16 @@ microseconds, its year and month come from Spark's functions of a DATE, which ta
 (`LocalDate.ofEpochDay`), and `yyyy-MM` is written once per group.
 
 Howard Hinnant's `civil_from_days` written out as SQL arithmetic was as fast per row, but
-its long expressions cost every small report about half a second of planning and code
-generation (`CodeBlock.toString` in a profile of warm reports): the reports of the tests'
-event logs are most of what the suite spends on Spark. The arithmetic is UTC's, as the
-report's session is (`session.py`).
+its long expressions cost every small report about 0.7 s of planning and code generation
+(`CodeBlock.toString` in a profile of warm reports): the reports of the tests' event logs
+are most of what the suite spends on Spark. The month's number and first instant take no
+zone; its text goes through `date_format`, which casts the DATE to a TIMESTAMP at the
+session zone's midnight and formats it in the same zone (the same date whatever the zone,
+once per group). The report's session is UTC's (`session.py`).
+
+At the very ends of Spark's TIMESTAMP range (its first and last month) a month's first
+instant, and the first month's text, overflow a BIGINT: no event log holds such times, and
+`_sent + delay` in the job would overflow there first.
 """
 
 from __future__ import annotations
@@ -23,9 +29,12 @@ MICROS_PER_DAY = 86_400_000_000
 
 def month_layers(micros: str, name: str) -> list[str]:
     """The month (months since 0000-01) of the UTC day holding `micros`, a BIGINT of epoch
-    microseconds, as select-list items layer by layer, the last one named `name` (`nested`).
-    `pmod` floors the day before 1970 too. NULL stays NULL."""
-    day = f"CAST(({micros} - pmod({micros}, {MICROS_PER_DAY})) div {MICROS_PER_DAY} AS INT)"
+    microseconds, as select-list items for `nested` (one layer: the day is cheap to repeat).
+    `div` truncates towards zero: a time before 1970 that is not a day's first microsecond
+    is one day earlier (and nothing here can overflow, where subtracting `pmod` first did
+    in Spark's first day). NULL stays NULL."""
+    floored = f"{micros} div {MICROS_PER_DAY} - CAST({micros} % {MICROS_PER_DAY} < 0 AS INT)"
+    day = f"CAST({floored} AS INT)"
     date = f"date_from_unix_date({day})"
     return [f"year({date}) * 12 + month({date}) - 1 AS {name}"]
 

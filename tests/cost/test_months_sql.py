@@ -64,25 +64,36 @@ def test_edges(spark: Any) -> None:
     check(spark, values)
 
 
-def test_as_sparks_own_functions_on_every_day_and_beyond_year_9999(spark: Any) -> None:
-    """Every day's last microsecond from 1600 to 2400 (292,194 days, counted in Spark), and
-    times before year 1 and after 9999 (which Python's calendar cannot hold)."""
+def test_as_sparks_own_functions_on_every_day_around_year_0_and_beyond_9999(spark: Any) -> None:
+    """Every day's last microsecond from 1600 to 2400 (292,194 days, counted in Spark); the
+    first and last microsecond of every day of the 800 on each side of 0000-01-01 (years -2
+    to 2: a day before 1970 floored, not truncated, in negative years too); and times far
+    before year 1 and after 9999, near the ends of Spark's range (which Python's calendar
+    cannot hold)."""
     start, end = micros(datetime(1600, 1, 1, tzinfo=UTC)), micros(datetime(2400, 1, 1, tzinfo=UTC))
-    far = [-62_167_219_200_000_000, -9_000_000_000_000_000, 253_402_300_800_000_000]
-    far += [9_000_000_000_000_000, 9_000_000_000_000_000 - 1]
+    year_0 = -62_167_219_200_000_000  # 0000-01-01T00:00:00Z
+    far = [year_0 - 1, year_0, 253_402_300_800_000_000, -9_000_000_000_000_000_000]
+    far += [-9_200_000_000_000_000_000, 9_000_000_000_000_000_000, 9_200_000_000_000_000_000]
     days = spark.range(start // DAY, end // DAY).selectExpr(f"id * {DAY} + {DAY} - 1 AS us")
-    rows = days.unionByName(spark.createDataFrame([(v,) for v in far], "us BIGINT"))
+    around_0 = spark.range(year_0 // DAY - 800, year_0 // DAY + 800)
+    edges = around_0.selectExpr(f"explode(array(id * {DAY}, id * {DAY} + {DAY} - 1)) AS us")
+    listed = spark.createDataFrame([(v,) for v in far], "us BIGINT")
+    rows = days.unionByName(edges).unionByName(listed)
     theirs = [
         "date_format(timestamp_micros(us), 'yyyy-MM') AS their_text",
         "unix_micros(CAST(trunc(timestamp_micros(us), 'month') AS TIMESTAMP)) AS their_start",
+        "year(timestamp_micros(us)) * 12 + month(timestamp_micros(us)) - 1 AS their_m",
     ]
-    differ = (
-        with_months(spark, rows)
-        .selectExpr("*", *theirs)
-        .where("text <> their_text OR starts <> their_start")
-    )
+    same = "text <=> their_text AND starts <=> their_start AND m <=> their_m"
+    differ = with_months(spark, rows).selectExpr("*", *theirs).where(f"NOT ({same})")
     assert differ.limit(5).collect() == []
-    assert rows.count() == (end - start) // DAY + len(far)
+    assert rows.count() == (end - start) // DAY + 2 * 1600 + len(far)
+    # and they are what their names say: a negative year, and years past 9999
+    texts = {r.us: r.text for r in with_months(spark, listed).collect()}
+    assert texts[year_0 - 1] == "-0001-12" and texts[year_0] == "0000-01"
+    assert (
+        texts[9_200_000_000_000_000_000][0] == "+" and texts[-9_200_000_000_000_000_000][0] == "-"
+    )
 
 
 def test_null_stays_null(spark: Any) -> None:
