@@ -18,8 +18,8 @@ session zone's midnight and formats it in the same zone (the same date whatever 
 once per group). The report's session is UTC's (`session.py`).
 
 At the very ends of Spark's TIMESTAMP range (its first and last month) a month's first
-instant, and the first month's text, overflow a BIGINT: no event log holds such times, and
-`_sent + delay` in the job would overflow there first.
+instant, and the first month's text, overflow a BIGINT: no event log holds such times (and
+in the last month the job's `_sent + delay` overflows first).
 """
 
 from __future__ import annotations

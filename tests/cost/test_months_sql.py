@@ -66,7 +66,7 @@ def test_edges(spark: Any) -> None:
 
 def test_as_sparks_own_functions_on_every_day_around_year_0_and_beyond_9999(spark: Any) -> None:
     """Every day's last microsecond from 1600 to 2400 (292,194 days, counted in Spark); the
-    first and last microsecond of every day of the 800 on each side of 0000-01-01 (years -2
+    first and last microsecond of every day of the 800 on each side of 0000-01-01 (years -3
     to 2: a day before 1970 floored, not truncated, in negative years too); and times far
     before year 1 and after 9999, near the ends of Spark's range (which Python's calendar
     cannot hold)."""
