@@ -604,8 +604,8 @@ class Worker:
         full = self.settings.visibility_timeout_seconds
         if short >= full:
             return
-        first = in_hand + short / 2 - self.lag_seconds()
-        wait = max(LAG_SAMPLE_S, first - time.monotonic())
+        since = time.monotonic() - in_hand
+        wait = heartbeat.first_beat_in(short, self.lag_seconds(), since, LAG_SAMPLE_S)
         timeout = min(self.settings.call_timeout_seconds, short / 2)
         warned = False
         while True:  # until cancelled (the caller re-raises a cancellation wait_for lost)
@@ -620,9 +620,8 @@ class Worker:
                 if not warned:  # once per batch: under overload every beat may fail
                     log.warning("delay.extend_failed", queue=trio.delay, count=failed)
                     warned = True
-            # A failed beat is retried within what is left of the short visibility, which
-            # the loop's lag eats into as it did the first beat's wait.
-            wait = max(LAG_SAMPLE_S, short / 4 - self.lag_seconds()) if failed else full / 2
+            lag = self.lag_seconds()
+            wait = heartbeat.retry_in(short, lag, LAG_SAMPLE_S) if failed else full / 2
 
 
 def _drained(t: QueueTrio) -> list[QueueTrio]:

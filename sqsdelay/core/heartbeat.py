@@ -63,6 +63,19 @@ def receive_visibility(short: int, full: int, lag_s: float, batch_s: float) -> i
     return min(full, max(short, need))
 
 
+def first_beat_in(short: int, lag_s: float, since_answer_s: float, floor_s: float) -> float:
+    """Seconds until a batch's first beat, `since_answer_s` after its receive's answer was
+    read: half the visibility `short` less the lag, counted from the answer (not from when
+    the beat's task first runs, a lag later on a lagging loop); at least `floor_s`."""
+    return max(floor_s, short / 2 - lag_s - since_answer_s)
+
+
+def retry_in(short: int, lag_s: float, floor_s: float) -> float:
+    """Seconds until a failed beat is tried again: within what is left of the short
+    visibility, which the lag eats into as it did the first beat's wait."""
+    return max(floor_s, short / 4 - lag_s)
+
+
 def lagging(lag_s: float, short: int) -> bool:
     """Whether the loop lags too much for more batches in hand: by more than half the
     configured receive visibility `short`, where a beat at half of it would be late (the

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqsdelay.core.heartbeat import Recent, lagging, receive_visibility
+from sqsdelay.core.heartbeat import Recent, first_beat_in, lagging, receive_visibility, retry_in
 
 
 def test_at_ease_the_short_visibility_stands_and_a_lagging_loop_asks_for_more() -> None:
@@ -35,3 +35,19 @@ def test_recent_is_the_largest_sample_of_the_window(steps: list[tuple[float, flo
         seen.append((now, value))
         expected = max((v for t, v in seen if t >= now - 2.0), default=0.0)
         assert recent.largest(now) == expected
+
+
+@given(st.integers(1, 30), st.floats(0, 10), st.floats(0, 10), st.floats(0, 10))
+def test_the_first_beat_lands_within_the_sized_visibility(
+    short: int, lag: float, batch: float, since: float
+) -> None:
+    """The answer read `since` seconds ago: the beat, a lag late and a batch's time long,
+    lands within the visibility sized for that lag, with a lag to spare; and a retry comes
+    sooner than the first beat would."""
+    v = receive_visibility(short, 43_200, lag, batch)
+    due = since + first_beat_in(v, lag, since, 0.05)
+    if since <= v / 2 - lag:  # read in time for its beat at all
+        # the answer waited a lag, the beat fires a lag late: one more lag to spare
+        assert due + lag + batch + lag + lag <= v + 1e-9
+    assert first_beat_in(v, lag, since, 0.05) >= 0.05
+    assert 0.05 <= retry_in(v, lag, 0.05) <= max(0.05, v / 4)
