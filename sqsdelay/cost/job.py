@@ -21,7 +21,7 @@ from sqsdelay.cost.fold import (
     local_idle_polls,
 )
 from sqsdelay.cost.inputs import KINDS, PRICED, carried_over
-from sqsdelay.cost.months_sql import month_layers, month_start_micros, month_text, nested
+from sqsdelay.cost.months_sql import month_of, month_start_micros, month_text
 from sqsdelay.cost.pricing import (
     AT_SEND,
     Pricing,
@@ -202,8 +202,8 @@ def grouped_sql(pricing: Pricing, *, cycle_seconds: int, batch_fill: int) -> str
             UNION ALL {carried_over(cycle_seconds)}
         )
     """  # noqa: S608
-    sent, due = month_layers("_sent", "_first"), month_layers("_end", "_last")
-    dated = nested(timed, [f"{a}, {b}" for a, b in zip(sent, due, strict=True)])
+    first, last = month_of("_sent"), month_of("_end")
+    dated = f"SELECT *, {first} AS _first, {last} AS _last FROM ({timed})"  # noqa: S608
     return f"""
         WITH dated AS ({dated}
         ), exploded AS (

@@ -27,24 +27,14 @@ from __future__ import annotations
 MICROS_PER_DAY = 86_400_000_000
 
 
-def month_layers(micros: str, name: str) -> list[str]:
+def month_of(micros: str) -> str:
     """The month (months since 0000-01) of the UTC day holding `micros`, a BIGINT of epoch
-    microseconds, as select-list items for `nested` (one layer: the day is cheap to repeat).
-    `div` truncates towards zero: a time before 1970 that is not a day's first microsecond
-    is one day earlier (and nothing here can overflow, where subtracting `pmod` first did
-    in Spark's first day). NULL stays NULL."""
+    microseconds. `div` truncates towards zero: a time before 1970 that is not a day's
+    first microsecond is one day earlier (and nothing here can overflow, where subtracting
+    `pmod` first did in Spark's first day). NULL stays NULL."""
     floored = f"{micros} div {MICROS_PER_DAY} - CAST({micros} % {MICROS_PER_DAY} < 0 AS INT)"
-    day = f"CAST({floored} AS INT)"
-    date = f"date_from_unix_date({day})"
-    return [f"year({date}) * 12 + month({date}) - 1 AS {name}"]
-
-
-def nested(source: str, layers: list[str]) -> str:
-    """`source` (a query) with each layer's select-list items added, one subquery a layer."""
-    query = source
-    for items in layers:
-        query = f"SELECT *, {items} FROM ({query})"  # noqa: S608 (our names)
-    return query
+    date = f"date_from_unix_date(CAST({floored} AS INT))"
+    return f"(year({date}) * 12 + month({date}) - 1)"
 
 
 def month_start_micros(month: str) -> str:

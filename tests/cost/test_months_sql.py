@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from sqsdelay.cost.inputs import read_scheduled
 from sqsdelay.cost.job import aggregate
-from sqsdelay.cost.months_sql import month_layers, month_start_micros, month_text, nested
+from sqsdelay.cost.months_sql import month_of, month_start_micros, month_text
 from sqsdelay.cost.pricing import load_pricing
 
 pytestmark = pytest.mark.spark
@@ -33,7 +33,7 @@ def micros(t: datetime) -> int:
 
 def with_months(spark: Any, rows: Any) -> Any:
     """`rows` (a column `us`) with `m`, `starts` and `text` (months_sql)."""
-    query = nested("SELECT us FROM {rows}", month_layers("us", "m"))
+    query = f"SELECT us, {month_of('us')} AS m FROM {{rows}}"  # noqa: S608
     columns = f"us, m, {month_start_micros('m')} AS starts, {month_text('m')} AS text"
     return spark.sql(f"SELECT {columns} FROM ({query})", rows=rows)  # noqa: S608
 
