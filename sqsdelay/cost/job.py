@@ -99,10 +99,14 @@ def aggregate(
     # Usually (a few hundred destinations, a year) a few thousand groups: they come to the
     # driver and are rolled up there. Else Spark rolls them up (and folds the destinations
     # when they are many), and only the small roll-ups reach the driver.
-    grouped = cached.count()  # the input's one pass, cached
-    local = grouped <= GROUP_ROW_BUDGET
+    # One action both runs the input's pass and brings a small result to the driver. A
+    # count first, then the rows, was 11 Spark jobs on the tests' event log where this is 5,
+    # and a fifth of a small report's CPU (docs/benchmarks.md). A result over the budget
+    # costs the budget's rows, collected and dropped: seconds, beside a pass over the
+    # millions of messages it takes to make that many groups.
+    head = cached.limit(GROUP_ROW_BUDGET + 1).toPandas()
+    local = len(head) <= GROUP_ROW_BUDGET
     if local:
-        head = cached.toPandas()
         priced_head = head[head["kind"].isin(PRICED)]
         shape = rolled_up(head, SHAPE)
         few = priced_head["destination"].nunique(dropna=False) <= top
@@ -117,7 +121,13 @@ def aggregate(
     start, end = _window(priced_shape, since, until)
     bill_lines = None
     if bill is not None:  # read once, as the input is
-        bill_lines = bill(per_destination.select("destination").distinct()).persist()
+        known = per_destination.select("destination").distinct()
+        if local:  # the names are on the driver already: no Spark jobs to find them again
+            names = priced_head["destination"].drop_duplicates()
+            known = spark.createDataFrame(
+                [(None if d != d else d,) for d in names], "destination string"
+            )
+        bill_lines = bill(known).persist()
     bill_rows = None
     if few and bill_lines is not None:
         bill_rows = bill_lines.limit(BILL_ROW_BUDGET + 1).toPandas()

@@ -22,6 +22,7 @@ from sqsdelay.cost.whatif import WhatIf
 from sqsdelay.cost.workload import generate
 from sqsdelay.errors import InvalidInput
 from tests.support.cost_events import INPUT_COUNTS, RECORDS, envelopes, write_event_log
+from tests.support.spark_jobs import spark_jobs
 
 pytestmark = pytest.mark.spark
 PRICING = load_pricing()
@@ -92,7 +93,11 @@ def test_the_roll_ups_on_the_driver_are_sparks(
         ]
         return sorted(nulled, key=lambda row: [(v is None, str(v)) for v in row])
 
-    local = aggregate(read_scheduled(spark, [str(event_log)]), PRICING)
+    with spark_jobs(spark) as jobs:
+        local = aggregate(read_scheduled(spark, [str(event_log)]), PRICING)
+    # its one pass and its collect, in Spark's stages and the limit's tries: five (eleven
+    # when the grouped input was counted, then collected)
+    assert len(jobs) <= 5, jobs
     monkeypatch.setattr(job, "GROUP_ROW_BUDGET", 0)
     in_spark = aggregate(read_scheduled(spark, [str(event_log)]), PRICING)
     for name in ("shape", "destinations"):
