@@ -95,7 +95,6 @@ def aggregate(
     # without the band and bucket (the effect of GROUPING SETS, without expanding every
     # input row twice).
     cached = spark.sql(query, rows=df).persist()
-    per_destination = rollup(cached, PER_DESTINATION, where=f"kind IN {_in(PRICED)}")
     # Usually (a few hundred destinations, a year) a few thousand groups: they come to the
     # driver and are rolled up there. Else Spark rolls them up (and folds the destinations
     # when they are many), and only the small roll-ups reach the driver.
@@ -106,34 +105,50 @@ def aggregate(
     # millions of messages it takes to make that many groups.
     head = cached.limit(GROUP_ROW_BUDGET + 1).toPandas()
     local = len(head) <= GROUP_ROW_BUDGET
+    checkpoint: list[Any] = []
+
+    def in_spark() -> Any:
+        """The grouped rows for Spark's further queries (many groups, or destinations to
+        fold), checkpointed: planned again under each query (and compared with the cache's
+        plan), the input's query was half the CPU of a report that folds destinations
+        (docs/benchmarks.md). Its blocks go when the JVM collects it; the cache at once."""
+        if not checkpoint:
+            checkpoint.append(cached.localCheckpoint())  # eager: the cache read once more
+            cached.unpersist()
+        return checkpoint[0]
+
+    def per_destination() -> Any:
+        return rollup(in_spark(), PER_DESTINATION, where=f"kind IN {_in(PRICED)}")
+
     if local:
         priced_head = head[head["kind"].isin(PRICED)]
         shape = rolled_up(head, SHAPE)
         few = priced_head["destination"].nunique(dropna=False) <= top
     else:
-        shape = rollup(cached, SHAPE).toPandas()
-        known = per_destination.select("destination").distinct()
+        shape = rollup(in_spark(), SHAPE).toPandas()
+        known = per_destination().select("destination").distinct()
         few = known.limit(top + 1).count() <= top
-    names = [name for _, name in BANDS] + [LONGER]
-    shape["band"] = shape["band"].map(lambda b: None if b != b else names[int(b)])
+    bands = [name for _, name in BANDS] + [LONGER]
+    shape["band"] = shape["band"].map(lambda b: None if b != b else bands[int(b)])
     priced_shape = shape[shape["kind"].isin(PRICED)]
     shape["kind"] = shape["kind"].map(KINDS)
     start, end = _window(priced_shape, since, until)
     bill_lines = None
     if bill is not None:  # read once, as the input is
-        known = per_destination.select("destination").distinct()
         if local:  # the names are on the driver already: no Spark jobs to find them again
-            names = priced_head["destination"].drop_duplicates()
+            seen = priced_head["destination"].drop_duplicates()
             known = spark.createDataFrame(
-                [(None if d != d else d,) for d in names], "destination string"
+                [(None if d != d else d,) for d in seen], "destination string"
             )
+        else:
+            known = per_destination().select("destination").distinct()
         bill_lines = bill(known).persist()
     bill_rows = None
     if few and bill_lines is not None:
         bill_rows = bill_lines.limit(BILL_ROW_BUDGET + 1).toPandas()
         few = len(bill_rows) <= BILL_ROW_BUDGET  # a bill of many other queues: folded too
     if few:
-        rows = rolled_up(priced_head, PER_DESTINATION) if local else per_destination.toPandas()
+        rows = rolled_up(priced_head, PER_DESTINATION) if local else per_destination().toPandas()
         firsts = rows.groupby("destination")["first_ts"].min()
         first_seen = {
             d: max(start, utc(pd.Timestamp(t).to_pydatetime())) for d, t in firsts.items()
@@ -142,7 +157,7 @@ def aggregate(
     else:
         with small_queries(spark):
             folded = fold(
-                per_destination,
+                per_destination(),
                 pricing=pricing,
                 cycle_seconds=cycle_seconds,
                 batch_fill=batch_fill,

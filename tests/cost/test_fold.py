@@ -81,6 +81,10 @@ def test_folded_destinations_keep_the_money_and_few_rows_reach_the_driver(
     spark: Any, events: Path, tmp_path: Path
 ) -> None:
     agg = aggregate(read_scheduled(spark, [str(events)]), PRICING, top=3)
+    # Spark's queries of the fold start from the grouped rows, checkpointed: not from the
+    # input's query, planned again under each (half a folded report's CPU, cost/job.py)
+    plan = agg.focus._jdf.queryExecution().analyzed().toString()
+    assert "LogicalRDD" in plan and "events.jsonl" not in plan and "_sent" not in plan
     agg.release()
     assert agg.folded == 9
     named = set(agg.destinations["destination"])
