@@ -75,11 +75,11 @@ def aggregate(
 ) -> Aggregate:
     """The message count and the summed quantities every model is linear in (priced later,
     on the small aggregate, by `Requests.of`), with the first and last send, in one pass
-    over the input, cached in Spark and rolled up twice: per (kind, usage month, band,
-    bucket, route) for the totals, and per (kind, destination, usage month, route), which
-    comes to the driver as it is when it is small, else is folded to the `top` destinations
-    in Spark (`sqsdelay.cost.fold`). `bill`, given the known destinations (a Spark
-    DataFrame), returns the bill's booked lines (`read_bill`).
+    over the input, kept in Spark (a checkpoint) and rolled up twice: per (kind, usage
+    month, band, bucket, route) for the totals, and per (kind, destination, usage month,
+    route), which comes to the driver as it is when it is small, else is folded to the
+    `top` destinations in Spark (`sqsdelay.cost.fold`). `bill`, given the known
+    destinations (a Spark DataFrame), returns the bill's booked lines (`read_bill`).
 
     A message's hops are spread over the calendar months (UTC) of its life [sent, sent +
     delay] by the share of that life in each month: a 90-day delay sent on 1 January counts
@@ -90,42 +90,32 @@ def aggregate(
 
     spark = df.sparkSession
     query = grouped_sql(pricing, cycle_seconds=cycle_seconds, batch_fill=batch_fill)
-    # One pass over the input, grouped by every key; it stays in Spark (cached) until the
-    # driver has what it needs: summed without the destination, and per destination
-    # without the band and bucket (the effect of GROUPING SETS, without expanding every
-    # input row twice).
-    cached = spark.sql(query, rows=df).persist()
+    # One pass over the input, grouped by every key, kept in Spark until the driver has what
+    # it needs: summed without the destination, and per destination without the band and
+    # bucket (the effect of GROUPING SETS, without expanding every input row twice). Kept
+    # as a checkpoint rather than cached: every later query then plans from the grouped
+    # rows, not from the input's query again (whose plan, compared with the cache's under
+    # each query, was half the CPU of a report that folds destinations, and a tenth of a
+    # small one's; docs/benchmarks.md). Its blocks go when the JVM collects it.
+    grouped = spark.sql(query, rows=df).localCheckpoint()  # eager: the input's one pass
     # Usually (a few hundred destinations, a year) a few thousand groups: they come to the
     # driver and are rolled up there. Else Spark rolls them up (and folds the destinations
-    # when they are many), and only the small roll-ups reach the driver.
-    # One action both runs the input's pass and brings a small result to the driver. A
-    # count first, then the rows, was 11 Spark jobs on the tests' event log where this is 5,
-    # and a fifth of a small report's CPU (docs/benchmarks.md). A result over the budget
-    # costs the budget's rows, collected and dropped: seconds, beside a pass over the
-    # millions of messages it takes to make that many groups.
-    head = cached.limit(GROUP_ROW_BUDGET + 1).toPandas()
+    # when they are many), and only the small roll-ups reach the driver. Counting them
+    # first ran Spark jobs of its own (11 on the tests' event log, against 5 or 6 now). A
+    # result over the budget costs the budget's rows, collected and dropped: seconds,
+    # beside a pass over the millions of messages it takes to make that many groups.
+    head = grouped.limit(GROUP_ROW_BUDGET + 1).toPandas()
     local = len(head) <= GROUP_ROW_BUDGET
-    checkpoint: list[Any] = []
-
-    def in_spark() -> Any:
-        """The grouped rows for Spark's further queries (many groups, or destinations to
-        fold), checkpointed: planned again under each query (and compared with the cache's
-        plan), the input's query was half the CPU of a report that folds destinations
-        (docs/benchmarks.md). Its blocks go when the JVM collects it; the cache at once."""
-        if not checkpoint:
-            checkpoint.append(cached.localCheckpoint())  # eager: the cache read once more
-            cached.unpersist()
-        return checkpoint[0]
 
     def per_destination() -> Any:
-        return rollup(in_spark(), PER_DESTINATION, where=f"kind IN {_in(PRICED)}")
+        return rollup(grouped, PER_DESTINATION, where=f"kind IN {_in(PRICED)}")
 
     if local:
         priced_head = head[head["kind"].isin(PRICED)]
         shape = rolled_up(head, SHAPE)
         few = priced_head["destination"].nunique(dropna=False) <= top
     else:
-        shape = rollup(in_spark(), SHAPE).toPandas()
+        shape = rollup(grouped, SHAPE).toPandas()
         known = per_destination().select("destination").distinct()
         few = known.limit(top + 1).count() <= top
     bands = [name for _, name in BANDS] + [LONGER]
@@ -178,7 +168,7 @@ def aggregate(
         start,
         end,
         folded.focus,
-        [f for f in (cached, folded.cached, bill_lines) if f is not None],
+        [f for f in (folded.cached, bill_lines) if f is not None],
     )
 
 
@@ -280,7 +270,7 @@ def _in(values: tuple[int | str, ...]) -> str:
 
 @contextlib.contextmanager
 def small_queries(spark: Any) -> Iterator[None]:
-    """Queries over the cached aggregate, not the input: re-planning each stage (adaptive
+    """Queries over the grouped rows, not the input: re-planning each stage (adaptive
     execution) costs more than it saves on these rows. The session's settings are put back.
     Whole-stage code generation stays on: turned off over a plan cached with it, Spark 3.5.5
     fails an assertion in ColumnarToRowExec when it canonicalizes the plan (EMR's Spark;

@@ -95,9 +95,12 @@ def test_the_roll_ups_on_the_driver_are_sparks(
 
     with spark_jobs(spark) as jobs:
         local = aggregate(read_scheduled(spark, [str(event_log)]), PRICING)
-    # One action runs the input's pass and brings the grouped rows: its Spark jobs (stages,
-    # and the limit's tries) are all the collect's. A count first added jobs of its own.
-    assert len(set(jobs)) == 1 and "toPandas at" in jobs[0], jobs
+    # Two actions: the input's one pass (a checkpoint of the grouped rows) and their
+    # collect. (The adaptive plan runs its stages as jobs named `$anonfun...` on Spark 4,
+    # after the action on 3.5.) A count of the grouped rows before the collect, and the
+    # cache read again, made 11 jobs.
+    actions = {name.split(" at ")[0] for name in jobs if not name.startswith("$anonfun")}
+    assert actions == {"localCheckpoint", "toPandas"} and len(jobs) <= 6, jobs
     monkeypatch.setattr(job, "GROUP_ROW_BUDGET", 0)
     in_spark = aggregate(read_scheduled(spark, [str(event_log)]), PRICING)
     for name in ("shape", "destinations"):
