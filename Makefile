@@ -85,10 +85,12 @@ $(SPARK35_STAMP): $(DEPS)
 # On Spark 3.5 the job runs as EMR runs it, not the whole cost suite a second time: the
 # packed environment with an event log and a CUR 2.0 bill (its readers, the aggregation, the
 # reconciliation), the numbers to the cent against DuckDB, and the event log's other readers
-# (CSV, Parquet, subscription envelopes, Firehose objects). The rest of the cost suite is
+# (CSV, Parquet, subscription envelopes, Firehose objects), and the grouped rows kept as a
+# checkpoint or cached and released. The rest of the cost suite is
 # Python above the job, or the same Spark calls, and runs once, on the main suite's Spark.
 SPARK35_TESTS := tests/cost/test_emr_venv.py tests/cost/test_cost_parity.py \
     tests/cost/test_cost_report.py::test_csv_and_parquet_give_the_same_totals \
+    tests/cost/test_cost_report.py::test_the_roll_ups_on_the_driver_are_sparks \
     tests/cost/test_cost_report.py::test_subscription_envelopes_and_firehose_objects_give_the_same_totals
 
 # At nice 10, as the main suite's Spark files (tests/conftest.py): no timing test among them.

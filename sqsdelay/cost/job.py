@@ -39,6 +39,9 @@ PER_DESTINATION = ("kind", "destination", "month", "parked_route")
 # Grouped rows that come to the driver to be rolled up there (about 80 bytes each a column):
 # 10M messages to 200 destinations over a year made 78,413.
 GROUP_ROW_BUDGET = 200_000
+# `kept`: the grouped rows a checkpoint on a local master (the tests turn it off to run the
+# cluster's way).
+CHECKPOINT_ON_LOCAL_MASTER = True
 
 
 @dataclass
@@ -54,11 +57,11 @@ class Aggregate:
     start: datetime  # the window, UTC
     end: datetime
     focus: Any  # with `folded`: Spark DataFrame, the FOCUS 1.2 rows of every resource
-    cached: list[Any]  # the Spark frames behind `focus`; `release()` when it is written
+    cached: list[Any]  # the Spark frames kept for `focus` (`kept`); `release()` when written
 
     def release(self) -> None:
         for frame in self.cached:
-            frame.unpersist()
+            unkept(frame)
 
 
 def aggregate(
@@ -92,18 +95,14 @@ def aggregate(
     query = grouped_sql(pricing, cycle_seconds=cycle_seconds, batch_fill=batch_fill)
     # One pass over the input, grouped by every key, kept in Spark until the driver has what
     # it needs: summed without the destination, and per destination without the band and
-    # bucket (the effect of GROUPING SETS, without expanding every input row twice). Kept
-    # as a checkpoint rather than cached: every later query then plans from the grouped
-    # rows, not from the input's query again (whose plan, compared with the cache's under
-    # each query, was half the CPU of a report that folds destinations, and a tenth of a
-    # small one's; docs/benchmarks.md). Its blocks go when the JVM collects it.
-    grouped = spark.sql(query, rows=df).localCheckpoint()  # eager: the input's one pass
+    # bucket (the effect of GROUPING SETS, without expanding every input row twice).
+    grouped = kept(spark.sql(query, rows=df))
     # Usually (a few hundred destinations, a year) a few thousand groups: they come to the
     # driver and are rolled up there. Else Spark rolls them up (and folds the destinations
     # when they are many), and only the small roll-ups reach the driver. Counting them
-    # first ran Spark jobs of its own (11 on the tests' event log, against 5 or 6 now). A
-    # result over the budget costs the budget's rows, collected and dropped: seconds,
-    # beside a pass over the millions of messages it takes to make that many groups.
+    # first ran Spark jobs of its own (11 jobs on the tests' event log, 4 to 6 now). A
+    # result over the budget costs the budget's rows, collected and dropped (some hundred
+    # MB on the driver; it takes millions of messages to make that many groups).
     head = grouped.limit(GROUP_ROW_BUDGET + 1).toPandas()
     local = len(head) <= GROUP_ROW_BUDGET
 
@@ -168,8 +167,31 @@ def aggregate(
         start,
         end,
         folded.focus,
-        [f for f in (folded.cached, bill_lines) if f is not None],
+        [f for f in (grouped, folded.cached, bill_lines) if f is not None],
     )
+
+
+def kept(frame: Any) -> Any:
+    """The grouped rows, kept in Spark for the collect and the queries after it. On a local
+    master, a checkpoint (eager): every later query then plans from the grouped rows, not
+    from the input's query again (whose plan, compared with the cache's under each query,
+    was half the CPU of a report that folds destinations, and a tenth of a small one's;
+    docs/benchmarks.md). On a cluster, cached (lazily): a local checkpoint's blocks live
+    on executors, and one that is lost takes them with it, with no lineage to compute them
+    again (Spark's `RDD.localCheckpoint`). `unkept` frees either."""
+    if CHECKPOINT_ON_LOCAL_MASTER and frame.sparkSession.sparkContext.master.startswith("local"):
+        return frame.localCheckpoint()
+    return frame.persist()
+
+
+def unkept(frame: Any) -> None:
+    """Frees a frame `kept` or cached: `DataFrame.unpersist` does not reach a checkpoint's
+    blocks, which belong to the RDD under its plan, and would stay until the JVM collects
+    the frame (in a session that runs report after report, the tests' or an EMR user's)."""
+    frame.unpersist()
+    plan = frame._jdf.queryExecution().analyzed()
+    if plan.getClass().getSimpleName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
 
 
 def grouped_sql(pricing: Pricing, *, cycle_seconds: int, batch_fill: int) -> str:
@@ -274,7 +296,7 @@ def small_queries(spark: Any) -> Iterator[None]:
     execution) costs more than it saves on these rows. The session's settings are put back.
     Whole-stage code generation stays on: turned off over a plan cached with it, Spark 3.5.5
     fails an assertion in ColumnarToRowExec when it canonicalizes the plan (EMR's Spark;
-    tests/cost/test_fold.py under make spark35)."""
+    tests/cost/test_fold.py on Spark 3.5, run by hand)."""
     settings = {"spark.sql.adaptive.enabled": "false"}
     before = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
