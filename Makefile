@@ -85,12 +85,14 @@ $(SPARK35_STAMP): $(DEPS)
 # On Spark 3.5 the job runs as EMR runs it, not the whole cost suite a second time: the
 # packed environment with an event log and a CUR 2.0 bill (its readers, the aggregation, the
 # reconciliation), the numbers to the cent against DuckDB, and the event log's other readers
-# (CSV, Parquet, subscription envelopes, Firehose objects), and the grouped rows kept as a
-# checkpoint or cached and released. The rest of the cost suite is
+# (CSV, Parquet, subscription envelopes, Firehose objects), the grouped rows kept as a
+# checkpoint (a local master) or cached (a cluster's way, by the tests' switch) and
+# released, and a fold with a bill the cluster's way. The rest of the cost suite is
 # Python above the job, or the same Spark calls, and runs once, on the main suite's Spark.
 SPARK35_TESTS := tests/cost/test_emr_venv.py tests/cost/test_cost_parity.py \
     tests/cost/test_cost_report.py::test_csv_and_parquet_give_the_same_totals \
     tests/cost/test_cost_report.py::test_the_roll_ups_on_the_driver_are_sparks \
+    tests/cost/test_fold.py::test_a_destination_large_in_the_bill_is_named_and_the_rest_reconciled_as_one \
     tests/cost/test_cost_report.py::test_subscription_envelopes_and_firehose_objects_give_the_same_totals
 
 # At nice 10, as the main suite's Spark files (tests/conftest.py): no timing test among them.

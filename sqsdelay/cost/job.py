@@ -57,7 +57,7 @@ class Aggregate:
     start: datetime  # the window, UTC
     end: datetime
     focus: Any  # with `folded`: Spark DataFrame, the FOCUS 1.2 rows of every resource
-    cached: list[Any]  # the Spark frames kept for `focus` (`kept`); `release()` when written
+    cached: list[Any]  # the Spark frames still kept (the grouped rows, `focus`'s); `release()`
 
     def release(self) -> None:
         for frame in self.cached:
@@ -78,7 +78,7 @@ def aggregate(
 ) -> Aggregate:
     """The message count and the summed quantities every model is linear in (priced later,
     on the small aggregate, by `Requests.of`), with the first and last send, in one pass
-    over the input, kept in Spark (a checkpoint) and rolled up twice: per (kind, usage
+    over the input, kept in Spark (`kept`) and rolled up twice: per (kind, usage
     month, band, bucket, route) for the totals, and per (kind, destination, usage month,
     route), which comes to the driver as it is when it is small, else is folded to the
     `top` destinations in Spark (`sqsdelay.cost.fold`). `bill`, given the known
@@ -179,7 +179,8 @@ def kept(frame: Any) -> Any:
     docs/benchmarks.md). On a cluster, cached (lazily): a local checkpoint's blocks live
     on executors, and one that is lost takes them with it, with no lineage to compute them
     again (Spark's `RDD.localCheckpoint`). `unkept` frees either."""
-    if CHECKPOINT_ON_LOCAL_MASTER and frame.sparkSession.sparkContext.master.startswith("local"):
+    # local[N], not local-cluster[...], whose executors are JVMs of their own
+    if CHECKPOINT_ON_LOCAL_MASTER and frame.sparkSession.sparkContext._jsc.sc().isLocal():
         return frame.localCheckpoint()
     return frame.persist()
 

@@ -93,7 +93,6 @@ def test_the_roll_ups_on_the_driver_are_sparks(
         ]
         return sorted(nulled, key=lambda row: [(v is None, str(v)) for v in row])
 
-    kept = spark.sparkContext._jsc.sc().getPersistentRDDs().size()
     with spark_jobs(spark) as jobs:
         local = aggregate(read_scheduled(spark, [str(event_log)]), PRICING)
     # Two actions: the input's one pass (a checkpoint of the grouped rows) and their
@@ -103,9 +102,12 @@ def test_the_roll_ups_on_the_driver_are_sparks(
     actions = {name.split(" at ")[0] for name in jobs if not name.startswith("$anonfun")}
     assert actions == {"localCheckpoint", "toPandas"}, jobs
     # the checkpoint's blocks are freed by the release, not left to the JVM's collector
-    assert spark.sparkContext._jsc.sc().getPersistentRDDs().size() == kept + 1
+    (grouped,) = local.cached
+    sc = spark.sparkContext._jsc.sc()  # its persistent RDDs by id (a copy each call)
+    rdd = grouped._jdf.queryExecution().analyzed().rdd().id()
+    assert sc.getPersistentRDDs().contains(rdd)
     local.release()
-    assert spark.sparkContext._jsc.sc().getPersistentRDDs().size() == kept
+    assert not sc.getPersistentRDDs().contains(rdd)
     monkeypatch.setattr(job, "GROUP_ROW_BUDGET", 0)
     in_spark = aggregate(read_scheduled(spark, [str(event_log)]), PRICING)
     in_spark.release()
@@ -114,8 +116,9 @@ def test_the_roll_ups_on_the_driver_are_sparks(
     with spark_jobs(spark) as jobs:
         cached = aggregate(read_scheduled(spark, [str(event_log)]), PRICING)
     assert not any(name.startswith("localCheckpoint") for name in jobs), jobs
+    assert cached.cached[0].is_cached
     cached.release()
-    assert spark.sparkContext._jsc.sc().getPersistentRDDs().size() == kept
+    assert not cached.cached[0].is_cached
     for other in (in_spark, cached):
         for name in ("shape", "destinations"):
             mine, theirs = getattr(local, name), getattr(other, name)
