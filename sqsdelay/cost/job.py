@@ -296,8 +296,8 @@ def small_queries(spark: Any) -> Iterator[None]:
     """Queries over the grouped rows, not the input: re-planning each stage (adaptive
     execution) costs more than it saves on these rows. The session's settings are put back.
     Whole-stage code generation stays on: turned off over a plan cached with it, Spark 3.5.5
-    fails an assertion in ColumnarToRowExec when it canonicalizes the plan (EMR's Spark;
-    tests/cost/test_fold.py on Spark 3.5, run by hand)."""
+    fails an assertion in ColumnarToRowExec when it canonicalizes the plan (EMR's Spark: the
+    fold with a bill, the cluster's way, in make spark35)."""
     settings = {"spark.sql.adaptive.enabled": "false"}
     before = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
