@@ -129,9 +129,7 @@ def aggregate(
             known = spark.createDataFrame(
                 [(None if d != d else d,) for d in seen], "destination string"
             )
-        else:
-            known = per_destination().select("destination").distinct()
-        bill_lines = bill(known).persist()
+        bill_lines = bill(known).persist()  # else the Spark query `few` was counted from
     bill_rows = None
     if few and bill_lines is not None:
         bill_rows = bill_lines.limit(BILL_ROW_BUDGET + 1).toPandas()
