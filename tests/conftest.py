@@ -47,7 +47,7 @@ LONGEST_FILES = {
     "tests/cost/test_cost_report_processes.py": 140,
     "tests/cost/test_bill.py": 121,
     "tests/integration/test_celery.py": 117,
-    "tests/integration/test_console.py": 210,  # measured alone, 2026-11-27 (load 9)
+    "tests/integration/test_console.py": 163,  # measured alone, 2026-11-27 (SOON_S 75)
     "tests/integration/test_taskiq.py": 100,  # measured alone, 2026-11-27 (load 9)
     "tests/integration/test_parking.py": 110,
     "tests/integration/test_worker_process.py": 70,

@@ -15,7 +15,8 @@ SQS's five-minute window and answers long polls as SQS does (`sqs_fidelity`).
 moto's Lambda has no recursive loop detection configuration (Get/PutFunctionRecursionConfig)
 and its CloudFormation drops a function's `RecursiveLoop`; the emulator keeps one per function,
 `Terminate` until put as Lambda does (`_teach_moto_recursion_config`), so that `sqsdelay
-inspect --lambda` runs against it as written.
+inspect --lambda` runs against it as written. moto's deleted event source mapping goes on
+invoking its function; the emulator disables it as it is deleted.
 The emulator runs under every test and demo, so its own cost counts: the runner reads moto's
 schedules in place and calls the API only once one is due, and moto's lookup of a request's
 service (a folder listing and its URL patterns, per request) is kept per host.
@@ -53,6 +54,7 @@ class Emulator:
         _memoise_moto_dispatch()
         _serialise_moto_writes()
         _teach_moto_recursion_config()
+        _untrigger_deleted_mappings()
         sqs_fidelity.mend()
         self._server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
         self.url = ""
@@ -217,6 +219,27 @@ def _teach_moto_recursion_config() -> None:
         return fn
 
     LambdaFunction.create_from_cloudformation_json = classmethod(from_template)  # type: ignore[method-assign,assignment]
+
+
+def _untrigger_deleted_mappings() -> None:
+    """moto's DeleteEventSourceMapping forgets a mapping but leaves it on its queue, which
+    goes on invoking the function (through Docker) with any message visible when another is
+    sent: the send fails with an internal error. A deleted mapping invokes nothing on AWS;
+    here it is disabled as it is deleted."""
+    from moto.awslambda.models import LambdaBackend
+
+    original = LambdaBackend.delete_event_source_mapping
+    if getattr(original, "sqsdelay", False):
+        return
+
+    def delete(self: Any, uuid: str) -> Any:
+        mapping = original(self, uuid)
+        if mapping is not None:
+            mapping.enabled = False
+        return mapping
+
+    delete.sqsdelay = True  # type: ignore[attr-defined]
+    LambdaBackend.delete_event_source_mapping = delete  # type: ignore[method-assign]
 
 
 class ScheduleRunner:

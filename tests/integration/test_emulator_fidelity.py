@@ -14,6 +14,7 @@ from typing import Any
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Sender
 from sqsdelay.settings import Settings
+from tests.support.lambdas import lambda_function
 from tests.support.workerkit import Collector, RunningWorker
 
 
@@ -34,6 +35,26 @@ def _long_poll(sqs: Any, url: str) -> tuple[dict[str, Any], threading.Thread]:
     poller = threading.Thread(target=poll)
     poller.start()
     return got, poller
+
+
+def test_a_deleted_event_source_mapping_invokes_nothing(sqs: Any, moto_url: str) -> None:
+    """A queue's mapping to a function, deleted (as the smoke test's dry run does before its
+    stand-in workers poll): the messages stay for the queue's own consumers, received first
+    by them. moto alone kept invoking the function (through Docker) with whatever was visible
+    at each send: here it took each message once, failed, and put it back; a function made by
+    CloudFormation failed the send itself (the dry run's failure)."""
+    lam, function = lambda_function(moto_url)
+    url = sqs.create_queue(QueueName=f"m{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    mapping = lam.create_event_source_mapping(
+        EventSourceArn=arn["QueueArn"], FunctionName=function, BatchSize=10
+    )
+    lam.delete_event_source_mapping(UUID=mapping["UUID"])
+    sqs.send_message(QueueUrl=url, MessageBody="first")
+    sqs.send_message(QueueUrl=url, MessageBody="second")  # "first" is visible meanwhile
+    got = Collector(sqs, url).until_all({"first", "second"}, timeout=10)
+    assert sorted(d.body for d in got) == ["first", "second"]
+    assert [d.system["ApproximateReceiveCount"] for d in got] == ["1", "1"]
 
 
 def test_a_long_poll_returns_a_message_as_soon_as_it_is_released(sqs: Any) -> None:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import io
 import json
 import shlex
 import subprocess
 import uuid
-import zipfile
 from typing import Any
 
 import boto3
@@ -22,6 +20,7 @@ from sqsdelay.core.received import Received
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.support.cli import run
+from tests.support.lambdas import lambda_function
 from tests.support.workerkit import Collector, RunningWorker
 
 
@@ -50,28 +49,6 @@ def test_inspect_cli(env: dict[str, str], sqs: Any) -> None:
     assert "orders-delay.fifo" in done.stdout and "in flight" in done.stdout
     missing = run(env, "inspect", "ghost")
     assert missing.returncode == 1 and "queue does not exist" in missing.stdout
-
-
-def lambda_function(moto_url: str) -> tuple[Any, str]:
-    """A function in the emulator's Lambda (moto wants an existing role and a zip; it never
-    runs the code, so no Docker) and a Lambda client."""
-    kwargs = {"endpoint_url": moto_url, "region_name": "us-east-1"}
-    name = f"worker-{uuid.uuid4().hex[:8]}"
-    role = boto3.client("iam", **kwargs).create_role(
-        RoleName=name, AssumeRolePolicyDocument=json.dumps({"Statement": []})
-    )["Role"]["Arn"]
-    code = io.BytesIO()
-    with zipfile.ZipFile(code, "w") as z:
-        z.writestr("handler.py", "def handler(event, context):\n    return None\n")
-    client = boto3.client("lambda", **kwargs)
-    client.create_function(
-        FunctionName=name,
-        Runtime="python3.12",
-        Role=role,
-        Handler="handler.handler",
-        Code={"ZipFile": code.getvalue()},
-    )
-    return client, name
 
 
 def test_inspect_lambda_cli_reports_terminate_and_its_fix_clears_it(
