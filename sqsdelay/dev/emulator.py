@@ -15,8 +15,8 @@ SQS's five-minute window and answers long polls as SQS does (`sqs_fidelity`).
 moto's Lambda has no recursive loop detection configuration (Get/PutFunctionRecursionConfig)
 and its CloudFormation drops a function's `RecursiveLoop`; the emulator keeps one per function,
 `Terminate` until put as Lambda does (`_teach_moto_recursion_config`), so that `sqsdelay
-inspect --lambda` runs against it as written. moto's deleted event source mapping goes on
-invoking its function; the emulator disables it as it is deleted.
+inspect --lambda` runs against it as written. moto's deleted event source mapping of an SQS
+queue goes on invoking its function; the emulator disables it as it is deleted.
 The emulator runs under every test and demo, so its own cost counts: the runner reads moto's
 schedules in place and calls the API only once one is due, and moto's lookup of a request's
 service (a folder listing and its URL patterns, per request) is kept per host.
@@ -34,6 +34,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections import Counter
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -222,10 +223,12 @@ def _teach_moto_recursion_config() -> None:
 
 
 def _untrigger_deleted_mappings() -> None:
-    """moto's DeleteEventSourceMapping forgets a mapping but leaves it on its queue, which
-    goes on invoking the function (through Docker) with any message visible when another is
-    sent: the send fails with an internal error. A deleted mapping invokes nothing on AWS;
-    here it is disabled as it is deleted."""
+    """moto's DeleteEventSourceMapping forgets a mapping but leaves it on its SQS queue, which
+    goes on invoking the function at each send, with every visible message (the sent one
+    included): a function built from a zip fails to start Docker and the messages come back;
+    one built from an image fails the send itself. A deleted mapping invokes nothing on
+    AWS; here it is disabled as it is deleted. (Streams' mappings are not mended: this
+    project maps queues only.)"""
     from moto.awslambda.models import LambdaBackend
 
     original = LambdaBackend.delete_event_source_mapping
@@ -269,7 +272,7 @@ class ScheduleRunner:
         self._sqs = boto3.client("sqs", **kwargs)
         self._interval = interval
         self._due = any_due_in_moto(region) if in_process else None
-        self.api_calls = 0  # the Scheduler API calls it made (the emulator's own cost)
+        self.api_calls: Counter[str] = Counter()  # by operation: the emulator's own cost
         self._scheduler.meta.events.register("before-call.scheduler", self._counted)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="schedule-runner", daemon=True)
@@ -284,8 +287,8 @@ class ScheduleRunner:
         self._stop.set()
         self._thread.join(5)
 
-    def _counted(self, **_: Any) -> None:
-        self.api_calls += 1
+    def _counted(self, model: Any, **_: Any) -> None:
+        self.api_calls[model.name] += 1
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):

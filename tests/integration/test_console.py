@@ -117,10 +117,11 @@ def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    sent_soon = 0.0
     for queue, batch in (("bravo", bravo), ("charlie", charlie), ("alpha", alpha)):
+        sent_soon = time.time()  # alpha's last: no soon one was sent before it
         for start in range(0, len(batch), 10):
             sender.send_batch(queue, batch[start : start + 10])
-    sent_soon = time.time()
     sqs = boto3.client("sqs", endpoint_url=moto_url, region_name="us-east-1")
     dest = {k[0]: f"{prefix}{k}" for k in ("alpha", "bravo", "charlie")}
     try:
@@ -191,7 +192,10 @@ def test_page_filter_cancel_reschedule_and_send_now_in_the_browser(
         page.locator(f"tr[data-id='{m}'] input[type=checkbox]").check()
     left_s = stack.sent_soon + SOON_S - time.time()
     record_property("soon_left_at_cancel_s", round(left_s, 1))
-    assert left_s >= MARGIN_S, f"the set-up took {SOON_S - left_s:.0f} s: raise SOON_S"
+    took = SOON_S - left_s
+    assert left_s >= MARGIN_S, (
+        f"the console, Chromium and the first page took {took:.0f} s: raise SOON_S"
+    )
     page.click("#cancel-selected")
     wait_for(lambda: len(outcomes(page)) == 5, timeout=15)
     assert outcomes(page) == dict.fromkeys(chosen, "cancelled")

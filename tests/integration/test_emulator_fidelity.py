@@ -40,9 +40,9 @@ def _long_poll(sqs: Any, url: str) -> tuple[dict[str, Any], threading.Thread]:
 def test_a_deleted_event_source_mapping_invokes_nothing(sqs: Any, moto_url: str) -> None:
     """A queue's mapping to a function, deleted (as the smoke test's dry run does before its
     stand-in workers poll): the messages stay for the queue's own consumers, received first
-    by them. moto alone kept invoking the function (through Docker) with whatever was visible
-    at each send: here it took each message once, failed, and put it back; a function made by
-    CloudFormation failed the send itself (the dry run's failure)."""
+    by them. moto alone kept invoking the function at each send, with every visible message
+    (the sent one included): here a zip function that cannot start Docker, so the messages
+    came back received twice and once more; the dry run's image function failed the send."""
     lam, function = lambda_function(moto_url)
     url = sqs.create_queue(QueueName=f"m{uuid.uuid4().hex[:8]}")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
@@ -51,7 +51,7 @@ def test_a_deleted_event_source_mapping_invokes_nothing(sqs: Any, moto_url: str)
     )
     lam.delete_event_source_mapping(UUID=mapping["UUID"])
     sqs.send_message(QueueUrl=url, MessageBody="first")
-    sqs.send_message(QueueUrl=url, MessageBody="second")  # "first" is visible meanwhile
+    sqs.send_message(QueueUrl=url, MessageBody="second")
     got = Collector(sqs, url).until_all({"first", "second"}, timeout=10)
     assert sorted(d.body for d in got) == ["first", "second"]
     assert [d.system["ApproximateReceiveCount"] for d in got] == ["1", "1"]

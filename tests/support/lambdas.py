@@ -12,8 +12,8 @@ import boto3
 
 
 def lambda_function(moto_url: str) -> tuple[Any, str]:
-    """A function in the emulator's Lambda (moto wants an existing role and a zip; it never
-    runs the code, so no Docker) and a Lambda client."""
+    """A function in the emulator's Lambda (moto wants an existing role and a zip; nothing
+    here invokes it, so no Docker) and a Lambda client."""
     kwargs = {"endpoint_url": moto_url, "region_name": "us-east-1"}
     name = f"worker-{uuid.uuid4().hex[:8]}"
     role = boto3.client("iam", **kwargs).create_role(
