@@ -24,6 +24,9 @@ from sqsdelay.cost.render.files import publish, write, write_csv
 from sqsdelay.cost.session import spark_running, spark_session, stop_spark
 from sqsdelay.cost.workload import generate
 from sqsdelay.errors import InvalidInput
+from sqsdelay.logs import get_logger
+
+log = get_logger("sqsdelay.cost")
 
 
 def run_report(
@@ -106,7 +109,7 @@ def run_report(
             with small_queries(spark):
                 for target in targets:
                     write_csv(spark, agg.focus, target, focus_rows.FILE, focus_rows.ORDER)
-        agg.release()
+        _release(agg)
     except Exception as exc:  # Spark reports a missing path as AnalysisException
         if "PATH_NOT_FOUND" in str(exc) or "Path does not exist" in str(exc):
             raise InvalidInput(f"input not found: {', '.join([*inputs, *bills])}") from None
@@ -144,6 +147,15 @@ def run_report(
             step("writing the class-data archive in the background, for a faster start next time")
             classarchive.dump_in_background(class_archive, classlist, *runtime)
     return report
+
+
+def _release(agg: Any) -> None:
+    """Frees the rows the report kept in Spark once its figures are out. A failure here (a
+    py4j call) costs memory until the JVM collects them, never the report."""
+    try:
+        agg.release()
+    except Exception as exc:
+        log.warning("cost.release_failed", error=type(exc).__name__, detail=str(exc)[:200])
 
 
 def snapshot_of(prefix: str, at: datetime) -> str:

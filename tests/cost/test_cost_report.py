@@ -22,6 +22,7 @@ from sqsdelay.cost.whatif import WhatIf
 from sqsdelay.cost.workload import generate
 from sqsdelay.errors import InvalidInput
 from tests.support.cost_events import INPUT_COUNTS, RECORDS, envelopes, write_event_log
+from tests.support.logs import capture_logs, events
 from tests.support.spark_jobs import spark_jobs
 
 pytestmark = pytest.mark.spark
@@ -224,6 +225,27 @@ def test_what_if_distributions(spark: Any, dist: dict[str, Any]) -> None:
     agg = aggregate(generate(spark, spec), PRICING).shape
     share = agg["routed"].sum() / agg["messages"].sum()
     assert 0.2 < share < 0.95  # some direct, some through the delay queue
+
+
+def test_a_release_that_fails_loses_no_report(
+    spark: Any, event_log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Freeing the rows the report kept in Spark comes after its figures: a failure there (a
+    py4j call) is a warning, and the report is written all the same."""
+    from sqsdelay.cost import job
+
+    def broken(frame: Any) -> None:
+        raise RuntimeError("py4j: the gateway went away")
+
+    monkeypatch.setattr(job, "unkept", broken)
+    out = capture_logs()
+    report = run_report(
+        ReportRequest(inputs=[str(event_log)], output=str(tmp_path), pricing=PRICING), spark=spark
+    )
+    assert json.loads((tmp_path / "summary.json").read_text())["input"] == INPUT_COUNTS
+    assert report.summary["input"] == INPUT_COUNTS
+    [warned] = events(out, "cost.release_failed")
+    assert warned["level"] == "warning" and warned["error"] == "RuntimeError"
 
 
 def test_report_files_and_summary(spark: Any, event_log: Path, tmp_path: Path) -> None:
