@@ -50,6 +50,7 @@ class FaultProxy:
         self.responses_cut = 0
         self.requests = 0
         self.cut_requests: list[bytes] = []  # the start of each request whose answer was cut
+        self.lost_answers: list[bytes] = []  # the first chunk of each answer cut
         self._response_share = 0.0
         self._lost: dict[bytes, int] = {}
         self._random = random.Random(0)
@@ -110,6 +111,19 @@ class FaultProxy:
                 continue
             entries = sent.get("Entries", [sent])
             found.update(str(e.get("MessageBody")) for e in entries)
+        return found
+
+    def lost_receive_bodies(self) -> Counter[str]:
+        """For each message body, how many receive answers that carried it were lost: each
+        hides it for the receive visibility asked for."""
+        found: Counter[str] = Counter()
+        for answer in self.lost_answers:
+            try:
+                reply = json.loads(answer.partition(b"\r\n\r\n")[2])
+            except ValueError:  # not whole in its first chunk: a test's bodies are small
+                continue
+            if isinstance(reply, dict):
+                found.update(str(m.get("Body")) for m in reply.get("Messages", []))
         return found
 
     def latency(self, ms: float) -> None:
@@ -261,6 +275,8 @@ class FaultProxy:
                             return
                         lose_answer = passed
                     elif lose_answer:
+                        with self._lock:  # what the lost answer carried (its first chunk)
+                            self.lost_answers.append(data)
                         return  # the server did the work: close before the answer is passed
                     else:
                         client.sendall(data)
