@@ -60,8 +60,16 @@ class Aggregate:
     cached: list[Any]  # the Spark frames still kept (the grouped rows, `focus`'s); `release()`
 
     def release(self) -> None:
+        """Frees every kept frame, each whatever became of the others; the first failure is
+        raised once all were tried."""
+        failed: Exception | None = None
         for frame in self.cached:
-            unkept(frame)
+            try:
+                unkept(frame)
+            except Exception as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
 
 def aggregate(

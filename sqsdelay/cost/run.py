@@ -102,14 +102,16 @@ def run_report(
             top=r.top,
             registry_table=r.registry_table,
         )
-        # Every resource by name: with destinations folded, too many rows for the driver, so
-        # Spark writes them; else the report writes them with its other files.
-        if agg.folded:
-            step("writing the FOCUS rows")
-            with small_queries(spark):
-                for target in targets:
-                    write_csv(spark, agg.focus, target, focus_rows.FILE, focus_rows.ORDER)
-        _release(agg)
+        try:
+            # Every resource by name: with destinations folded, too many rows for the driver,
+            # so Spark writes them; else the report writes them with its other files.
+            if agg.folded:
+                step("writing the FOCUS rows")
+                with small_queries(spark):
+                    for target in targets:
+                        write_csv(spark, agg.focus, target, focus_rows.FILE, focus_rows.ORDER)
+        finally:  # a caller's session outlives a failed write too
+            _release(agg)
     except Exception as exc:  # Spark reports a missing path as AnalysisException
         if "PATH_NOT_FOUND" in str(exc) or "Path does not exist" in str(exc):
             raise InvalidInput(f"input not found: {', '.join([*inputs, *bills])}") from None

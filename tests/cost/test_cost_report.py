@@ -231,11 +231,17 @@ def test_a_release_that_fails_loses_no_report(
     spark: Any, event_log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Freeing the rows the report kept in Spark comes after its figures: a failure there (a
-    py4j call) is a warning, and the report is written all the same."""
+    py4j call) is a warning, and the report is written all the same. Each frame is freed
+    whatever became of the others."""
     from sqsdelay.cost import job
 
+    freed: list[Any] = []
+    unkept = job.unkept
+
     def broken(frame: Any) -> None:
-        raise RuntimeError("py4j: the gateway went away")
+        unkept(frame)  # the shared session keeps nothing of this test's
+        freed.append(frame)
+        raise RuntimeError("py4j: unpersist failed")
 
     monkeypatch.setattr(job, "unkept", broken)
     out = capture_logs()
@@ -246,6 +252,26 @@ def test_a_release_that_fails_loses_no_report(
     assert report.summary["input"] == INPUT_COUNTS
     [warned] = events(out, "cost.release_failed")
     assert warned["level"] == "warning" and warned["error"] == "RuntimeError"
+    assert freed  # the real release ran first
+
+
+def test_each_kept_frame_is_freed_whatever_became_of_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sqsdelay.cost import job
+
+    tried: list[str] = []
+
+    def unkept(frame: str) -> None:
+        tried.append(frame)
+        if frame != "bill lines":
+            raise RuntimeError(f"py4j: {frame}")
+
+    monkeypatch.setattr(job, "unkept", unkept)
+    agg = job.Aggregate(*[None] * 8, cached=["grouped", "per month", "bill lines"])
+    with pytest.raises(RuntimeError, match="py4j: grouped"):
+        agg.release()
+    assert tried == ["grouped", "per month", "bill lines"]
 
 
 def test_report_files_and_summary(spark: Any, event_log: Path, tmp_path: Path) -> None:

@@ -262,27 +262,15 @@ def test_network_drop_loses_nothing(
 
 
 def test_lost_answers_cost_seconds_not_the_visibility_timeout(
-    make_settings: Callable[..., Settings],
-    sqs: Any,
-    moto_url: str,
-    monkeypatch: pytest.MonkeyPatch,
+    make_settings: Callable[..., Settings], sqs: Any, moto_url: str
 ) -> None:
     """15 % of the worker's SQS answers are lost after SQS acted on the request. A lost
-    receive answer hides its messages for the receive visibility the worker asked for, not
-    the 60 s visibility timeout; nothing is lost or early. The bar (issue 27): p50 <= 3 s,
-    max <= 15 s. A message whose receive answers were lost again and again waits that
-    visibility each time, and the worker sizes it up while its loop lags or its batches
-    take long (issue 45: core.heartbeat): 17 s and 21 s were seen, quiet and loaded. A
-    lateness above 15 s must be that: within the visibilities its lost receives cost, a
-    cycle and a hand-over."""
-    asked: list[int] = []
-    sized = worker_module.Worker.receive_visibility
-
-    def recorded(self: worker_module.Worker, q: Any) -> int:
-        asked.append(sized(self, q))
-        return asked[-1]
-
-    monkeypatch.setattr(worker_module.Worker, "receive_visibility", recorded)
+    receive answer hides its messages for the receive visibility it asked for, not the 60 s
+    visibility timeout; nothing is lost or early. The bar (issue 27): p50 <= 3 s, and
+    lateness <= 15 s unless the message's own lost receives explain more. A message whose
+    receive answers were lost again and again waits each one's visibility, and the worker
+    asks for more than 3 s while its loop lags or its batches take long (issue 45:
+    core.heartbeat): 17 s and 21 s were seen, quiet and loaded, against a flat 15 s."""
     proxy = FaultProxy(moto_url)
     s = make_settings(endpoint_url=proxy.url, max_native_delay_seconds=CYCLE, wait_time_seconds=1)
     assert (s.receive_visibility(), s.visibility_timeout_seconds) == (3, 60)
@@ -306,32 +294,34 @@ def test_lost_answers_cost_seconds_not_the_visibility_timeout(
     first: dict[str, float] = {}
     for g in dest.got:
         first.setdefault(g.body, g.at)
-    late = sorted(first[b] - due[b] for b in due)
-    p50, worst = late[len(late) // 2], late[-1]
+    late = {b: first[b] - due[b] for b in due}
+    ordered = sorted(late.values())
+    p50, worst = ordered[len(ordered) // 2], ordered[-1]
     copies = Counter(g.body for g in dest.got)
     carried = proxy.cut_hand_over_bodies()
     # At least once allows a copy for each lost answer of a hand-over that carried it; a cut
     # receive, delete, extension or requeue is idempotent or deduplicated.
     unexplained = {b: n - 1 - carried[b] for b, n in copies.items() if n - 1 > carried[b]}
-    hidden = proxy.lost_receive_bodies()
-    slow = {
-        b: round(first[b] - due[b], 2)
-        for b in due
-        if first[b] - due[b] > max(15, CYCLE + 3 + hidden[b] * max(asked))
-    }
+    # Each lost receive hid what it carried for the visibility it asked, then the next poll
+    # and hand-over took it: what a message's lateness may hold beyond the 15 s.
+    lost = proxy.lost_receives()
+    hidden: Counter[str] = Counter()
+    for visibility, bodies in lost:
+        hidden.update({b: visibility + s.wait_time_seconds + 1 for b in bodies})
+    slow = {b: round(t, 2) for b, t in late.items() if t > max(15, CYCLE + 3 + hidden[b])}
     print(
         f"cut {proxy.responses_cut} of {proxy.requests} answers {dict(proxy.cut_answers())}; "
         f"lateness p50 {p50:.2f} s, max {worst:.2f} s; {len(dest.got) - total} duplicates, "
         f"{len(dest.got) - total - sum(unexplained.values())} of them after a lost hand-over "
-        f"answer, unexplained {unexplained}; receive visibility asked up to {max(asked)} s; "
-        f"lost receive answers carried {dict(hidden)}"
+        f"answer, unexplained {unexplained}; lost receives (visibility, messages) "
+        f"{[(v, len(b)) for v, b in lost]}"
     )
     assert proxy.responses_cut >= 5  # the faults happened
-    assert set(first) == set(due) and late[0] > -0.05  # none lost, none early
+    assert set(first) == set(due) and ordered[0] > -0.05  # none lost, none early
     assert not unexplained
     assert p50 <= 3
-    assert max(asked) < s.visibility_timeout_seconds
-    assert not slow, (worst, slow)
+    assert all(v < s.visibility_timeout_seconds for v, _ in lost)
+    assert not slow, (slow, {b: hidden[b] for b in slow})
 
 
 def short_visibility(make_settings: Callable[..., Settings], wait: int = 1) -> Settings:

@@ -14,7 +14,9 @@ about 1,000 messages in a queue (docs/short-batches.md): the emulators fill ever
 `latency(ms)` holds each request that long before passing it on: SQS answers in about ten to
 a few tens of milliseconds, the emulators on loopback in one or two, so a worker that waits
 on its calls one after another looks fast on them and is slow on SQS.
-`seen` counts the requests by API.
+`seen` counts the requests by API. `lost_answers` keeps each lost answer whole with the
+start of its request; `lost_receives()` reads from them what each lost receive hid, and for
+how long.
 
 `routes` sends other services elsewhere: {b"DynamoDB_": url} makes a connection whose first
 request names that target go to url (a boto3 client keeps one service per connection), so
@@ -50,7 +52,7 @@ class FaultProxy:
         self.responses_cut = 0
         self.requests = 0
         self.cut_requests: list[bytes] = []  # the start of each request whose answer was cut
-        self.lost_answers: list[bytes] = []  # the first chunk of each answer cut
+        self.lost_answers: list[tuple[bytes, bytes]] = []  # (request's start, whole answer)
         self._response_share = 0.0
         self._lost: dict[bytes, int] = {}
         self._random = random.Random(0)
@@ -113,17 +115,20 @@ class FaultProxy:
             found.update(str(e.get("MessageBody")) for e in entries)
         return found
 
-    def lost_receive_bodies(self) -> Counter[str]:
-        """For each message body, how many receive answers that carried it were lost: each
-        hides it for the receive visibility asked for."""
-        found: Counter[str] = Counter()
-        for answer in self.lost_answers:
+    def lost_receives(self) -> list[tuple[int, list[str]]]:
+        """For each receive whose answer was lost: the VisibilityTimeout it asked for (how
+        long what it carried stays hidden) and the bodies it carried."""
+        found: list[tuple[int, list[str]]] = []
+        for request, answer in self.lost_answers:
+            if b"AmazonSQS.ReceiveMessage" not in request:
+                continue
+            asked = re.search(rb'"VisibilityTimeout":\s*(\d+)', request)
             try:
                 reply = json.loads(answer.partition(b"\r\n\r\n")[2])
-            except ValueError:  # not whole in its first chunk: a test's bodies are small
-                continue
-            if isinstance(reply, dict):
-                found.update(str(m.get("Body")) for m in reply.get("Messages", []))
+            except ValueError:  # an error's answer, or none: it carried no message
+                reply = {}
+            bodies = [str(m.get("Body")) for m in reply.get("Messages", [])]
+            found.append((int(asked.group(1)) if asked else 30, bodies))
         return found
 
     def latency(self, ms: float) -> None:
@@ -252,13 +257,13 @@ class FaultProxy:
             return
         with self._lock:
             self._sockets.update((client, server))
-        lose_answer = False
+        lose_answer, lost_request = False, b""
         try:
             if first:
                 passed = self._pass_request(first, client, server, lose_answer)
                 if passed is None:
                     return
-                lose_answer = passed
+                lose_answer, lost_request = passed, first[:4096]
             elif self._routes:
                 return  # the client closed before its first request
             while True:
@@ -273,10 +278,13 @@ class FaultProxy:
                         passed = self._pass_request(data, client, server, lose_answer)
                         if passed is None:
                             return
+                        if passed and not lose_answer:
+                            lost_request = data[:4096]
                         lose_answer = passed
                     elif lose_answer:
-                        with self._lock:  # what the lost answer carried (its first chunk)
-                            self.lost_answers.append(data)
+                        answer = _whole_answer(data, server)
+                        with self._lock:
+                            self.lost_answers.append((lost_request, answer))
                         return  # the server did the work: close before the answer is passed
                     else:
                         client.sendall(data)
@@ -291,6 +299,26 @@ class FaultProxy:
 
 
 _MAX_10 = re.compile(rb'"MaxNumberOfMessages": ?10')
+
+
+def _whole_answer(start: bytes, server: socket.socket) -> bytes:
+    """An answer read to its Content-Length (the server writes its headers and its body
+    apart, so the first chunk may hold the headers alone), or to what came within a second."""
+    answer = start
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = re.search(rb"(?i)content-length:\s*(\d+)", head)
+    want = int(length.group(1)) if length else 0
+    server.settimeout(1)
+    with contextlib.suppress(OSError):
+        while b"\r\n\r\n" not in answer or len(body) < want:
+            chunk = server.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+            head, _, body = answer.partition(b"\r\n\r\n")
+            if length is None and (found := re.search(rb"(?i)content-length:\s*(\d+)", head)):
+                length, want = found, int(found.group(1))
+    return answer
 
 
 def _address(url: str) -> tuple[str, int]:
