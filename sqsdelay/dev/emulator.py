@@ -106,21 +106,30 @@ def percentile(values: list[float], p: float) -> float | None:
     return ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1]
 
 
+def _mend(owner: Any, name: str, wrap: Callable[[Any], Any]) -> None:
+    """Replaces `owner.name` by `wrap(original)`, once: every emulator of a process (the
+    suite starts many) mends the same moto classes."""
+    original = getattr(owner, name)
+    if getattr(original, "sqsdelay", False):
+        return
+    mended = wrap(original)
+    mended.sqsdelay = True
+    setattr(owner, name, mended)
+
+
 def _teach_moto_percentiles() -> None:
     from moto.cloudwatch.models import Statistics
 
-    original = Statistics.get_statistics_for_type
-    if getattr(original, "sqsdelay", False):
-        return
+    def wrap(original: Any) -> Any:
+        def get(self: Any, stat: str) -> Any:
+            match = re.fullmatch(r"p(\d{1,2}(?:\.\d+)?)", stat)
+            if match is None:
+                return original(self, stat)
+            return percentile(self.metric_single_values_list, float(match.group(1)))
 
-    def get(self: Any, stat: str) -> Any:
-        match = re.fullmatch(r"p(\d{1,2}(?:\.\d+)?)", stat)
-        if match is None:
-            return original(self, stat)
-        return percentile(self.metric_single_values_list, float(match.group(1)))
+        return get
 
-    get.sqsdelay = True  # type: ignore[attr-defined]
-    Statistics.get_statistics_for_type = get  # type: ignore[method-assign]
+    _mend(Statistics, "get_statistics_for_type", wrap)
 
 
 def _memoise_moto_dispatch() -> None:
@@ -129,21 +138,20 @@ def _memoise_moto_dispatch() -> None:
     CPU per SQS request. The answer depends on the host alone, so it is kept per host."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
-    original = DomainDispatcherApplication.get_backend_for_host
-    if getattr(original, "sqsdelay", False):
-        return
-    found: dict[str | None, Any] = {}
+    def wrap(original: Any) -> Any:
+        found: dict[str | None, Any] = {}
 
-    def get(self: Any, host: str | None) -> Any:
-        if host in found:
-            return found[host]
-        backend = original(self, host)
-        if len(found) < _HOSTS_KEPT:  # hosts come from requests: keep a bounded few
-            found[host] = backend
-        return backend
+        def get(self: Any, host: str | None) -> Any:
+            if host in found:
+                return found[host]
+            backend = original(self, host)
+            if len(found) < _HOSTS_KEPT:  # hosts come from requests: keep a bounded few
+                found[host] = backend
+            return backend
 
-    get.sqsdelay = True  # type: ignore[attr-defined]
-    DomainDispatcherApplication.get_backend_for_host = get  # type: ignore[method-assign]
+        return get
+
+    _mend(DomainDispatcherApplication, "get_backend_for_host", wrap)
 
 
 _HOSTS_KEPT = 1024
@@ -156,17 +164,15 @@ WRITE_LOCK = threading.RLock()
 def _serialise_moto_writes() -> None:
     from moto.dynamodb.models import DynamoDBBackend
 
-    for name in _WRITES:
-        original = getattr(DynamoDBBackend, name)
-        if getattr(original, "sqsdelay", False):
-            continue
-
-        def write(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+    def wrap(original: Any) -> Any:
+        def write(self: Any, *args: Any, **kwargs: Any) -> Any:
             with WRITE_LOCK:
-                return _original(self, *args, **kwargs)
+                return original(self, *args, **kwargs)
 
-        write.sqsdelay = True  # type: ignore[attr-defined]
-        setattr(DynamoDBBackend, name, write)
+        return write
+
+    for name in _WRITES:
+        _mend(DynamoDBBackend, name, wrap)
 
 
 # Lambda's default for a function whose configuration was never put (Lambda developer guide,
@@ -231,18 +237,16 @@ def _untrigger_deleted_mappings() -> None:
     project maps queues only.)"""
     from moto.awslambda.models import LambdaBackend
 
-    original = LambdaBackend.delete_event_source_mapping
-    if getattr(original, "sqsdelay", False):
-        return
+    def wrap(original: Any) -> Any:
+        def delete(self: Any, uuid: str) -> Any:
+            mapping = original(self, uuid)
+            if mapping is not None:
+                mapping.enabled = False
+            return mapping
 
-    def delete(self: Any, uuid: str) -> Any:
-        mapping = original(self, uuid)
-        if mapping is not None:
-            mapping.enabled = False
-        return mapping
+        return delete
 
-    delete.sqsdelay = True  # type: ignore[attr-defined]
-    LambdaBackend.delete_event_source_mapping = delete  # type: ignore[method-assign]
+    _mend(LambdaBackend, "delete_event_source_mapping", wrap)
 
 
 class ScheduleRunner:
@@ -317,11 +321,7 @@ class ScheduleRunner:
                 schedule = self._scheduler.get_schedule(
                     Name=summary["Name"], GroupName=summary["GroupName"]
                 )
-                try:
-                    due = parking.fire_ms_of(schedule.get("ScheduleExpression", ""))
-                except ValueError:  # an expression of another form: never fired here
-                    continue
-                if due is None or due > now * 1000:
+                if not _due(schedule.get("ScheduleExpression", ""), now):
                     continue
                 self._fire(schedule)
                 fired += 1
@@ -366,17 +366,21 @@ def any_due_in_moto(region: str) -> Callable[[float], bool]:
         # copies: the server's threads add and delete schedules meanwhile
         for group in list(backend.schedule_groups.values()):
             for schedule in list(group.schedules.values()):
-                if schedule.state != "ENABLED":
-                    continue
-                try:
-                    fire_ms = parking.fire_ms_of(schedule.schedule_expression)
-                except ValueError:  # the API pass skips it too
-                    continue
-                if fire_ms is not None and fire_ms <= now * 1000:
+                if schedule.state == "ENABLED" and _due(schedule.schedule_expression, now):
                     return True
         return False
 
     return due
+
+
+def _due(expression: str, now: float) -> bool:
+    """Whether a schedule fires by `now`: an `at(...)` time past; another kind (or a time
+    that does not parse) is never fired here."""
+    try:
+        fire_ms = parking.fire_ms_of(expression)
+    except ValueError:
+        return False
+    return fire_ms is not None and fire_ms <= now * 1000
 
 
 _UPDATE_KEYS = (

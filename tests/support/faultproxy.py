@@ -301,24 +301,23 @@ class FaultProxy:
 _MAX_10 = re.compile(rb'"MaxNumberOfMessages": ?10')
 
 
-def _whole_answer(start: bytes, server: socket.socket) -> bytes:
+def _whole_answer(answer: bytes, server: socket.socket) -> bytes:
     """An answer read to its Content-Length (the server writes its headers and its body
     apart, so the first chunk may hold the headers alone), or to what came within a second."""
-    answer = start
-    head, _, body = answer.partition(b"\r\n\r\n")
-    length = re.search(rb"(?i)content-length:\s*(\d+)", head)
-    want = int(length.group(1)) if length else 0
     server.settimeout(1)
     with contextlib.suppress(OSError):
-        while b"\r\n\r\n" not in answer or len(body) < want:
+        while not _whole(answer):
             chunk = server.recv(65536)
             if not chunk:
                 break
             answer += chunk
-            head, _, body = answer.partition(b"\r\n\r\n")
-            if length is None and (found := re.search(rb"(?i)content-length:\s*(\d+)", head)):
-                length, want = found, int(found.group(1))
     return answer
+
+
+def _whole(answer: bytes) -> bool:
+    head, ended, body = answer.partition(b"\r\n\r\n")
+    length = re.search(rb"(?i)content-length:\s*(\d+)", head)
+    return bool(ended) and (length is None or len(body) >= int(length.group(1)))
 
 
 def _address(url: str) -> tuple[str, int]:
