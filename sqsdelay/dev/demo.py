@@ -245,7 +245,7 @@ def run(
         console.print(f"[red]FAILED: lost {lost}, early {early}[/red]")
         return 1
     (output / "metrics.jsonl").write_text("".join(emf_lines), encoding="utf-8")
-    if not _compare_metrics(emf_lines, rows, console):
+    if not _compare_metrics(emf_lines, rows, console, running.worker.max_lag_s):
         return 1
     calls = running.worker.stats.calls + own.calls
     return _cost_report(events, output, console, calls, datetime.fromtimestamp(started, UTC))
@@ -307,9 +307,12 @@ def _scheduled(sender: Sender) -> Table:
     return table
 
 
-def _compare_metrics(lines: list[str], rows: list[Row], console: Console) -> bool:
+def _compare_metrics(
+    lines: list[str], rows: list[Row], console: Console, worker_lag: float = 0.0
+) -> bool:
     """The worker's metrics (its EMF lines) next to what the demo measured itself; whether
-    they agree: the same hand-overs and requeues, lateness within the demo's polling."""
+    they agree: the same hand-overs and requeues, lateness within the demo's polling and
+    the worker's largest loop lag (`worker_lag`)."""
     values: dict[str, list[float]] = {}
     for line in "".join(lines).splitlines():
         obj = json.loads(line)
@@ -321,9 +324,13 @@ def _compare_metrics(lines: list[str], rows: list[Row], console: Console) -> boo
     looped = [r for r in rows if r.route != "direct"]
     measured = [r.lateness or 0.0 for r in worker]
     # Each measured lateness is the worker's plus at most its row's blind time, so each order
-    # statistic (p50, p99, max) is too.
+    # statistic (p50, p99, max) is too. A worker whose loop lags reads a receive's answer
+    # late: it hands the message over that much late (a first receive's remaining delay is
+    # counted from the broker's receive time), and its clock offset, sampled by the same
+    # late reads, hides it from the metric (seen: 1.27 s measured, 0.04 s metric, in a
+    # saturated `make test`).
     blind = max((r.blind for r in worker), default=0.0)
-    tolerance = LATENESS_TOLERANCE + blind
+    tolerance = LATENESS_TOLERANCE + blind + worker_lag
     late = [v / 1000 for v in values.get(LATENESS, [])]
     due = {name: int(sum(values.get(name, []))) for _, name in WINDOWS}
     table = Table(title="metrics (EMF, metrics.jsonl) next to the table above")
@@ -365,7 +372,8 @@ def _compare_metrics(lines: list[str], rows: list[Row], console: Console) -> boo
     console.print(table)
     console.print(
         f"lateness agrees within {tolerance:.2f} s: {LATENESS_TOLERANCE} s plus {blind:.2f} s "
-        "the demo was slow to see (its slowest send or poll)"
+        f"the demo was slow to see (its slowest send or poll) plus {worker_lag:.2f} s the "
+        "worker's loop ran late"
     )
     console.print(
         f"due windows (requeues counted by time left): DueWithin1h {due['DueWithin1h']}"
