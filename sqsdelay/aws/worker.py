@@ -141,9 +141,10 @@ class Worker:
         # How late the event loop runs, and how long batches take (core.heartbeat), on the
         # real monotonic clock: they size the receive visibility and hold back receives.
         self._lag = heartbeat.Recent()
-        # The largest lag since the start. The hand-over lateness metric reads the broker's
-        # clock through an offset whose samples a lagging loop takes late, so it can miss up
-        # to that much lateness (the demo's check allows for it).
+        # The largest lag since the start (the demo's check allows for it): the hand-over
+        # lateness metric reads the broker's clock through an offset sampled by reads that a
+        # lagging loop makes late (one over a second late restarts the estimate, taken for
+        # a clock jump), so under lag the metric reads low by about as much.
         self.max_lag_s = 0.0
         self._touch_warned = float("-inf")
         self._extra = 0  # receive loops beyond each queue's first, over all queues
