@@ -56,7 +56,9 @@ def spark_session(
         builder = (
             builder.master(master or "local[2]")
             .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "true")
+            # Spark's progress bar is for someone watching a terminal: in a log (CI, a
+            # container's, a captured run) it is noise.
+            .config("spark.ui.showConsoleProgress", str(_on_terminal()).lower())
             .config("spark.sql.shuffle.partitions", "4")
             .config("spark.driver.memory", driver_memory)
             .config("spark.driver.extraJavaOptions", java)
@@ -70,6 +72,14 @@ def spark_session(
         with _environment(MALLOC_ARENA_MAX="2"):
             return builder.getOrCreate()
     return builder.getOrCreate()
+
+
+def _on_terminal() -> bool:
+    """Whether standard error is a terminal (it may be closed or replaced)."""
+    try:
+        return sys.stderr is not None and sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 @contextlib.contextmanager
