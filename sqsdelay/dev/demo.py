@@ -362,12 +362,10 @@ def _compare_metrics(
         ),
     ]
     agree = True
-    for label, metric, own, tolerance in checks:
-        ok = abs(metric - own) <= tolerance
+    for label, metric, own, allowed in checks:
+        ok = abs(metric - own) <= allowed
         agree &= ok
-        shown = (
-            (f"{metric:.2f} s", f"{own:.2f} s") if tolerance else (f"{metric:.0f}", f"{own:.0f}")
-        )
+        shown = (f"{metric:.2f} s", f"{own:.2f} s") if allowed else (f"{metric:.0f}", f"{own:.0f}")
         table.add_row(label, *shown, "yes" if ok else "[red]no[/red]")
     later = ", ".join(f"{name} {n}" for name, n in due.items() if n and name != "DueWithin1h")
     console.print(table)
