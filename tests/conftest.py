@@ -84,6 +84,7 @@ SHARED_SPARK_FILES = frozenset(
         "test_cost_parity",
         "test_emr_template",
         "test_months_sql",
+        "test_collect",
     )
 )
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqsdelay.core import wire_format
 from sqsdelay.cost.bands import BANDS, LONGER
+from sqsdelay.cost.collect import to_pandas
 from sqsdelay.cost.fold import (
     BILL_ROW_BUDGET,
     TOP_DESTINATIONS,
@@ -111,7 +112,7 @@ def aggregate(
     # first ran Spark jobs of its own (11 jobs on the tests' event log, 4 to 6 now). A
     # result over the budget costs the budget's rows, collected and dropped (some hundred
     # MB on the driver; it takes millions of messages to make that many groups).
-    head = grouped.limit(GROUP_ROW_BUDGET + 1).toPandas()
+    head = to_pandas(grouped.limit(GROUP_ROW_BUDGET + 1))
     local = len(head) <= GROUP_ROW_BUDGET
 
     def per_destination() -> Any:
@@ -122,7 +123,7 @@ def aggregate(
         shape = rolled_up(head, SHAPE)
         few = priced_head["destination"].nunique(dropna=False) <= top
     else:
-        shape = rollup(grouped, SHAPE).toPandas()
+        shape = to_pandas(rollup(grouped, SHAPE))
         known = per_destination().select("destination").distinct()
         few = known.limit(top + 1).count() <= top
     bands = [name for _, name in BANDS] + [LONGER]
@@ -140,10 +141,10 @@ def aggregate(
         bill_lines = bill(known).persist()  # else the Spark query `few` was counted from
     bill_rows = None
     if few and bill_lines is not None:
-        bill_rows = bill_lines.limit(BILL_ROW_BUDGET + 1).toPandas()
+        bill_rows = to_pandas(bill_lines.limit(BILL_ROW_BUDGET + 1))
         few = len(bill_rows) <= BILL_ROW_BUDGET  # a bill of many other queues: folded too
     if few:
-        rows = rolled_up(priced_head, PER_DESTINATION) if local else per_destination().toPandas()
+        rows = rolled_up(priced_head, PER_DESTINATION) if local else to_pandas(per_destination())
         firsts = rows.groupby("destination")["first_ts"].min()
         first_seen = {
             d: max(start, utc(pd.Timestamp(t).to_pydatetime())) for d, t in firsts.items()

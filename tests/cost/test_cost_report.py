@@ -23,7 +23,7 @@ from sqsdelay.cost.workload import generate
 from sqsdelay.errors import InvalidInput
 from tests.support.cost_events import INPUT_COUNTS, RECORDS, envelopes, write_event_log
 from tests.support.logs import capture_logs, events
-from tests.support.spark_jobs import spark_jobs
+from tests.support.spark_jobs import collect_action, spark_jobs
 
 pytestmark = pytest.mark.spark
 PRICING = load_pricing()
@@ -101,7 +101,7 @@ def test_the_roll_ups_on_the_driver_are_sparks(
     # after the action on 3.5; the limit's tries, one or two.) A count of the grouped rows
     # before the collect, and the cache read again, made 11 jobs.
     actions = {name.split(" at ")[0] for name in jobs if not name.startswith("$anonfun")}
-    assert actions == {"localCheckpoint", "toPandas"}, jobs
+    assert actions == {"localCheckpoint", collect_action(spark)}, jobs
     # the checkpoint's blocks are freed by the release, not left to the JVM's collector
     (grouped,) = local.cached
     sc = spark.sparkContext._jsc.sc()  # its persistent RDDs by id (a copy each call)

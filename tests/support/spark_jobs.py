@@ -26,3 +26,9 @@ def spark_jobs(spark: Any) -> Iterator[list[str]]:
     bus.waitUntilEmpty()
     after = jobs()
     started.extend(after[k] for k in sorted(set(after) - set(before)))
+
+
+def collect_action(spark: Any) -> str:
+    """The name Spark gives the report's collects (`cost/collect.to_pandas`): `toArrow`
+    where the DataFrame has it (Spark 4), else `toPandas` (3.5)."""
+    return "toArrow" if hasattr(spark.range(0), "toArrow") else "toPandas"
