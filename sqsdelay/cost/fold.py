@@ -17,6 +17,7 @@ from typing import Any
 
 from sqsdelay.core import queue_names, quotas, tags, wire_format
 from sqsdelay.cost import bill as b
+from sqsdelay.cost.collect import to_pandas
 from sqsdelay.cost.focus import DYNAMODB, SCHEDULER, SQS
 from sqsdelay.cost.money import Billed, route_requests
 from sqsdelay.cost.pricing import Pricing, Quantities, Requests
@@ -201,30 +202,29 @@ def fold(
             F.lit(others(folded))
         )
     sums = [c for c in per_destination.columns if c not in ("kind", *keys, "parked_route")]
-    small = (
+    small = to_pandas(
         per_destination.withColumn("destination", label)
         .groupBy("kind", *keys, "parked_route")
         .agg(*(reduced(c) for c in sums))
-        .toPandas()
     )
     polls = ("idle_poll_requests", "staging_poll_requests")
     idle_small = (
-        per_month.where(F.col("idle_poll_requests") > 0)
-        .withColumn("destination", label)
-        .groupBy(*keys)
-        .agg(*(F.sum(c).alias(c) for c in polls))
-        .toPandas()
+        to_pandas(
+            per_month.where(F.col("idle_poll_requests") > 0)
+            .withColumn("destination", label)
+            .groupBy(*keys)
+            .agg(*(F.sum(c).alias(c) for c in polls))
+        )
         .set_index(keys)[list(polls)]
         .astype(float)  # float even when empty: an object column would spoil the join
     )
     bill_small = None
     if bill is not None:
         own = F.col("component").isin(b.DELAY_QUEUE, b.DESTINATION_QUEUE)
-        bill_small = (
+        bill_small = to_pandas(
             bill.withColumn("destination", F.when(own, label).otherwise(F.col("destination")))
             .groupBy("component", *keys, "currency")
             .agg(*(F.sum(c).alias(c) for c in ("list", "billed", "requests", "lines")))
-            .toPandas()
         )
     units = per_destination.groupBy("month").agg(
         F.sum(cols["writes"]).alias("writes"), F.sum(cols["reads"]).alias("reads")

@@ -9,18 +9,23 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from sqsdelay.cost import collect
 from sqsdelay.cost.collect import to_pandas
 
 pytestmark = pytest.mark.spark
 
 SCHEMA = (
     "kind int, bucket int, band int, messages double, destination string, "
-    "parked_route boolean, month date, first_ts timestamp, small tinyint, big bigint"
+    "parked_route boolean, month date, first_ts timestamp, small tinyint, big bigint, "
+    "short smallint, share float, local timestamp_ntz"
 )
+AT = datetime(2026, 3, 1, 10, tzinfo=UTC)
+LATE_NAIVE = datetime(2200, 1, 1)  # pandas' nanoseconds reach 2262
+LATE = LATE_NAIVE.replace(tzinfo=UTC)
 ROWS = [
-    (1, 0, 2, 3.5, "orders", False, date(2026, 3, 1), datetime(2026, 3, 1, 10, tzinfo=UTC), 1, 2),
-    (2, 1, None, None, None, None, None, None, None, None),  # a null in every nullable one
-    (3, 2, 0, 1e-9, "billing", True, date(1970, 1, 1), datetime(2200, 1, 1, tzinfo=UTC), -1, -2),
+    (1, 0, 2, 3.5, "orders", False, date(2026, 3, 1), AT, 1, 2, 3, 0.5, datetime(2026, 3, 1)),
+    (2, 1, *[None] * 11),  # a null in every nullable one
+    (3, 2, 0, 1e-9, "billing", True, date(1970, 1, 1), LATE, -1, -2, -3, -0.25, LATE_NAIVE),
 ]
 
 
@@ -44,8 +49,26 @@ def test_no_rows_give_the_same_empty_frame(spark: Any) -> None:
 
 
 def test_other_column_types_take_to_pandas(spark: Any) -> None:
-    frame = same(spark, [([1, 2], Decimal("1.50"))], "ids array<int>, cost decimal(10,2)")
-    assert list(frame.loc[0, "ids"]) == [1, 2]
+    """Arrow's conversion gives a map as a list of pairs and a struct as a dict; toPandas
+    a dict and a Row."""
+    rows = [({"a": 1}, (1, "x"), [1, 2], Decimal("1.50"))]
+    schema = "tags map<string,int>, pair struct<n:int,s:string>, ids array<int>, d decimal(10,2)"
+    frame = same(spark, rows, schema)
+    assert frame.loc[0, "tags"] == {"a": 1}
+
+
+def test_repeated_column_names_take_to_pandas(spark: Any) -> None:
+    assert list(same(spark, [(1, 2)], "a int, a int").columns) == ["a", "a"]
+
+
+def test_without_a_pyarrow_that_converts_it_is_to_pandas(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark 4 collects without pyarrow, and pyarrow before 13 lacks an option this needs."""
+    monkeypatch.setattr(collect, "_arrow_converts", lambda: False)
+    df = spark.createDataFrame([(AT,)], "t timestamp")
+    monkeypatch.setattr(type(df), "toArrow", lambda self: pytest.fail("took Arrow"))
+    assert to_pandas(df).loc[0, "t"] == pd.Timestamp("2026-03-01 10:00")
 
 
 def test_timestamps_come_in_utc_whatever_the_session_zone(spark: Any) -> None:
