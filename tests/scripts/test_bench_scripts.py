@@ -6,13 +6,15 @@ to a bar: a burst whose receives come back short against the same burst with ful
 
 from __future__ import annotations
 
+import importlib
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.scripts.smoke import run_script
+from tests.scripts.smoke import SCRIPTS, run_script
 
 pytestmark = pytest.mark.slow
 
@@ -81,6 +83,26 @@ def test_soak() -> None:
     # a kill every 10 s leaves some batches out of sight for the visibility timeout (60 s),
     # longer than this drain: only that it runs, kills and steps the clock is checked here
     assert out["kills"] >= 1 and out["clock_steps_seen"] == 1 and out["early"] == 0
+
+
+def test_bench_cost_times_later_runs_once_the_first_run_s_dump_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one-shot's timed runs wait for the class-data dump the first run left (its claim,
+    `classarchive.claim`), not run beside it without the archive."""
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    bench_cost = importlib.import_module("bench_cost")
+    assert bench_cost.archive_written(tmp_path) is None  # nothing to wait for
+    lock = tmp_path / "sqsdelay" / "spark-0123.jsa.lock"
+    lock.parent.mkdir()
+    lock.touch()
+    done = threading.Timer(1.0, lock.unlink)
+    done.start()
+    waited = bench_cost.archive_written(tmp_path, deadline_s=60)
+    assert waited is not None and waited >= 0.5 and not lock.exists()
+    lock.touch()  # a dump that never ends: said, not waited for for ever
+    with pytest.raises(SystemExit, match="still runs"):
+        bench_cost.archive_written(tmp_path, deadline_s=0.6)
 
 
 @pytest.mark.timeout(600)  # three JVMs: minutes when the main suite's Spark tests run beside it
