@@ -165,7 +165,8 @@ def spark_report(
 
 def archive_written(cache: Path, deadline_s: float = 600) -> float | None:
     """Seconds until no class-data dump holds its claim under `cache` (the claim is given up
-    when the dump ends, `classarchive.release`): None if there was none to wait for."""
+    when the dump ends, `classarchive.release`) and its archive is there: None if there was
+    no dump to wait for."""
     started = time.perf_counter()
     claims = (cache / "sqsdelay").glob("*.jsa.lock")
     if next(iter(claims), None) is None:
@@ -174,6 +175,10 @@ def archive_written(cache: Path, deadline_s: float = 600) -> float | None:
         if time.perf_counter() - started > deadline_s:
             raise SystemExit(f"the class-data archive's dump still runs after {deadline_s} s")
         time.sleep(0.5)
+    # A failed dump gives its claim up too: the timed runs would then dump again beside
+    # each other, the case this wait is for.
+    if not any((cache / "sqsdelay").glob("*.jsa")):
+        raise SystemExit("the class-data archive's dump ended without an archive")
     return round(time.perf_counter() - started, 1)
 
 

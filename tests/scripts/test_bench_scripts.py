@@ -93,10 +93,21 @@ def test_bench_cost_times_later_runs_once_the_first_run_s_dump_is_done(
     monkeypatch.syspath_prepend(str(SCRIPTS))
     bench_cost = importlib.import_module("bench_cost")
     assert bench_cost.archive_written(tmp_path) is None  # nothing to wait for
-    lock = tmp_path / "sqsdelay" / "spark-0123.jsa.lock"
+    archive = tmp_path / "sqsdelay" / "spark-0123.jsa"
+    lock = archive.with_name(f"{archive.name}.lock")
     lock.parent.mkdir()
     lock.touch()
-    done = threading.Timer(1.0, lock.unlink)
+    failed = threading.Timer(0.5, lock.unlink)  # a dump that failed gives its claim up too
+    failed.start()
+    with pytest.raises(SystemExit, match="without an archive"):
+        bench_cost.archive_written(tmp_path, deadline_s=60)
+    lock.touch()
+
+    def dumped() -> None:
+        archive.touch()
+        lock.unlink()
+
+    done = threading.Timer(1.0, dumped)
     done.start()
     waited = bench_cost.archive_written(tmp_path, deadline_s=60)
     assert waited is not None and waited >= 0.5 and not lock.exists()
