@@ -10,9 +10,9 @@ On the Arrow path the frame is `toPandas()`'s for the column types the report co
 (numbers, strings, booleans, dates, timestamps), nulls included, except that timestamps come
 as naive UTC whatever the session's time zone (`toPandas()` gives the session's local time;
 the report's own sessions are in UTC). Numeric columns may be read-only views of Arrow's
-memory: copy a frame before writing into it in place. Any other column type, a Spark without
-`DataFrame.toArrow` (before 4.0, such as EMR's 3.5) and a pyarrow without what this needs
-take `toPandas()`.
+memory: copy a frame before writing into it in place. Any other column type, repeated column
+names, a Spark without `DataFrame.toArrow` (before 4.0, such as EMR's 3.5) and a pyarrow
+without what this needs take `toPandas()`.
 """
 
 from __future__ import annotations
