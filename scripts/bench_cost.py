@@ -168,16 +168,20 @@ def archive_written(cache: Path, deadline_s: float = 600) -> float | None:
     when the dump ends, `classarchive.release`) and its archive is there: None if there was
     no dump to wait for."""
     started = time.perf_counter()
-    claims = (cache / "sqsdelay").glob("*.jsa.lock")
-    if next(iter(claims), None) is None:
+    folder = cache / "sqsdelay"  # where `classarchive.class_archive_file` puts it
+
+    def claimed() -> bool:
+        return any(folder.glob("*.jsa.lock"))  # `classarchive.claim`'s file
+
+    if not claimed():
         return None
-    while any((cache / "sqsdelay").glob("*.jsa.lock")):
+    while claimed():
         if time.perf_counter() - started > deadline_s:
             raise SystemExit(f"the class-data archive's dump still runs after {deadline_s} s")
         time.sleep(0.5)
     # A failed dump gives its claim up too: the timed runs would then dump again beside
     # each other, the case this wait is for.
-    if not any((cache / "sqsdelay").glob("*.jsa")):
+    if not any(folder.glob("*.jsa")):
         raise SystemExit("the class-data archive's dump ended without an archive")
     return round(time.perf_counter() - started, 1)
 
