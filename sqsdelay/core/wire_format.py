@@ -40,6 +40,12 @@ DELAY_MS_ATTRIBUTE: Final = "sqsdelay.DelayMilliseconds"
 # The retry a consumer's `retry_later` made of a message (1, 2, ...): the backoff counts it,
 # and the idempotency guard keys on it, so a retry runs again while a duplicate does not.
 ATTEMPT_ATTRIBUTE: Final = "sqsdelay.Attempt"
+# A replay from the error queue (`replay-errors`, the console's "replay selected",
+# docs/consumers.md#replay): a token new for each replay, carried to the destination and
+# through a consumer's retries. The registry takes a token its record has not seen as a new
+# delivery of a handed-over message, and the guard keys on it, so a replay is neither dropped
+# as a duplicate nor skipped as already processed.
+REPLAY_ATTRIBUTE: Final = "sqsdelay.Replay"
 OWN_ATTRIBUTES: Final = frozenset(
     {DELAY_ATTRIBUTE, DUE_AT_ATTRIBUTE, FAILURE_ATTRIBUTE, DELAY_MS_ATTRIBUTE}
 )
