@@ -2,7 +2,7 @@
 
 import math
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_CEILING, Context, Decimal, InvalidOperation
 from fractions import Fraction
 
 from sqsdelay.core import quotas
@@ -10,6 +10,16 @@ from sqsdelay.core.types import Route
 from sqsdelay.errors import InvalidDelay, MessageDelayTooLong
 
 DelayLike = int | float | Decimal | timedelta
+
+# 10**15 s (31.7 million years) is beyond any date (timedelta's range ends at 8.64e13 s) and
+# any SQSDELAY_MAX_DELAY_SECONDS: a number this large is refused before any arithmetic on
+# it. A Decimal's exact value costs work exponential in its exponent ("1e-40000000" would
+# be a 40-million-digit denominator), so a Decimal is bounded by its exponent first.
+_BEYOND_ANY_DATE_DIGITS = 15
+_MILLISECOND = Decimal("0.001")
+# Enough digits for any delay below 10**15 s to the millisecond, whatever the caller's
+# decimal context; a result that needs more raises (InvalidOperation) rather than rounding.
+_EXACT = Context(prec=_BEYOND_ANY_DATE_DIGITS + 10, traps=[InvalidOperation])
 
 
 def delay_seconds(
@@ -46,13 +56,35 @@ def delay_milliseconds(
             f"delay must be a number of seconds or a timedelta, not {type(delay).__name__}"
         )
     seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
-    if isinstance(seconds, float | Decimal) and not math.isfinite(seconds):
+    # Decimal's own test: math.isfinite would make 1e40000000 a float, infinite.
+    finite = seconds.is_finite() if isinstance(seconds, Decimal) else math.isfinite(seconds)
+    if not finite:
         raise InvalidDelay(f"delay must be a finite number of seconds, not {seconds}")
     if seconds < 0:
         raise InvalidDelay(f"delay must not be negative (got {seconds} s)")
+    if seconds >= 10**_BEYOND_ANY_DATE_DIGITS:  # a comparison: cheap for any exponent
+        raise InvalidDelay(
+            f"a delay of {seconds:.6g} s is beyond any date: give a number of seconds of at "
+            "most SQSDELAY_MAX_DELAY_SECONDS (was it given in milliseconds?)"
+        )
+    if isinstance(seconds, Decimal):
+        return _decimal_milliseconds(seconds)
     # Exact arithmetic: a float product could round a tiny delay down to 0, which is early.
     exact = _exact(delay) if isinstance(delay, timedelta) else Fraction(seconds)
     return math.ceil(exact * 1000)
+
+
+def _decimal_milliseconds(seconds: Decimal) -> int:
+    """A finite Decimal of 0 to 10**15 s in milliseconds, rounded up, with work bounded by
+    its digits, never by its exponent: anything positive below a millisecond is 1 ms (what
+    exact arithmetic gives, without computing 10**40000000), the rest is rounded up to the
+    millisecond in a context of its own (at most 18 digits)."""
+    if not seconds:
+        return 0
+    if seconds.adjusted() < -3:  # 0 < seconds < 0.001
+        return 1
+    rounded = seconds.quantize(_MILLISECOND, rounding=ROUND_CEILING, context=_EXACT)
+    return int(rounded.scaleb(3, context=_EXACT))
 
 
 def _exact(delay: timedelta) -> Fraction:

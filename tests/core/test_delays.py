@@ -1,12 +1,25 @@
+import contextlib
+import math
+import time
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from fractions import Fraction
+from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqsdelay.core.delays import delay_milliseconds, delay_seconds, parse_delay, route
+from sqsdelay.core import delays
+from sqsdelay.core.delays import (
+    delay_milliseconds,
+    delay_seconds,
+    parse_delay,
+    parse_exact_delay,
+    route,
+)
+from sqsdelay.core.taskiq_delay import label_milliseconds
 from sqsdelay.errors import InvalidDelay, MessageDelayTooLong
 
 
@@ -109,3 +122,127 @@ def test_milliseconds_of_floats_timedeltas_and_times() -> None:
     now = 1_700_000_000.25
     at = datetime.fromtimestamp(now + 7.5, UTC)
     assert delay_milliseconds(deliver_at=at, now=now) == 7500
+
+
+# Issue 58 (8): a Decimal's exact value costs work exponential in its exponent
+# (`Fraction(Decimal("1e-4000000"))` took 1.85 CPU-s), and the sender, the CLI and taskiq's
+# label all read delays through `delay_milliseconds`.
+_HUGE_EXPONENT = 100
+
+
+class RefusingDecimal(Decimal):
+    """A Decimal whose exact value may not be computed when its exponent is huge."""
+
+    def _refuse(self) -> None:
+        exponent = self.as_tuple().exponent
+        assert not isinstance(exponent, int) or abs(exponent) <= _HUGE_EXPONENT, (
+            f"exact arithmetic on a delay with the exponent {exponent}"
+        )
+
+    def as_integer_ratio(self) -> tuple[int, int]:
+        self._refuse()
+        return super().as_integer_ratio()
+
+    def __int__(self) -> int:
+        self._refuse()
+        return super().__int__()
+
+    def __ceil__(self) -> int:
+        self._refuse()
+        return super().__ceil__()
+
+
+def _refusing_fraction(*args: Any) -> Fraction:
+    """`Fraction`, refusing a Decimal of a huge exponent: the work that was exponential."""
+    for arg in args:
+        if isinstance(arg, Decimal):
+            RefusingDecimal(arg)._refuse()
+    return Fraction(*args)
+
+
+def _expected_ms(delay: Decimal) -> int:
+    """The exact meaning, rounded up to the millisecond, for a delay of a small exponent."""
+    return math.ceil(Fraction(Decimal(delay)) * 1000)
+
+
+decimals_of_any_exponent = st.builds(
+    lambda digits, exponent: RefusingDecimal((0, tuple(digits), exponent)),
+    st.lists(st.integers(0, 9), min_size=1, max_size=30),
+    st.integers(-(10**9), 10**9),
+)
+
+
+@given(decimals_of_any_exponent)
+def test_any_decimal_delay_is_decided_without_arithmetic_on_its_exponent(delay: Decimal) -> None:
+    try:
+        ms = delay_milliseconds(delay)
+    except InvalidDelay as exc:
+        assert delay >= 10**15, exc  # only what is beyond any date is refused
+        assert "beyond any date" in str(exc) and "SQSDELAY_MAX_DELAY_SECONDS" in str(exc)
+        return
+    if not delay:
+        assert ms == 0
+    elif delay.adjusted() < -3:  # a positive fraction of a millisecond: one, never early
+        assert ms == 1
+    else:  # a bounded exponent: the exact value, rounded up, as before
+        assert ms == _expected_ms(delay)
+
+
+delay_texts = st.builds(
+    lambda sign, whole, fraction, exponent: f"{sign}{whole}{fraction}e{exponent}",
+    st.sampled_from(["", "+", "-"]),
+    st.integers(0, 10**6),
+    st.sampled_from(["", "."]) | st.integers(0, 999).map(lambda f: f".{f}"),
+    st.integers(-(10**9), 10**9),
+)
+
+
+@given(delay_texts)
+def test_any_delay_text_is_decided_within_bounded_work(text: str) -> None:
+    """The CLI's and taskiq's readings of a text: a delay or InvalidDelay, with no exact
+    arithmetic on a huge exponent and a few milliseconds of CPU at most."""
+    readers = (parse_exact_delay, parse_delay, label_milliseconds)
+    with mock.patch.object(delays, "Fraction", _refusing_fraction):
+        for read in readers:
+            start = time.process_time()
+            with contextlib.suppress(InvalidDelay):
+                read(text)
+            assert time.process_time() - start < 0.1, (read.__name__, text)
+
+
+@pytest.mark.parametrize("text", ["1e-40000000", "1e-4000000", "0.5E-999999999", "+1e-3000000"])
+def test_a_tiny_delay_of_a_huge_exponent_is_one_millisecond_at_once(text: str) -> None:
+    start = time.process_time()
+    assert parse_exact_delay(text) == Decimal(text)  # kept exact for the sender
+    assert delay_milliseconds(Decimal(text)) == 1  # never early: rounded up
+    assert parse_delay(text) == 1
+    assert label_milliseconds(text) == 1
+    assert time.process_time() - start < 0.1
+
+
+@pytest.mark.parametrize("text", ["1e40000000", "1e15", "999999999999999999.5"])
+def test_a_huge_delay_is_refused_as_beyond_any_date_at_once(text: str) -> None:
+    with pytest.raises(InvalidDelay, match="beyond any date"):
+        delay_milliseconds(Decimal(text))
+    with pytest.raises(InvalidDelay, match="beyond any date"):
+        parse_exact_delay(text)
+
+
+@pytest.mark.parametrize(
+    ("delay", "ms"),
+    [
+        (Decimal("0.0005"), 1),
+        (Decimal("0.001"), 1),
+        (Decimal("0.0010000000000000000000000000000000001"), 2),  # more digits than a context
+        (Decimal("99999999999999.9991"), 99_999_999_999_999_999 + 1),
+        (Decimal("3600"), 3_600_000),
+        (Decimal("-0"), 0),
+        (Decimal("0E+5000000"), 0),
+    ],
+)
+def test_decimal_delays_keep_their_exact_meaning_whatever_the_context(
+    delay: Decimal, ms: int
+) -> None:
+    with localcontext() as context:
+        context.prec = 3  # a caller's context does not round the delay
+        assert delay_milliseconds(delay) == ms
