@@ -14,14 +14,21 @@ RUN python -m venv /opt/venv \
 
 # ---- worker: slim, non-root, no Spark ----
 FROM python:3.11-slim-bookworm AS worker
-RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin sqsdelay
+# /run/sqsdelay: the one directory the worker writes, its own. The task's root file system is
+# read-only and ECS mounts a task volume here (infra/worker-ecs.yaml, the same path); Fargate
+# makes a volume root-owned 0755 unless the image declares its path a VOLUME, whose owner
+# and mode it then copies (VOLUME below).
+RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin sqsdelay \
+ && install -d -o 10001 -g 10001 -m 0755 /run/sqsdelay
 COPY --from=build /opt/venv /opt/venv
 # SQSDELAY_LIVENESS_FILE: touched by the event loop every 5 s, for the ECS health check
-# (infra/worker-ecs.yaml), which reads the same path.
+# (infra/worker-ecs.yaml), which reads the same path. A worker that cannot write it stops at
+# start with the error saying so.
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     SQSDELAY_LOG_FORMAT=json \
-    SQSDELAY_LIVENESS_FILE=/tmp/sqsdelay-alive
+    SQSDELAY_LIVENESS_FILE=/run/sqsdelay/alive
+VOLUME ["/run/sqsdelay"]
 USER 10001
 # ECS sends SIGTERM and waits stopTimeout (75 s in infra/worker-ecs.yaml): polls in progress
 # return and the batch in hand is finished.

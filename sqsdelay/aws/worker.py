@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -48,7 +49,7 @@ from sqsdelay.core.queue_trios import QueueSpec, QueueTrio
 from sqsdelay.core.receive_loops import QueueDemand
 from sqsdelay.core.received import SYSTEM_ATTRIBUTES, Received, from_boto
 from sqsdelay.core.step import extend
-from sqsdelay.errors import InvalidQueueName, ReceiveUnavailable, SqsDelayError
+from sqsdelay.errors import ConfigError, InvalidQueueName, ReceiveUnavailable, SqsDelayError
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
 
@@ -164,7 +165,10 @@ class Worker:
     async def run(self, *, handle_signals: bool = True) -> Stats:
         """Run until stopped; returns the statistics. Raises ReceiveUnavailable when receives
         keep failing for longer than SQSDELAY_MAX_RECEIVE_FAILURE_SECONDS (so that ECS
-        replaces the task)."""
+        replaces the task). Raises ConfigError at once when it cannot write its liveness
+        file."""
+        if self.settings.liveness_file is not None:
+            first_touch(self.settings.liveness_file)
         loop = asyncio.get_running_loop()
         if handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -293,7 +297,7 @@ class Worker:
     def _touch(self, path: Path) -> None:
         try:
             path.touch()
-        except OSError as exc:  # said once a minute at most: the health check will fail
+        except OSError as exc:  # written at start, failing since: once a minute at most
             if self._clock() - self._touch_warned >= 60:
                 self._touch_warned = self._clock()
                 log.warning("worker.liveness_file_failed", path=str(path), error=str(exc))
@@ -635,6 +639,24 @@ def _drained(t: QueueTrio) -> list[QueueTrio]:
     """The trios whose queues a worker drains for a destination: its delay queue, and a
     FIFO destination's staging queue."""
     return [t, t.forwarding()] if t.fifo else [t]
+
+
+def first_touch(path: Path) -> None:
+    """Touch the liveness file once, before anything else: a worker that cannot write it
+    would run for minutes until the health check finds no file, and be replaced in a loop."""
+    try:
+        path.touch()
+    except OSError as exc:
+        uid = os.geteuid() if hasattr(os, "geteuid") else "?"
+        log.error("worker.liveness_file_unwritable", path=str(path), uid=uid, error=str(exc))
+        raise ConfigError(
+            f"cannot write the liveness file SQSDELAY_LIVENESS_FILE={path} as UID {uid} "
+            f"({exc.strerror or exc}): the health check that reads it would fail and the task "
+            "be replaced in a loop. Make its directory exist and writable by this user: in "
+            "ECS, mount the task volume at the directory the image declares as VOLUME and "
+            "owns (/run/sqsdelay, infra/worker-ecs.yaml), as Fargate makes any other volume "
+            "root-owned 0755; or unset SQSDELAY_LIVENESS_FILE where no health check reads it"
+        ) from None
 
 
 def _allow_files(needed: int) -> None:

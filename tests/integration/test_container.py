@@ -1,5 +1,6 @@
-"""The Dockerfile (no Docker engine here): its structure, and its install commands run for
-real in a fresh virtualenv, the way the image build runs them."""
+"""The Dockerfile: its structure, and its install commands run for real in a fresh
+virtualenv, the way the image build runs them; where a container runtime is reachable
+(`docker info`), the worker image itself on its task volume."""
 
 from __future__ import annotations
 
@@ -109,3 +110,43 @@ def test_cost_report_image_dependencies_resolve(context: Path) -> None:
     (cmd,) = runs
     pip = cmd.split("&&")[-1].replace("/opt/venv/bin/pip", f"{sys.executable} -m pip")
     run(pip.replace("pip install", "pip install --dry-run --ignore-installed"), context)
+
+
+def _docker() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    return subprocess.run(["docker", "info"], capture_output=True, timeout=30).returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _docker(), reason="no container runtime reachable (docker info)")
+def test_the_worker_image_writes_its_liveness_file_on_a_task_volume_as_fargate_mounts_it() -> None:
+    """The built image, run as the task definition runs it: read-only root file system, the
+    task volume at its ContainerPath. Fargate's volume is root-owned 0755 unless the image
+    declares that path a VOLUME (then it copies the image's directory): a fresh Docker volume
+    copies the same, a 0755 tmpfs stands for the other case."""
+    from tests.support import cfn
+    from tests.support.dockerfile import env, volumes
+    from tests.support.stacks import ECS_PARAMS
+
+    resources = cfn.Renderer(cfn.load("worker-ecs.yaml"), ECS_PARAMS).resources()
+    (container,) = resources["TaskDefinition"]["Properties"]["ContainerDefinitions"]
+    (mount,) = container["MountPoints"]
+    path = mount["ContainerPath"]
+    worker = stages()["worker"]
+    kind = "type=volume" if path in volumes(worker) else "type=tmpfs,tmpfs-mode=0755"
+    tag = "sqsdelay-worker:liveness-test"
+    build = ["docker", "build", "--target", "worker", "-t", tag, str(ROOT)]
+    subprocess.run(build, check=True, capture_output=True, timeout=1800)
+    check = container["HealthCheck"]["Command"]
+    assert check[0] == "CMD"
+    script = (
+        "import os, pathlib, subprocess, sys; from sqsdelay.aws.worker import first_touch; "
+        "first_touch(pathlib.Path(os.environ['SQSDELAY_LIVENESS_FILE'])); "
+        "sys.exit(subprocess.run(sys.argv[1:]).returncode)"
+    )
+    run = ["docker", "run", "--rm", "--read-only", "--mount", f"{kind},dst={path}"]
+    run += ["--entrypoint", "python", tag, "-c", script, *check[1:]]
+    done = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert env(worker)["SQSDELAY_LIVENESS_FILE"].startswith(path + "/")
