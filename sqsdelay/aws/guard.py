@@ -66,12 +66,14 @@ class _GuardBase:
         """The record's id. The caller's `key` is asked only when the message has no
         sqsdelay id (the id wins): a key that fails on some bodies fails no run it serves."""
         caller_key = self.key
+        # The handler's name is the default prefix only: with `name=` it is never read.
+        module, qualname = ("", "") if self.name else _handler_name(handler)
         return self.config.key(
             incoming,
             (lambda: caller_key(incoming)) if caller_key is not None else None,
             function_name=os.environ.get("AWS_LAMBDA_FUNCTION_NAME", ""),
-            module=handler.__module__,
-            qualname=handler.__qualname__,
+            module=module,
+            qualname=qualname,
         )
 
     def _claim(
@@ -90,6 +92,22 @@ class _GuardBase:
 
     def _release(self, key: str) -> Flow[None]:
         return idempotency.release(self.config, key)
+
+
+def _handler_name(handler: Callable[..., Any]) -> tuple[str, str]:
+    """The module and qualified name of the default prefix, as Powertools names a decorated
+    function. A `functools.partial` is named by the function it wraps, a callable object (or
+    anything else without a `__qualname__`) by its class: give `name=` to tell two handlers of
+    one function or class apart, which would otherwise share their records."""
+    target: Any = handler
+    while isinstance(target, functools.partial):
+        target = target.func
+    qualname = getattr(target, "__qualname__", None)
+    module = getattr(target, "__module__", None)
+    if not isinstance(qualname, str) or not isinstance(module, str):
+        kind = type(target)
+        return kind.__module__, kind.__qualname__
+    return module, qualname
 
 
 class Guard(_GuardBase):

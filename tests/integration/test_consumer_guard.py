@@ -5,6 +5,7 @@ runs, the same requests, one table read both ways."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 import uuid
@@ -337,3 +338,84 @@ def test_the_callers_key_is_not_asked_when_the_message_has_its_id(
     message = received_with_id("o-7", body="not json")
     assert guard.run(message, lambda m: 1).ran
     assert not guard.run(received_with_id("o-7", body="not json"), lambda m: 2).ran
+
+
+def _charge(message: Any, *, amount: int) -> dict[str, int]:
+    return {"charged": amount}
+
+
+class Charger:
+    """A handler that is a callable object: no `__qualname__` of its own."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def __call__(self, message: Any) -> dict[str, int]:
+        self.runs += 1
+        return {"charged": self.runs}
+
+
+class AsyncCharger(Charger):
+    async def __call__(self, message: Any) -> dict[str, int]:  # type: ignore[override]
+        return super().__call__(message)
+
+
+def _prefixes(dynamodb: Any, table: str) -> set[str]:
+    items = dynamodb.scan(TableName=table)["Items"]
+    return {item["id"]["S"].split("#", 1)[0] for item in items}
+
+
+def test_a_partial_or_a_callable_object_runs_guarded_with_or_without_a_name(
+    dynamodb: Any, table: str
+) -> None:
+    """Issue 58 (7): `run` read the handler's `__qualname__` eagerly, so a `functools.partial`
+    or a callable object raised AttributeError, even with `name=`. Without a name, a partial is
+    named by its function and a callable object by its class."""
+    charger = Charger()
+    partial = functools.partial(_charge, amount=7)
+    named = consumer.Guard(table, name="orders.charge", client=dynamodb)
+    assert named.run(received_with_id("p-named"), partial).result == {"charged": 7}
+    assert named.run(received_with_id("c-named"), charger).ran
+    assert not named.run(received_with_id("c-named"), charger).ran  # a copy: once
+    unnamed = consumer.Guard(table, client=dynamodb)
+    assert unnamed.run(received_with_id("p"), partial).ran
+    assert not unnamed.run(received_with_id("p"), functools.partial(partial)).ran  # same name
+    assert unnamed.run(received_with_id("c"), charger).result == {"charged": 2}
+    assert not unnamed.run(received_with_id("c"), Charger()).ran  # the class names it
+    assert charger.runs == 2
+    module = __name__
+    assert _prefixes(dynamodb, table) == {
+        "orders.charge",
+        f"test-func.{module}._charge",
+        f"test-func.{module}.Charger",
+    }
+
+
+def test_the_async_guard_runs_a_partial_or_a_callable_object_with_or_without_a_name(
+    settings: Settings, dynamodb: Any, table: str
+) -> None:
+    async def scenario() -> list[Any]:
+        outcomes = []
+        for name in ("orders.charge", None):
+            async with consumer.AsyncGuard(table, name=name, settings=settings) as guard:
+                tag = name or "unnamed"
+                outcomes += [
+                    await guard.run(
+                        received_with_id(f"p-{tag}"), functools.partial(_charge, amount=3)
+                    ),
+                    await guard.run(received_with_id(f"c-{tag}"), AsyncCharger()),
+                    await guard.run(received_with_id(f"c-{tag}"), AsyncCharger()),
+                ]
+        return outcomes
+
+    outcomes = run(scenario())
+    assert [(o.ran, o.result) for o in outcomes] == [
+        (True, {"charged": 3}),
+        (True, {"charged": 1}),
+        (False, {"charged": 1}),
+    ] * 2
+    assert _prefixes(dynamodb, table) == {
+        "orders.charge",
+        f"test-func.{__name__}._charge",
+        f"test-func.{__name__}.AsyncCharger",
+    }
