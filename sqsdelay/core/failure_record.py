@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from sqsdelay.core import message_shape, wire_format
+from sqsdelay.core import message_shape, quotas, wire_format
 from sqsdelay.core.received import Received, parse_natural
 from sqsdelay.core.types import Attributes
 from sqsdelay.errors import InvalidMessage
@@ -48,7 +48,14 @@ class Replay:
 
 
 def plan_replay(message: Received, delay_queue: str) -> Replay | str:
-    """A Replay for a message dead-lettered from `delay_queue`, or why it cannot be replayed."""
+    """A Replay for a message dead-lettered from `delay_queue`, or why it cannot be replayed.
+
+    A replay is a new delivery of the same message (docs/consumers.md#replay): its id, its
+    delay and due time as recorded, no retry count (`sqsdelay.Attempt`: it starts again),
+    and a replay token, `sqsdelay.Replay`, new for each replay (the error-queue message's
+    own SQS MessageId). The registry lets that token claim a message handed over before,
+    and the guard keys on it: without it, a replay of a message that reached its destination
+    once was dropped as a duplicate, or skipped as processed (issue 58)."""
     raw = message_shape.string_value(message.attributes, wire_format.FAILURE_ATTRIBUTE)
     if raw is None:
         return "no sqsdelay.Failure record (no room for it), so its queue is unknown"
@@ -61,9 +68,19 @@ def plan_replay(message: Received, delay_queue: str) -> Replay | str:
     delay = str(record.get("delay_seconds") or "")
     if parse_natural(delay) is None:
         return f"no valid delay to restore ({record.get('reason', 'unknown reason')})"
-    attrs = {k: v for k, v in message.attributes.items() if k != wire_format.FAILURE_ATTRIBUTE}
+    dropped = {wire_format.FAILURE_ATTRIBUTE, wire_format.ATTEMPT_ATTRIBUTE}
+    attrs = {k: v for k, v in message.attributes.items() if k not in dropped}
     attrs[wire_format.DELAY_ATTRIBUTE] = message_shape.string_attribute(delay)
     due = parse_natural(str(record.get("due_at") or ""))
     if due is not None:  # keeps the original due time; if it has passed, delivery is immediate
         attrs[wire_format.DUE_AT_ATTRIBUTE] = message_shape.number_attribute(due)
+    attrs[wire_format.REPLAY_ATTRIBUTE] = message_shape.string_attribute(message.message_id)
+    if len(attrs) > quotas.MAX_MESSAGE_ATTRIBUTES:
+        # Without its token a replay is dropped as a duplicate where the registry or the
+        # guard is on: it stays in the error queue rather than be lost there.
+        return (
+            f"no room for {wire_format.REPLAY_ATTRIBUTE} ({len(attrs)} attributes, SQS takes "
+            f"{quotas.MAX_MESSAGE_ATTRIBUTES}): move one of its attributes into the body and "
+            "send it again, or receive it from the error queue yourself"
+        )
     return Replay(delay_queue, attrs)

@@ -10,6 +10,9 @@ a retry is a new attempt and runs again. For a message sqsdelay did not send, th
 names the key. The key's data is `{"attempt": ..., "id": ...}`, which Powertools' JMESPath
 `POWERTOOLS_KEY_JMESPATH` selects from a Lambda SQS record; the record's id is
 `<prefix>#<md5 of that data as sorted JSON>`, Powertools' `_get_hashed_idempotency_key`.
+A replayed message (`sqsdelay.Replay`, docs/consumers.md#replay) adds `"replay": <token>`:
+a replay is a new delivery and runs again, however its first delivery ended. Without a
+token the data is as it always was, so the keys of records written before stay the same.
 
 The states (Powertools' too): a first run writes INPROGRESS (with an in-progress expiry:
 after a crash the message may run again once it passes), a success writes COMPLETED with the
@@ -63,27 +66,40 @@ IN_PROGRESS_EXPIRY_ATTR: Final = "in_progress_expiration"  # epoch milliseconds
 STATUS_ATTR: Final = "status"
 DATA_ATTR: Final = "data"  # the result, as JSON
 
-# What Powertools' `IdempotencyConfig(event_key_jmespath=...)` selects from a Lambda SQS
-# record: the same data `key_data` builds.
-POWERTOOLS_KEY_JMESPATH: Final = (
-    f'{{id: messageAttributes."{wire_format.MESSAGE_ID_ATTRIBUTE}".stringValue, '
-    f'attempt: messageAttributes."{wire_format.ATTEMPT_ATTRIBUTE}".stringValue}}'
-)
+
+def _value(name: str) -> str:
+    return f'messageAttributes."{name}".stringValue'
 
 
 def powertools_key_jmespath(fallback: str | None = None) -> str:
     """`POWERTOOLS_KEY_JMESPATH`, with a JMESPath of the record for messages sqsdelay did not
-    send (e.g. `powertools_json(body).order_id`)."""
-    if fallback is None:
-        return POWERTOOLS_KEY_JMESPATH
-    return POWERTOOLS_KEY_JMESPATH.replace(".stringValue,", f".stringValue || {fallback},", 1)
+    send (e.g. `powertools_json(body).order_id`).
+
+    JMESPath's `a && b || c` is b when a is set, else c: the replay token is in the data
+    only when the message carries one, as `key_data` builds it (a multi-select hash would
+    put a null there, and change every key written before)."""
+    ident = _value(wire_format.MESSAGE_ID_ATTRIBUTE)
+    if fallback is not None:
+        ident = f"{ident} || {fallback}"
+    attempt = _value(wire_format.ATTEMPT_ATTRIBUTE)
+    replay = _value(wire_format.REPLAY_ATTRIBUTE)
+    return (
+        f"{replay} && {{id: {ident}, attempt: {attempt}, replay: {replay}}}"
+        f" || {{id: {ident}, attempt: {attempt}}}"
+    )
+
+
+# What Powertools' `IdempotencyConfig(event_key_jmespath=...)` selects from a Lambda SQS
+# record: the same data `key_data` builds.
+POWERTOOLS_KEY_JMESPATH: Final = powertools_key_jmespath()
 
 
 def key_data(
     incoming: Incoming, fallback: str | Callable[[], str] | None = None
 ) -> dict[str, str | None]:
     """The message's stable key: its sqsdelay id (or `fallback`, the caller's key for a
-    message without one, called only then: the id wins) and its retry number as carried."""
+    message without one, called only then: the id wins), its retry number as carried, and
+    its replay token when it was replayed."""
     ident = _string(incoming, wire_format.MESSAGE_ID_ATTRIBUTE)
     if not ident and fallback is not None:
         ident = fallback() if callable(fallback) else fallback
@@ -95,7 +111,11 @@ def key_data(
             "json.loads(message.received.body)['order_id'], one that every copy of the "
             "message shares (not SQS's MessageId, which is new on every send)"
         )
-    return {"attempt": _string(incoming, wire_format.ATTEMPT_ATTRIBUTE), "id": ident}
+    data = {"attempt": _string(incoming, wire_format.ATTEMPT_ATTRIBUTE), "id": ident}
+    replay = _string(incoming, wire_format.REPLAY_ATTRIBUTE)
+    if replay:  # a replay runs again, whatever its first delivery's run left
+        data["replay"] = replay
+    return data
 
 
 def _string(incoming: Incoming, name: str) -> str | None:

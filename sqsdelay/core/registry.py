@@ -19,7 +19,12 @@ each other have exactly one winner:
   claim was not delivered and its lease ran out (the send failed or the worker died); a
   concurrent copy (SQS or an emulator handing the message to two receives) never wins, and any
   other SQS message is dropped;
-- `cancel` and `reschedule` succeed only while the item is `scheduled`.
+- `cancel` and `reschedule` succeed only while the item is `scheduled`;
+- a replay from the error queue (`sqsdelay.Replay`, docs/registry.md#replay) is a new
+  generation: its token, new for each replay, may claim a `handed-over` item that no claim
+  of that token holds, and is kept in the item (`replay`), so copies of the replay are
+  duplicates again while older copies of the message stay dropped. A cancelled item stays
+  cancelled.
 """
 
 from __future__ import annotations
@@ -88,6 +93,7 @@ class Record:
     attempt: str = ""  # the receive of it that claimed (`attempt_of` its receipt handle)
     lease_ms: int = 0  # broker time until which that receive may still send
     delivered: bool = False  # the claiming receive's send succeeded
+    replay: str = ""  # the replay token of the claim's generation ("" before any replay)
     # What the console shows of the message (never its body or attribute values).
     size_bytes: int = 0
     attribute_names: tuple[str, ...] = ()
@@ -98,6 +104,11 @@ class Record:
         return (
             self.state == "handed-over" and self.claimed_by == sqs_message_id and not self.delivered
         )
+
+    def replayed_anew(self, replay: str | None) -> bool:
+        """A handed-over record that a replay with this token may claim: a new generation
+        of the message, not a copy of one already handed over."""
+        return self.state == "handed-over" and bool(replay) and replay != self.replay
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -127,6 +138,7 @@ def record_of(item: Mapping[str, Any]) -> Record | None:
             attempt=item.get("attempt", {}).get("S", ""),
             lease_ms=int(item.get("lease_ms", {}).get("N", "0")),
             delivered=bool(item.get("delivered", {}).get("BOOL", False)),
+            replay=item.get("replay", {}).get("S", ""),
             size_bytes=int(item.get("size_bytes", {}).get("N", "0")),
             attribute_names=tuple(item.get("attribute_names", {}).get("SS", ())),
         )
@@ -269,22 +281,36 @@ def claim_call(
     now_ms: int,
     lease_ms: int,
     timeout: float,
+    replay: str | None = None,
 ) -> Call:
     """The conditional write that makes a hand-over the winner: scheduled with the due time
     this hand-over was decided for; or already claimed by this very receive (a retried call);
     or claimed by another receive of this SQS message that did not deliver and whose lease
     ran out (its send failed, or its worker died). Items claimed before leases existed have
-    no `lease_ms` and count as run out."""
+    no `lease_ms` and count as run out. A replay (`replay`, its token) may also claim a
+    handed-over item whose generation is another token's (or none): it is a new delivery."""
+    condition = (
+        "(#s = :scheduled AND due_ms = :due) OR "
+        "(#s = :handed AND claimed_by = :mid AND (attempt = :attempt OR "
+        "(NOT delivered = :true AND (attribute_not_exists(lease_ms) OR lease_ms < :now))))"
+    )
+    update = (
+        "SET #s = :handed, claimed_by = :mid, attempt = :attempt, "
+        "lease_ms = :lease, delivered = :false, updated_ms = :now"
+    )
+    extra: dict[str, Any] = {}
+    if replay:
+        condition += " OR (#s = :handed AND (attribute_not_exists(replay) OR replay <> :replay))"
+        update += ", replay = :replay"
+        extra[":replay"] = {"S": replay}
     params = {
         "TableName": table,
         "Key": key(record.destination, record.message_id),
-        "UpdateExpression": "SET #s = :handed, claimed_by = :mid, attempt = :attempt, "
-        "lease_ms = :lease, delivered = :false, updated_ms = :now",
-        "ConditionExpression": "(#s = :scheduled AND due_ms = :due) OR "
-        "(#s = :handed AND claimed_by = :mid AND (attempt = :attempt OR "
-        "(NOT delivered = :true AND (attribute_not_exists(lease_ms) OR lease_ms < :now))))",
+        "UpdateExpression": update,
+        "ConditionExpression": condition,
         "ExpressionAttributeNames": {"#s": "state"},
         "ExpressionAttributeValues": {
+            **extra,
             ":handed": {"S": "handed-over"},
             ":scheduled": {"S": "scheduled"},
             ":mid": {"S": sqs_message_id},

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sqsdelay.core import identity, registry, wire_format
+from sqsdelay.core import identity, message_shape, registry, wire_format
 from sqsdelay.core.backoff import visibility_seconds
 from sqsdelay.core.batch_in_hand import BatchInHand
 from sqsdelay.core.decision import HandOver
@@ -35,7 +35,8 @@ def follow_registry(
     """Read the records of the batch: drop what was cancelled (or was handed over by
     another copy), give a rescheduled message its new due time, hold what the registry
     could not answer for (backing off; never the error queue). Messages without a record
-    (NServiceBus's, or sent without the registry) go on as they came."""
+    (NServiceBus's, or sent without the registry) go on as they came, and so does a replay
+    of a handed-over message (a new generation, `registry.Record.replayed_anew`)."""
     ids = {}
     for r in received:
         ident = identity.registry_id(r.attributes)
@@ -61,12 +62,20 @@ def follow_registry(
             kept.append(r)
         elif record.state == "cancelled":
             batch.drop(r, "cancelled")
+        elif record.replayed_anew(replay_token(r)):
+            batch.records[r.message_id] = record  # a replay: a new delivery, claimed anew
+            kept.append(r)
         elif record.state == "handed-over" and not record.held_by_another_receive(r.message_id):
             batch.drop(r, "duplicate")  # another copy was handed over, or this one was
         else:
             batch.records[r.message_id] = record
             kept.append(_due_from(r, record) if record.moved else r)
     return kept
+
+
+def replay_token(received: Received) -> str | None:
+    """The token of a replayed message (`sqsdelay.Replay`), None for any other."""
+    return message_shape.string_value(received.attributes, wire_format.REPLAY_ATTRIBUTE) or None
 
 
 def claim(batch: BatchInHand, outs: list[Outgoing], table: str) -> Flow[list[Outgoing]]:
@@ -124,6 +133,7 @@ def _claim_round(
             now,
             lease,
             timeout,
+            replay_token(o.source),
         )
         for o, rec in claims
     ]

@@ -227,17 +227,41 @@ class _Layer(BasePersistenceLayer):
     def _delete_record(self, data_record: Any) -> None: ...
 
 
+@pytest.mark.parametrize("replay", [None, "r-1"])
 @pytest.mark.parametrize("attempt", [None, "1", "12"])
-def test_the_guards_key_is_the_one_powertools_computes_from_the_record(attempt: str | None) -> None:
+def test_the_guards_key_is_the_one_powertools_computes_from_the_record(
+    attempt: str | None, replay: str | None
+) -> None:
     attrs: Attributes = {wire_format.MESSAGE_ID_ATTRIBUTE: s("order-7")}
     if attempt is not None:
         attrs[wire_format.ATTEMPT_ATTRIBUTE] = {"DataType": "Number", "StringValue": attempt}
+    if replay is not None:
+        attrs[wire_format.REPLAY_ATTRIBUTE] = s(replay)
     record = lambda_record(boto3_message(attrs), "p-orders")
     ours = idempotency.record_key("fn", idempotency.key_data(consumed.read(record)))
     assert ours == _powertools_key(record, "fn", idempotency.POWERTOOLS_KEY_JMESPATH)
     # A copy (another SQS MessageId, receipt) has the same key; another attempt has another.
     copy = {**record, "messageId": "other", "receiptHandle": "other"}
     assert idempotency.record_key("fn", idempotency.key_data(consumed.read(copy))) == ours
+
+
+def test_a_replay_has_a_key_of_its_own_and_a_first_delivery_keeps_its_old_one() -> None:
+    """Issue 58.4: a replay kept its first delivery's key (dead-lettering drops the attempt
+    and keeps the id), so a guard that had completed that run skipped the replay."""
+    first = lambda_record(boto3_message({wire_format.MESSAGE_ID_ATTRIBUTE: s("o-1")}), "q")
+    replayed_attrs: Attributes = {
+        wire_format.MESSAGE_ID_ATTRIBUTE: s("o-1"),
+        wire_format.REPLAY_ATTRIBUTE: s("err-1"),
+    }
+    replayed = lambda_record(boto3_message(replayed_attrs), "q")
+    again = {**replayed_attrs, wire_format.REPLAY_ATTRIBUTE: s("err-2")}
+    keys = {
+        idempotency.record_key("fn", idempotency.key_data(consumed.read(r)))
+        for r in (first, replayed, lambda_record(boto3_message(again), "q"))
+    }
+    assert len(keys) == 3
+    # The key without a replay is the one every earlier version wrote.
+    assert idempotency.key_data(consumed.read(first)) == {"attempt": None, "id": "o-1"}
 
 
 def test_the_callers_key_is_asked_only_without_the_id() -> None:
@@ -261,6 +285,14 @@ def test_a_foreign_message_takes_the_callers_key_in_both() -> None:
     ours = idempotency.record_key("fn", idempotency.key_data(consumed.read(record), "o-9"))
     jmespath = idempotency.powertools_key_jmespath("powertools_json(body).order_id")
     assert ours == _powertools_key(record, "fn", jmespath)
+    replayed = {
+        **record,
+        "messageAttributes": {
+            wire_format.REPLAY_ATTRIBUTE: {"stringValue": "r-1", "dataType": "String"}
+        },
+    }
+    ours = idempotency.record_key("fn", idempotency.key_data(consumed.read(replayed), "o-9"))
+    assert ours == _powertools_key(replayed, "fn", jmespath)
 
 
 def test_the_claim_is_powertools_condition_and_a_found_record_reads_as_its_state() -> None:

@@ -382,3 +382,50 @@ def test_two_sqs_messages_of_one_id_in_one_batch_make_one_claim() -> None:
     assert len(claims) == 1 and delivered(stub) == ["body 1"]
     again_b = run([again(b, 2)], stub, config=CONFIG, state=StepState(), clock=clock)
     assert again_b.ends == {"id1-retry": "dropped"}
+
+
+def replayed(i: int, delay: int, token: str, **system: str) -> Any:
+    """A message `replay-errors` sent back: its id, and the replay's token (issue 58)."""
+    attrs = {
+        wire_format.MESSAGE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": f"k{i}"},
+        wire_format.REPLAY_ATTRIBUTE: {"DataType": "String", "StringValue": token},
+    }
+    return message(i, delay, attrs=attrs, **system)
+
+
+def test_a_replay_of_a_handed_over_message_is_delivered_and_its_copies_are_not() -> None:
+    """Issue 58.1: a message handed over (and later dead-lettered by its consumer, or by the
+    worker after a refused hand-over) and replayed: the replay's token is a new generation,
+    so it is claimed and handed over; a copy of the replay, or of the first delivery, is a
+    duplicate; a cancelled record stays cancelled."""
+    stub = StubAws()
+    stub.items = {
+        f"{Q.destination}/k1": item(1, "handed-over", T + 5_000, claimed_by="first-sqs-id"),
+        f"{Q.destination}/k2": item(2, "cancelled", T + 5_000),
+    }
+    stub.items[f"{Q.destination}/k1"]["delivered"] = {"BOOL": True}
+    first = run([replayed(1, 5, "err-1"), replayed(2, 5, "err-2")], stub, config=CONFIG)
+    assert first.ends == {"id1": "handed-over", "id2": "cancelled"}
+    assert [e["MessageBody"] for e in stub.queues[Q.destination]] == ["body 1"]
+    handed = stub.queues[Q.destination][0]["MessageAttributes"]
+    assert handed[wire_format.REPLAY_ATTRIBUTE]["StringValue"] == "err-1"  # to the consumer
+    assert stub.items[f"{Q.destination}/k1"]["replay"] == {"S": "err-1"}
+    assert stub.items[f"{Q.destination}/k1"]["delivered"] == {"BOOL": True}
+    # A copy of that replay (another SQS message of it), a copy of the first delivery: dropped.
+    copy = replace(replayed(1, 5, "err-1"), message_id="copy", receipt_handle="rh-copy")
+    again = run([copy, keyed(1, 5)], stub, config=CONFIG)
+    assert again.ends == {"copy": "dropped", "id1": "dropped"}
+    # A second replay (dead-lettered again, a new error-queue message): delivered again.
+    second = run([replayed(1, 5, "err-9")], stub, config=CONFIG)
+    assert second.ends == {"id1": "handed-over"}
+    assert len(stub.queues[Q.destination]) == 2
+
+
+def test_a_replays_claim_names_its_token_and_a_first_deliverys_does_not() -> None:
+    record = registry.Record(Q.destination, "k1", T, "handed-over", "delay-queue")
+    plain = registry.claim_call(TABLE, record, "sqs-1", "a", T, T + 1, 1.0)
+    replay = registry.claim_call(TABLE, record, "sqs-1", "a", T, T + 1, 1.0, "err-1")
+    assert ":replay" not in plain.params["ExpressionAttributeValues"]
+    assert "replay" not in plain.params["UpdateExpression"]
+    assert replay.params["ExpressionAttributeValues"][":replay"] == {"S": "err-1"}
+    assert "replay <> :replay" in replay.params["ConditionExpression"]

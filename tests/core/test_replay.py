@@ -43,7 +43,9 @@ def test_ours_go_back_and_the_rest_stay_visible() -> None:
     assert [m["MessageBody"] for m in stub.queues[DELAY]] == ["a", "b"]
     back = stub.queues[DELAY][0]
     assert back["MessageAttributes"] == {
-        wire_format.DELAY_ATTRIBUTE: message_shape.string_attribute("60")
+        wire_format.DELAY_ATTRIBUTE: message_shape.string_attribute("60"),
+        # A new token for each replay: the error-queue message's id (issue 58).
+        wire_format.REPLAY_ATTRIBUTE: message_shape.string_attribute("e-a"),
     }
     assert back["MessageGroupId"] == back["MessageDeduplicationId"]
     assert left_in_error_queue(stub) == ["foreign"]

@@ -207,7 +207,7 @@ class StubAws:
         """The registry's claim (`registry.claim_call`'s condition, as DynamoDB reads it: a
         missing attribute compares false): scheduled with the same due time; or claimed by
         the same SQS message and either the same receive, or undelivered with its lease run
-        out."""
+        out; or, for a replay, handed over in another generation."""
         values = p["ExpressionAttributeValues"]
         item = self.items.get(p["Key"]["id"]["S"])
         state = item["state"]["S"] if item else None
@@ -218,6 +218,7 @@ class StubAws:
             and item.get("delivered") != {"BOOL": True}
             and (lease is None or lease < int(values[":now"]["N"]))
         )
+        replay = values.get(":replay")
         ok = item is not None and (
             (state == "scheduled" and item["due_ms"] == values[":due"])
             or (
@@ -225,6 +226,7 @@ class StubAws:
                 and mine
                 and (item.get("attempt") == values[":attempt"] or taken_over)
             )
+            or (state == "handed-over" and replay is not None and item.get("replay") != replay)
         )
         if not ok:
             fault = Fault("ConditionalCheckFailedException", "The conditional request failed")
@@ -237,6 +239,8 @@ class StubAws:
             lease_ms=values[":lease"],
             delivered={"BOOL": False},
         )
+        if replay is not None:
+            item["replay"] = replay
         return {}
 
     def _delivered(self, p: dict[str, Any]) -> dict[str, Any] | Fault:
