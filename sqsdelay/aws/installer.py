@@ -188,6 +188,43 @@ class Installer:
             )
         return report
 
+    def schedules_left(self) -> ResourceReport:
+        """With parking off: a warning when the schedule group still holds schedules (parked
+        messages, which come back through it and the Scheduler role: deleting either loses
+        them). A group that does not exist, or that the caller may not list, holds none it
+        could lose by this install."""
+        name = self.settings.schedule_group
+        scheduler = self._scheduler or sync_service(self.settings, "scheduler")
+        try:
+            found = scheduler.list_schedules(GroupName=name, MaxResults=100)["Schedules"]
+        except (ClientError, BotoCoreError) as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                return ResourceReport(name, False)
+            problem = Problem(
+                name,
+                f"cannot tell whether it holds parked messages ({error_code(exc)})",
+                f"allow scheduler:ListSchedules, or run aws scheduler list-schedules "
+                f"--group-name {name}",
+                warning=True,
+            )
+            return ResourceReport(name, True, problems=[problem])
+        report = ResourceReport(name, bool(found))
+        if found:
+            count = f"{len(found)}{'+' if len(found) >= 100 else ''}"
+            report.problems.append(
+                Problem(
+                    name,
+                    f"parking is off (SQSDELAY_PARKING) but the group holds {count} "
+                    "schedule(s): parked messages, which come back through this group and "
+                    "the Scheduler role; deleting either loses them",
+                    f"keep the group and the Scheduler role until aws scheduler "
+                    f"list-schedules --group-name {name} is empty, or set "
+                    "SQSDELAY_PARKING=scheduler again",
+                    warning=True,
+                )
+            )
+        return report
+
     def registry_table(
         self, queues: Sequence[str], *, create: bool = True, dynamodb: Any = None
     ) -> ResourceReport:

@@ -50,6 +50,10 @@ def install(
     if settings.parking == "scheduler":
         group = installer.schedule_group(queues, create=not check)
         problems += _print_report("schedules", group.name, group.created, group.exists, group)
+    elif check:
+        group = installer.schedules_left()
+        if group.problems:
+            problems += _print_report("schedules", group.name, False, group.exists, group)
     if settings.registry == "dynamodb":
         table = installer.registry_table(queues, create=not check)
         problems += _print_report("registry", table.name, table.created, table.exists, table)

@@ -266,3 +266,40 @@ def test_an_nservicebus_error_queue_is_only_warned_about_and_never_shortened(
     fixed = Installer(settings, client=sqs).run(["orders"], fix=True)
     assert attributes(sqs, name)["MessageRetentionPeriod"] == "1209600"
     assert not fixed[2].problems
+
+
+def test_check_warns_when_parking_is_off_while_the_group_holds_parked_messages(
+    env: dict[str, str], prefix: str, moto_url: str
+) -> None:
+    """infra/error-queue.yaml retains the schedule group and the Scheduler role; `install
+    --check` says when parking is off and the group still holds schedules, which deleting
+    the group or the role would lose."""
+    import boto3
+
+    from tests.support import cli
+
+    group = f"{prefix}parked"
+    env = {**env, "SQSDELAY_SCHEDULE_GROUP": group}  # parking off: the default
+    assert cli.run(env, "install", "orders").returncode == 0
+    quiet = cli.run(env, "install", "--check", "orders")
+    assert quiet.returncode == 0 and "schedules" not in quiet.stdout, quiet.stdout
+    scheduler = boto3.client("scheduler", endpoint_url=moto_url, region_name="us-east-1")
+    scheduler.create_schedule_group(Name=group)
+    scheduler.create_schedule(
+        Name="m1",
+        GroupName=group,
+        ScheduleExpression="at(2030-01-01T00:00:00)",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={
+            "Arn": "arn:aws:scheduler:::aws-sdk:sqs:sendMessage",
+            "RoleArn": "arn:aws:iam::123456789012:role/sqsdelay-scheduler",
+            "Input": "{}",
+        },
+    )
+    done = cli.run(env, "install", "--check", "orders")
+    assert done.returncode == 0, done.stdout  # a warning: the check passes
+    assert f"schedules   {group}: exists" in done.stdout
+    assert "warning: parking is off (SQSDELAY_PARKING) but the group holds 1 schedule(s)" in (
+        done.stdout
+    )
+    assert f"list-schedules --group-name {group} is empty" in done.stdout

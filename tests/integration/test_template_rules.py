@@ -57,3 +57,26 @@ def test_the_rule_is_written_the_way_cloudformation_reads_it() -> None:
     for template in ("worker-ecs.yaml", "error-queue.yaml"):
         rules = cfn.load(template)["Rules"]
         assert rules and functions(rules) <= allowed, template
+
+
+# What holds messages, or brings parked ones back: deleting the stack, an update that drops
+# the resource (Parking=off) or one that replaces it (a new name) must leave it.
+KEEPS_MESSAGES = {
+    "AWS::SQS::Queue",
+    "AWS::DynamoDB::Table",
+    # deleting a schedule group deletes its schedules (DeleteScheduleGroup): parked messages
+    "AWS::Scheduler::ScheduleGroup",
+}
+
+
+@pytest.mark.parametrize("template", sorted(p.name for p in cfn.INFRA.glob("*.yaml")))
+def test_what_holds_messages_outlives_its_stack(template: str) -> None:
+    resources = cfn.load(template)["Resources"]
+    kept = {k for k, r in resources.items() if r["Type"] in KEEPS_MESSAGES}
+    if template == "error-queue.yaml":
+        # the role parked messages come back with: without it a schedule cannot send
+        assert "ScheduleGroup" in kept
+        kept.add("SchedulerRole")
+    for key in kept:
+        policies = {p: resources[key].get(p) for p in ("DeletionPolicy", "UpdateReplacePolicy")}
+        assert policies == {"DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain"}, key
