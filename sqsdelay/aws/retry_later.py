@@ -6,30 +6,35 @@ into the error queue. Written once as flows (`core/flows.py`) driven by a `Sende
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
+from sqsdelay.aws.queue_urls import ParkTargets, QueueResolver
 from sqsdelay.aws.sender import AsyncSender, Sender
 from sqsdelay.aws.sender_core import SenderCore
 from sqsdelay.core import consumed as received_rules
 from sqsdelay.core import retries
 from sqsdelay.core.consumed import Incoming
 from sqsdelay.core.delays import DelayLike
-from sqsdelay.core.flows import Call, Flow
+from sqsdelay.core.flows import Call, Fault, Flow
+from sqsdelay.core.queue_trios import QueueTrio
 from sqsdelay.core.retries import Backoff
 from sqsdelay.core.send import SendResult
 from sqsdelay.errors import ConfigError, SqsOperationError
 from sqsdelay.logs import get_logger
 
 log = get_logger("sqsdelay.aws.retry_later")
+T = TypeVar("T")
 
 
 class OriginalNotDeleted(SqsOperationError):
     """The retry was sent but the original could not be deleted: it comes back after its
-    visibility timeout (and is then retried again unless the handler is guarded)."""
+    visibility timeout (and is then retried again unless the handler is guarded).
+    `handle_batch` reports such a record a success, so that Lambda deletes it."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,81 @@ def _check(sender: SenderCore) -> None:
             "its body is an NServiceBus envelope already: let the NServiceBus endpoint retry "
             "it (its delayed retries), or use the raw wire format"
         )
+
+
+def _check_region(sender: SenderCore, incoming: Incoming) -> None:
+    """A message from another Region's queue cannot be retried with this sender's client:
+    its queues would be looked up (and written to) in the client's Region instead."""
+    meta = getattr(sender._client, "meta", None)  # the client the sender's calls go through
+    own = getattr(meta, "region_name", None) or sender.settings.region
+    if incoming.queue.region and own and incoming.queue.region != own:
+        raise ConfigError(
+            f"the message came from {incoming.queue.name!r} in {incoming.queue.region}, and "
+            f"this sender's SQS client is in {own}: nothing was sent and the original stays. "
+            f"Retry it with a sender of that Region (Sender(Settings(region="
+            f"{incoming.queue.region!r}, ...)))"
+        )
+
+
+class _OwnedQueues(QueueResolver):
+    """The sender's queue URLs, each looked up in `account` (the received message's) where a
+    flow asks for the sender's own: a consumer of another account's queue retries into that
+    account's queues. The URLs are kept in the sender's resolver under that account."""
+
+    def __init__(self, inner: QueueResolver, account: str) -> None:
+        super().__init__(inner.settings)
+        self._inner = inner
+        self._account = account
+
+    def trio(self, queue: str) -> QueueTrio:
+        return self._inner.trio(queue)
+
+    def trio_of_delay_queue(self, delay_queue: str) -> QueueTrio:
+        return self._inner.trio_of_delay_queue(delay_queue)
+
+    def remember(self, t: QueueTrio) -> QueueTrio:
+        return self._inner.remember(t)
+
+    def failure(self, fault: Fault, operation: str, name: str) -> SqsOperationError:
+        return self._inner.failure(fault, operation, name)
+
+    def forget(self, name: str) -> None:
+        self._inner.forget(name)
+
+    def lookup(self, name: str, account: str = "") -> Flow[str]:
+        return (yield from self._inner.lookup(name, account or self._account))
+
+
+def _owned_by(sender: SenderCore, account: str) -> SenderCore:
+    """`sender`, for flows on the queues of `account` (itself when the account is unknown).
+    A shallow copy: the same clients, settings, breaker and registry, another resolver."""
+    if not account:
+        return sender
+    view = copy.copy(sender)
+    view.resolver = _OwnedQueues(sender.resolver, account)
+    # Parking's targets (the delay queue a schedule sends to) are that account's too.
+    view._targets = ParkTargets(view.settings, view.resolver)
+    return view
+
+
+def _addressed(flow: Flow[T], resolver: QueueResolver) -> Flow[T]:
+    """`flow` with each call that names a queue given that queue's URL from `resolver`: the
+    sender's caller would look the name up in the sender's own account."""
+    try:
+        calls = next(flow)
+        while True:
+            given = []
+            for call in calls:
+                if call.queue is not None and call.service == "sqs":
+                    url = yield from resolver.lookup(call.queue)
+                    call = Call(
+                        call.service, call.api, {**call.params, "QueueUrl": url}, None, call.timeout
+                    )
+                given.append(call)
+            calls = flow.send((yield given))
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
 
 
 def _original_url(sender: SenderCore, incoming: Incoming) -> Flow[str]:
@@ -94,13 +174,16 @@ def retry_flow(
     stays where it is (it comes back after its visibility timeout); so does a retry without
     room for its id (`TooManyAttributes`, `MessageTooLarge`), refused before sending."""
     _check(sender)
+    _check_region(sender, incoming)
     number = (
         attempt if attempt is not None else retries.attempt_of(incoming.received.attributes) + 1
     )
     message = retries.retry_message(incoming, attempt=number, **_when(delay, at))
     queue = retries.requested_queue(incoming.queue.name, sender.settings.queue_prefix)
+    owner = _owned_by(sender, incoming.queue.account)
     # The id is required here: a retry without it could be keyed by no guard.
-    result = yield from sender.send_flow(queue, message, require_id=True)
+    send = owner.send_flow(queue, message, require_id=True)
+    result = yield from _addressed(send, owner.resolver)
     yield from _delete_original(sender, incoming)
     log.info(
         "consumer.retried",
@@ -117,18 +200,21 @@ def dead_letter_flow(sender: SenderCore, incoming: Incoming, reason: str) -> Flo
     """To the error queue with the reason, in the `sqsdelay.Failure` record the worker writes
     on poison, so that `sqsdelay replay-errors QUEUE` brings it back; then delete."""
     _check(sender)
+    _check_region(sender, incoming)
     number = retries.attempt_of(incoming.received.attributes)
     queue = retries.requested_queue(incoming.queue.name, sender.settings.queue_prefix)
     trio = sender.resolver.trio(queue)
     attributes = retries.dead_letter_attributes(
-        incoming.received, reason, trio.delay, sender.settings.max_message_bytes
+        incoming, reason, trio.delay, sender.settings.max_message_bytes
     )
     error = trio.error
-    params: dict[str, Any] = {"MessageBody": incoming.received.body}
+    # The error queue of the message's account, where its replay-errors looks.
+    url = yield from sender.resolver.lookup(error, incoming.queue.account)
+    params: dict[str, Any] = {"QueueUrl": url, "MessageBody": incoming.received.body}
     if attributes:
         params["MessageAttributes"] = attributes
     [reply] = yield [
-        Call("sqs", "SendMessage", params, error, timeout=sender.settings.call_timeout_seconds)
+        Call("sqs", "SendMessage", params, timeout=sender.settings.call_timeout_seconds)
     ]
     if reply.fault is not None:
         raise sender.resolver.failure(reply.fault, "SendMessage", error)
@@ -229,9 +315,9 @@ def handle_batch(
     """Run `handler` on every record of a Lambda SQS event and answer Lambda's partial-batch
     response (`ReportBatchItemFailures`): a record whose handler raised is a failure (Lambda
     hands it out again); one whose handler raised `RetryLater` and whose retry was sent is a
-    success (its retry is a new message). On a FIFO queue the records after a failure are
-    failures too, unrun, so that their group keeps its order (as Powertools'
-    `SqsFifoPartialProcessor`)."""
+    success (its retry is a new message), even when its own delete failed: Lambda deletes it.
+    On a FIFO queue the records after a failure are failures too, unrun, so that their group
+    keeps its order (as Powertools' `SqsFifoPartialProcessor`)."""
     failures: list[dict[str, str]] = []
     s = sender
     for record in event.get("Records", []):
@@ -242,9 +328,13 @@ def handle_batch(
         try:
             handler(record)
         except RetryLater as later:
-            s = s or Sender()
-            try:
+            try:  # the sender too: a bad SQSDELAY_* setting fails this record, not the batch
+                s = s or Sender()
                 retry_later(record, later.delay, at=later.at, sender=s)
+            except OriginalNotDeleted as exc:
+                # The retry was sent: reported a success, Lambda deletes the original itself.
+                # A failure would hand it out again, and this attempt would be retried twice.
+                log.warning("consumer.original_not_deleted", sqs_message_id=ident, error=exc.code)
             except Exception as exc:  # the original stays: Lambda hands it out again
                 log.warning("consumer.retry_failed", sqs_message_id=ident, error=type(exc).__name__)
                 failures.append({"itemIdentifier": ident})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,15 +24,21 @@ _WHAT_TO_GIVE = (
     "its queue_url, a Lambda SQS event record (eventSource 'aws:sqs'), or a Powertools "
     "SQSRecord"
 )
+_ACCOUNT = re.compile(r"[0-9]{12}")
+_AWS_HOST = re.compile(r"sqs\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?")
 
 
 @dataclass(frozen=True)
 class QueueRef:
-    """Where a received message came from: its URL (boto3) or its name and owner (Lambda)."""
+    """Where a received message came from: its URL (boto3) or its name (Lambda), and its
+    owner and Region where they are known (from the ARN, or an AWS queue URL), so that a
+    consumer of another account's queue retries into that account's queues, not into
+    same-named ones of its own."""
 
     name: str
     url: str | None = None
     account: str = ""
+    region: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,9 +89,14 @@ def read(message: object, queue_url: str | None = None, *, need_queue: bool = Tr
 
 
 def _boto3_message(raw: Mapping[str, Any], queue_url: str | None) -> Incoming:
-    name = urlparse(queue_url or "").path.rstrip("/").rsplit("/", 1)[-1]
+    parsed = urlparse(queue_url or "")
+    *_, owner, name = ["", *parsed.path.rstrip("/").split("/")]
     if queue_url is not None and not name:
         raise InvalidMessage(f"queue_url {queue_url[:200]!r} is not a queue URL: give the QueueUrl")
+    # SQS's URLs are https://sqs.<region>.amazonaws.com/<account>/<name>; an emulator's may
+    # have neither (then the sender's own account and Region are the queue's).
+    account = owner if _ACCOUNT.fullmatch(owner) else ""
+    host = _AWS_HOST.fullmatch(parsed.hostname or "")
     attributes: Attributes = {}
     for key, value in dict(raw.get("MessageAttributes") or {}).items():
         attributes[str(key)] = _boto3_value(str(key), value)
@@ -95,7 +107,9 @@ def _boto3_message(raw: Mapping[str, Any], queue_url: str | None) -> Incoming:
         attributes=attributes,
         system={str(k): str(v) for k, v in dict(raw.get("Attributes") or {}).items()},
     )
-    return Incoming(received, QueueRef(name, url=queue_url))
+    return Incoming(
+        received, QueueRef(name, url=queue_url, account=account, region=host[1] if host else "")
+    )
 
 
 def _boto3_value(name: str, value: Any) -> AttributeValue:
@@ -131,7 +145,7 @@ def _lambda_record(raw: Mapping[str, Any]) -> Incoming:
         attributes=attributes,
         system={str(k): str(v) for k, v in dict(raw.get("attributes") or {}).items()},
     )
-    return Incoming(received, QueueRef(parts[5], account=parts[4]))
+    return Incoming(received, QueueRef(parts[5], account=parts[4], region=parts[3]))
 
 
 def _lambda_value(name: str, value: Any) -> AttributeValue:

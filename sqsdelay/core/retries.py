@@ -8,6 +8,7 @@ caller's attributes, the message's group and trace header, its id, and `sqsdelay
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from sqsdelay.core import failure_record, identity, message_shape, wire_format
@@ -15,7 +16,11 @@ from sqsdelay.core.consumed import Incoming
 from sqsdelay.core.received import Received, parse_natural
 from sqsdelay.core.send import Message
 from sqsdelay.core.types import Attributes
-from sqsdelay.errors import InvalidInput, InvalidQueueName
+from sqsdelay.errors import InvalidInput, InvalidMessage, InvalidQueueName
+
+# The reason a give-up writes into its failure record: an exception's message can be long,
+# and JSON escapes a character in up to 12, so 300 keep the record under its 4,096.
+MAX_REASON_CHARS = 300
 
 
 def attempt_of(attributes: Attributes) -> int:
@@ -52,20 +57,48 @@ def retry_message(incoming: Incoming, *, attempt: int, **when: object) -> Messag
 
 
 def dead_letter_attributes(
-    received: Received, reason: str, delay_queue: str, max_bytes: int
+    incoming: Incoming, reason: str, delay_queue: str, max_bytes: int
 ) -> Attributes:
     """The error queue's attributes for a message the backoff gave up on: the worker's
     failure record (`failure_record.attributes`), written as if the message had failed in
     its delay queue with no delay left, which is what `replay-errors` restores: a replay
-    hands it over at once. The attempt count is left out (it is in the reason), so a replayed
-    message starts counting anew. Without room for the record, the attributes as received."""
-    attrs = {k: v for k, v in received.attributes.items() if k != wire_format.ATTEMPT_ATTRIBUTE}
+    hands it over at once. Its group rides in `sqsdelay.GroupId`, as in any delay-queue
+    message, so that the hand-over puts it back in its FIFO group or fair-queue tenant (the
+    forward refuses a FIFO message without it). `sqsdelay.Attempt` is left out, so a replay
+    starts counting anew; the record keeps the attempt and the reason. Without room for the
+    record, the attributes as received."""
+    received = incoming.received
+    dropped = {wire_format.ATTEMPT_ATTRIBUTE, wire_format.GROUP_ID_ATTRIBUTE}
+    attrs = {k: v for k, v in received.attributes.items() if k not in dropped}
     attrs[wire_format.DELAY_ATTRIBUTE] = message_shape.string_attribute("0")
+    if incoming.group_id is not None:
+        attrs[wire_format.GROUP_ID_ATTRIBUTE] = message_shape.string_attribute(incoming.group_id)
     failing = Received(
         received.message_id, received.receipt_handle, received.body, attrs, received.system
     )
-    folded = failure_record.attributes(failing, reason, delay_queue, max_bytes)
-    return folded if wire_format.FAILURE_ATTRIBUTE in folded else dict(received.attributes)
+    # Cut here: the record is cut at its own limit, and a cut JSON text cannot be replayed.
+    folded = failure_record.attributes(failing, reason[:MAX_REASON_CHARS], delay_queue, max_bytes)
+    if wire_format.FAILURE_ATTRIBUTE not in folded:
+        return dict(received.attributes)
+    return _with_attempt(folded, attempt_of(received.attributes), received.body, max_bytes)
+
+
+def _with_attempt(attrs: Attributes, attempt: int, body: str, max_bytes: int) -> Attributes:
+    """The failure record with the attempt the message failed on (the retries made)."""
+    raw = message_shape.string_value(attrs, wire_format.FAILURE_ATTRIBUTE) or ""
+    try:
+        record = json.loads(raw)
+    except json.JSONDecodeError:
+        return attrs
+    if not isinstance(record, dict):
+        return attrs
+    text = json.dumps({**record, "attempt": attempt})
+    out = {**attrs, wire_format.FAILURE_ATTRIBUTE: message_shape.string_attribute(text)}
+    try:
+        message_shape.check_fits(body, out, max_bytes)
+    except InvalidMessage:
+        return attrs  # the record as the worker writes it: still replayable
+    return out if len(text) <= failure_record.MAX_RECORD_CHARS else attrs
 
 
 def requested_queue(physical: str, prefix: str) -> str:
