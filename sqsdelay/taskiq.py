@@ -39,12 +39,13 @@ A retry keeps its task id and is a new send: never deduplicated away.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
 import uuid
-from dataclasses import replace
-from datetime import timedelta
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqsdelay import errors
 from sqsdelay.core import delays, taskiq_delay, taskiq_offload
@@ -234,14 +235,56 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
             return self._sqsdelay_sender
 
 
+class ScheduleNotCancelled(errors.SqsDelayError):
+    """`unschedule()` (taskiq's `delete_schedule`) did not cancel the task: it runs, or ran.
+    `outcome` says why: `too-late` (handed over at its time), `unknown` (no scheduled task
+    under that id in the registry) or `native` (sent with SQS's own `DelaySeconds`, which
+    nothing takes back); `schedule_id`, `task_id` and `queue` say which. The message says
+    what to do."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        outcome: Literal["too-late", "unknown", "native"],
+        schedule_id: str,
+        task_id: str,
+        queue: str,
+    ) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+        self.schedule_id = schedule_id
+        self.task_id = task_id
+        self.queue = queue
+
+
+@dataclass(frozen=True)
+class _Kicked:
+    """What `add_schedule` sent, for `delete_schedule`: the id the task went under (the
+    kicker's `with_task_id`, else the schedule id), its queue, its time, and whether it has a
+    registry record to cancel."""
+
+    task_id: str
+    queue: str
+    due: float  # epoch seconds
+    cancellable: bool
+
+
+# A schedule is remembered until this long after its time: a later unschedule is too late
+# whatever it finds, and a worker whose retries go through a DelayedSource keeps no more.
+_REMEMBERED_AFTER_DUE_SECONDS = 3600
+
+
 class DelayedSource(ScheduleSource):
     """taskiq's `schedule_by_time` through sqsdelay, with no scheduler process: `add_schedule`
     kicks the task at once with the delay that ends at its time, so that
     `await task.kicker().schedule_by_time(DelayedSource(broker), when, ...)` runs it once at
     `when`, and `SmartRetryMiddleware(schedule_source=DelayedSource(broker))` retries so.
     The task id is the schedule id (or the kicker's `with_task_id`): `unschedule()` and
-    `delete_schedule` cancel it with the registry. Recurring schedules (cron, interval) are
-    taskiq's scheduler's: refused here.
+    `delete_schedule` cancel the id the task was sent under, with the registry, and raise
+    `ScheduleNotCancelled` when it still runs: too late, not found, or a time within
+    SQSDELAY_MAX_NATIVE_DELAY_SECONDS (sent with SQS's own `DelaySeconds`, which nothing can
+    take back). Recurring schedules (cron, interval) are taskiq's scheduler's: refused here.
 
     What this relies on in taskiq 0.13: `ScheduleSource.add_schedule`/`delete_schedule`, and
     `schedule_by_time` handing over a `ScheduledTask` with the kicker's serialised labels,
@@ -249,7 +292,8 @@ class DelayedSource(ScheduleSource):
 
     def __init__(self, broker: SQSBroker) -> None:
         self.broker = broker
-        self._queues: dict[str, str] = {}  # schedule id -> queue, for delete_schedule
+        self._kicked: dict[str, _Kicked] = {}  # schedule id -> what was sent
+        self._forget: list[tuple[float, str]] = []  # (when to forget, schedule id), a heap
 
     async def get_schedules(self) -> list[ScheduledTask]:
         return []  # nothing for a scheduler to poll: every task is in SQS already
@@ -266,7 +310,8 @@ class DelayedSource(ScheduleSource):
                 f"the time {when.isoformat()} has no time zone: give an aware datetime, "
                 "e.g. datetime.now(timezone.utc) + timedelta(days=3)"
             )
-        ms = delays.delay_milliseconds(deliver_at=when, now=time.time())
+        now = time.time()
+        ms = delays.delay_milliseconds(deliver_at=when, now=now)
         task_id = schedule.task_id or schedule.schedule_id
         kicker: AsyncKicker[Any, Any] = AsyncKicker(
             task_name=schedule.task_name, broker=self.broker, labels=dict(schedule.labels)
@@ -276,13 +321,67 @@ class DelayedSource(ScheduleSource):
             .with_labels(delay=str(Decimal(ms) / 1000))
             .kiq(*schedule.args, **schedule.kwargs)
         )
-        self._queues[schedule.schedule_id] = str(schedule.labels.get("queue", ""))
+        native = self.broker.sqsdelay_settings.max_native_delay_seconds
+        queue = str(schedule.labels.get("queue") or self.broker._default_queue.name)
+        due = now + ms / 1000
+        self._remember(
+            schedule.schedule_id,
+            _Kicked(task_id, queue, due, taskiq_delay.cancellable(ms, max_native_delay=native)),
+            now,
+        )
+
+    def _remember(self, schedule_id: str, kicked: _Kicked, now: float) -> None:
+        while self._forget and self._forget[0][0] < now:
+            _, old = heapq.heappop(self._forget)
+            known = self._kicked.get(old)
+            if known is not None and known.due + _REMEMBERED_AFTER_DUE_SECONDS < now:
+                del self._kicked[old]
+        self._kicked[schedule_id] = kicked
+        heapq.heappush(self._forget, (kicked.due + _REMEMBERED_AFTER_DUE_SECONDS, schedule_id))
 
     async def delete_schedule(self, schedule_id: str) -> None:
-        """Cancel the task of a schedule (its task id is the schedule id); a schedule this
-        source did not add is looked for in the broker's default queue."""
-        queue = self._queues.pop(schedule_id, "") or None
-        await self.broker.cancel(schedule_id, queue=queue)
+        """Cancel the task of a schedule, under the id it was sent with. A schedule this
+        source did not add (another process's) is looked for under the schedule id in the
+        broker's default queue. Raises `ScheduleNotCancelled` when the task still runs."""
+        kicked = self._kicked.get(schedule_id)
+        if kicked is None:
+            kicked = _Kicked(schedule_id, self.broker._default_queue.name, 0.0, True)
+        native = self.broker.sqsdelay_settings.max_native_delay_seconds
+        if not kicked.cancellable:
+            self._kicked.pop(schedule_id, None)
+            at = datetime.fromtimestamp(kicked.due, UTC).isoformat(timespec="milliseconds")
+            raise ScheduleNotCancelled(
+                f"the schedule {schedule_id!r} (task {kicked.task_id!r}) cannot be cancelled: "
+                f"its time was within SQSDELAY_MAX_NATIVE_DELAY_SECONDS ({native} s) when it "
+                f"was added, so it went to {kicked.queue!r} with SQS's own DelaySeconds, which "
+                f"nothing can take back; it runs at {at}. Schedule a task you may cancel more "
+                f"than {native} s ahead, or have the task check a flag of yours",
+                outcome="native",
+                schedule_id=schedule_id,
+                task_id=kicked.task_id,
+                queue=kicked.queue,
+            )
+        outcome = await self.broker.cancel(kicked.task_id, queue=kicked.queue)
+        self._kicked.pop(schedule_id, None)
+        if outcome == "cancelled":
+            return
+        if outcome == "too-late":
+            why = "it was handed over at its time and runs (or ran): unschedule it before its time"
+        else:
+            why = (
+                "the registry has no scheduled task under that id, so if it was sent it "
+                "runs. Another process's schedule whose kicker gave with_task_id is found "
+                "only by that id: `await broker.cancel(task_id, queue=...)`; a task kicked "
+                "without SQSDELAY_REGISTRY=dynamodb has no record to cancel"
+            )
+        raise ScheduleNotCancelled(
+            f"the schedule {schedule_id!r} (task {kicked.task_id!r} in {kicked.queue!r}) was "
+            f"not cancelled ({outcome}): {why}",
+            outcome=outcome,
+            schedule_id=schedule_id,
+            task_id=kicked.task_id,
+            queue=kicked.queue,
+        )
 
 
 def _too_large(task_name: str, body: str) -> str:

@@ -74,3 +74,14 @@ def taskiq_route(value: object, *, max_native_delay: int, fifo: bool) -> TaskiqR
         return TaskiqRoute("sqsdelay", ms, seconds)
     where = delays.route(seconds, max_native_delay=max_native_delay, unrestricted=True)
     return TaskiqRoute("native" if where == "direct" else "sqsdelay", ms, seconds)
+
+
+def cancellable(delay_ms: int, *, max_native_delay: int) -> bool:
+    """Whether a task kicked with this delay can be cancelled: only what goes through a delay
+    queue has a registry record (and can be parked). Within the native delay the sender sends
+    it with SQS's own `DelaySeconds` (a FIFO queue: its staging queue's), which nothing can
+    take back. A delay queue holds every message for a whole cycle, so routing a short delay
+    through it to make it cancellable would make it up to a cycle late."""
+    seconds = delays.whole_seconds(delay_ms)
+    where = delays.route(seconds, max_native_delay=max_native_delay, unrestricted=True)
+    return where == "delay-queue"

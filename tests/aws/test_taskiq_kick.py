@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from datetime import timedelta
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -18,7 +20,8 @@ from taskiq_aio_sqs import SQSQueue
 from taskiq_aio_sqs.exceptions import ExtendedBucketNameMissingError
 
 from sqsdelay import errors
-from sqsdelay.taskiq import SQSBroker
+from sqsdelay import taskiq as taskiq_module
+from sqsdelay.taskiq import DelayedSource, ScheduleNotCancelled, SQSBroker
 
 FIFO = "orders.fifo"
 
@@ -252,3 +255,122 @@ def test_without_the_bucket_option_a_large_task_is_a_typed_error_and_nothing_is_
     with pytest.raises(SendTaskError):
         asyncio.run(decorated.kicker().with_labels(delay=str(10**10)).kiq("x" * 1_100_000))
     assert fake.sent == [] and s3.objects == {}
+
+
+class SchedulingSender(FakeSender):
+    """As the sender with the registry: what went through a delay queue (beyond the broker's
+    2 s native delay) is scheduled until cancelled; `cancel` answers as the registry does,
+    or `answer` when set."""
+
+    def __init__(self, answer: str | None = None) -> None:
+        super().__init__()
+        self.answer = answer
+        self.cancels: list[tuple[str, str]] = []
+
+    async def cancel(self, queue: str, message_id: str) -> str:
+        self.cancels.append((queue, message_id))
+        if self.answer is not None:
+            return self.answer
+        scheduled = {(q, o["id"]) for q, _, o in self.sent if o["delay"] > timedelta(seconds=2)}
+        return "cancelled" if (queue, message_id) in scheduled else "unknown"
+
+
+def scheduling_broker(answer: str | None = None) -> tuple[SQSBroker, SchedulingSender, FakeSQS]:
+    broker, _, _, sqs = large_broker(None)
+    fake = SchedulingSender(answer)
+    broker._sqsdelay_sender = fake  # type: ignore[assignment]
+    return broker, fake, sqs
+
+
+async def _noop(*_: Any) -> None:
+    pass
+
+
+def test_unschedule_cancels_the_task_id_the_schedule_was_kicked_with() -> None:
+    """Issue 58 (3): with `with_task_id` the task is sent under that id, and the cancel asked
+    for the schedule id (`unknown`, thrown away: the task ran)."""
+    broker, fake, _ = scheduling_broker()
+    task = broker.register_task(_noop, task_name="app.task")
+    source = DelayedSource(broker)
+    when = datetime.now(UTC) + timedelta(hours=1)
+
+    async def scenario() -> None:
+        kicker = task.kicker().with_task_id("order-7").with_schedule_id("s-7")
+        created = await kicker.schedule_by_time(source, when)
+        await created.unschedule()
+        by_default = await task.kicker().with_schedule_id("s-8").schedule_by_time(source, when)
+        await by_default.unschedule()  # no task id: the schedule id is the task id
+
+    asyncio.run(scenario())
+    assert [o["id"] for _, _, o in fake.sent] == ["order-7", "s-8"]
+    assert fake.cancels == [("orders", "order-7"), ("orders", "s-8")]
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        ("too-late", "unschedule it before its time"),
+        ("unknown", "broker.cancel(task_id"),
+    ],
+)
+def test_an_unschedule_that_cancels_nothing_raises_saying_why(answer: str, says: str) -> None:
+    broker, fake, _ = scheduling_broker(answer)
+    task = broker.register_task(_noop, task_name="app.task")
+    source = DelayedSource(broker)
+    when = datetime.now(UTC) + timedelta(hours=1)
+
+    async def scenario() -> None:
+        created = await task.kicker().with_task_id("t-1").schedule_by_time(source, when)
+        await created.unschedule()
+
+    with pytest.raises(ScheduleNotCancelled) as raised:
+        asyncio.run(scenario())
+    error = raised.value
+    assert isinstance(error, errors.SqsDelayError)
+    assert (error.outcome, error.task_id, error.queue) == (answer, "t-1", "orders")
+    assert says in str(error)
+    assert fake.cancels == [("orders", "t-1")]
+
+
+@pytest.mark.parametrize("fifo", [False, True])
+def test_a_schedule_within_the_native_delay_cannot_be_cancelled_and_says_so(fifo: bool) -> None:
+    """Sent with SQS's own DelaySeconds (a FIFO queue: its staging queue's), so no registry
+    record: unschedule raises, where it cancelled nothing silently and the task ran."""
+    broker, fake, sqs = scheduling_broker()
+    task = broker.register_task(_noop, task_name="app.task")
+    source = DelayedSource(broker)
+    when = datetime.now(UTC) + timedelta(seconds=1.5)  # within the broker's 2 s
+    labels = {"queue": FIFO, "group_id": "g"} if fifo else {}
+
+    async def scenario() -> None:
+        kicker = task.kicker().with_labels(**labels).with_task_id("soon")
+        created = await kicker.schedule_by_time(source, when)
+        await created.unschedule()
+
+    with pytest.raises(ScheduleNotCancelled, match="SQSDELAY_MAX_NATIVE_DELAY_SECONDS") as raised:
+        asyncio.run(scenario())
+    assert (raised.value.outcome, raised.value.task_id) == ("native", "soon")
+    assert raised.value.queue == (FIFO if fifo else "orders")
+    assert "more than 2 s ahead" in str(raised.value)
+    assert len(fake.sent if fifo else sqs.sent) == 1  # it was sent, and runs
+    assert fake.cancels == []
+
+
+def test_the_source_forgets_a_schedule_an_hour_after_its_time() -> None:
+    """A worker whose retries go through a DelayedSource keeps no record of old ones."""
+    broker, _, _ = scheduling_broker()
+    task = broker.register_task(_noop, task_name="app.task")
+    source = DelayedSource(broker)
+    start = time.time()
+    clock = [start]
+
+    async def schedule(name: str) -> None:
+        when = datetime.fromtimestamp(clock[0] + 60, UTC)
+        await task.kicker().with_schedule_id(name).schedule_by_time(source, when)
+
+    with mock.patch.object(taskiq_module.time, "time", lambda: clock[0]):
+        for n in range(3):
+            asyncio.run(schedule(f"old-{n}"))
+        clock[0] = start + 60 + 3600 + 1  # an hour after their time
+        asyncio.run(schedule("new"))
+    assert set(source._kicked) == {"new"}

@@ -5,6 +5,7 @@ task's pointer (core/taskiq_offload.py) as taskiq-aio-sqs writes it."""
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -13,8 +14,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqsdelay.core import taskiq_offload
-from sqsdelay.core.taskiq_delay import TaskiqRoute, label_milliseconds, taskiq_route
+from sqsdelay.core import send, taskiq_offload
+from sqsdelay.core.taskiq_delay import (
+    TaskiqRoute,
+    cancellable,
+    label_milliseconds,
+    taskiq_route,
+)
 from sqsdelay.errors import InvalidDelay
 
 NATIVE = 900
@@ -120,3 +126,20 @@ def test_a_body_is_offloaded_from_taskiq_aio_sqs_s_size_with_its_pointer() -> No
         **mine,
         "s3_extended_message": {"DataType": "String", "StringValue": "True"},
     }
+
+
+@given(
+    ms=st.integers(min_value=0, max_value=10**7),
+    native=st.integers(min_value=1, max_value=900),
+    fifo=st.booleans(),
+)
+def test_a_task_is_cancellable_exactly_when_the_sender_records_it(
+    ms: int, native: int, fifo: bool
+) -> None:
+    """`cancellable` (DelayedSource's unschedule) agrees with the sender's plan: only a
+    delay-queue send has a registry record; within the native delay (a FIFO queue: through its
+    staging queue) nothing can take it back."""
+    limits = send.SendLimits("", 10**9, native, True, "raw", 1_048_576, lambda q: q)
+    message = send.Message("x", delay=timedelta(milliseconds=ms), group_id="g" if fifo else None)
+    planned = send.plan("orders.fifo" if fifo else "orders", message, limits, now=1.0)
+    assert cancellable(ms, max_native_delay=native) == (planned.route == "delay-queue")

@@ -23,7 +23,7 @@ from taskiq_aio_sqs.exceptions import BrokerConfigError
 
 from sqsdelay import errors
 from sqsdelay.aws.sender import AsyncSender
-from sqsdelay.taskiq import DelayedSource, SQSBroker
+from sqsdelay.taskiq import DelayedSource, ScheduleNotCancelled, SQSBroker
 from tests.conftest import wait_for
 from tests.support.taskiqkit import Publisher, RunLog, cli
 
@@ -265,6 +265,35 @@ def test_schedule_by_time_runs_once_at_its_time_and_unschedule_cancels(stack: St
     stack.publisher.run(schedule())
     stack.ran_once_on_time({tag: due.timestamp()})
     assert not stack.log.ran("unscheduled")
+
+
+def test_unschedule_cancels_a_task_kicked_with_its_own_id_and_says_when_it_cannot(
+    stack: Stack,
+) -> None:
+    """Issue 58 (3): a schedule kicked `with_task_id` is sent under that id, which unschedule
+    now cancels (it asked for the schedule id, and the task ran); one within the native delay
+    went with SQS's own DelaySeconds, so unschedule raises, and it runs."""
+    source = DelayedSource(stack.app.broker)
+    now = datetime.now(UTC)
+    far = now + timedelta(seconds=3 * CYCLE + 0.3)
+    soon = now + timedelta(seconds=CYCLE - 0.5)  # within the native delay
+    mark = uuid.uuid4().hex[:4]
+    dropped, kept, native = f"own-id-{mark}", f"kept-{mark}", f"native-{mark}"
+
+    async def schedule() -> ScheduleNotCancelled:
+        kicker = stack.app.record.kicker().with_task_id(f"task-{mark}")
+        created = await kicker.schedule_by_time(source, far, dropped)
+        await created.unschedule()
+        await stack.app.record.kicker().schedule_by_time(source, far, kept)  # its time came
+        too_soon = await stack.app.record.kicker().schedule_by_time(source, soon, native)
+        with pytest.raises(ScheduleNotCancelled) as raised:
+            await too_soon.unschedule()
+        return raised.value
+
+    error = stack.publisher.run(schedule())
+    assert error.outcome == "native" and "SQSDELAY_MAX_NATIVE_DELAY_SECONDS" in str(error)
+    stack.ran_once_on_time({native: soon.timestamp(), kept: far.timestamp()})
+    assert not stack.log.ran(dropped)
 
 
 def test_delayed_source_refuses_a_naive_time_and_recurring_schedules(stack: Stack) -> None:
