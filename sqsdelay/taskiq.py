@@ -123,6 +123,7 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
         self.sqsdelay_settings = settings
         self._sqsdelay_sender: AsyncSender | None = None
         self._sqsdelay_opening = asyncio.Lock()
+        self._dedup_warned = False
 
     async def kick(self, message: BrokerMessage) -> None:
         """Send a task: with taskiq-aio-sqs within the native delay, else through sqsdelay."""
@@ -142,6 +143,8 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
         kwargs: dict[str, Any] = dict(
             await self.build_kick_kwargs(_with_delay(message, 0), queue, queue_url)
         )
+        if "MessageDeduplicationId" in kwargs:
+            self._warn_dedup_not_kept(queue.name, route)
         # The sender loads at startup: `import sqsdelay.taskiq` stays light.
         from sqsdelay.aws.sender import Message
 
@@ -176,6 +179,33 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
             attributes=delayed.attributes,
             id=delayed.id,
             group_id=delayed.group_id,
+        )
+
+    def _warn_dedup_not_kept(self, queue: str, route: taskiq_delay.TaskiqRoute) -> None:
+        """`use_task_id_for_deduplication` on a FIFO queue: the sqsdelay route cannot pass
+        the deduplication id on (the sender takes none). With the registry, a re-kick of a
+        task id still scheduled beyond the native delay is a duplicate and sends nothing, as
+        SQS would drop it; a shorter delay, or any without the registry, is delivered once
+        per kick. Said once per broker, where it happens, rather than silently."""
+        native = self.sqsdelay_settings.max_native_delay_seconds
+        recorded = self.sqsdelay_settings.registry == "dynamodb" and taskiq_delay.cancellable(
+            route.delay_ms, max_native_delay=native
+        )
+        if recorded or self._dedup_warned:
+            return
+        self._dedup_warned = True
+        from sqsdelay.logs import get_logger  # here: `import sqsdelay.taskiq` stays light
+
+        get_logger("sqsdelay.taskiq").warning(
+            "taskiq.deduplication_not_kept",
+            queue=queue,
+            delay_ms=route.delay_ms,
+            detail=(
+                "use_task_id_for_deduplication: a delayed kick into a FIFO queue goes through "
+                "sqsdelay, which deduplicates a re-kick of a task id only with "
+                f"SQSDELAY_REGISTRY=dynamodb and a delay beyond {native} s "
+                "(SQSDELAY_MAX_NATIVE_DELAY_SECONDS): this one is delivered once per kick"
+            ),
         )
 
     def _fits(self, queue: str, delayed: Message, *, check: bool = False) -> bool:

@@ -22,6 +22,7 @@ from taskiq_aio_sqs.exceptions import ExtendedBucketNameMissingError
 from sqsdelay import errors
 from sqsdelay import taskiq as taskiq_module
 from sqsdelay.taskiq import DelayedSource, ScheduleNotCancelled, SQSBroker
+from tests.support.logs import capture_logs, events
 
 FIFO = "orders.fifo"
 
@@ -374,3 +375,34 @@ def test_the_source_forgets_a_schedule_an_hour_after_its_time() -> None:
         clock[0] = start + 60 + 3600 + 1  # an hour after their time
         asyncio.run(schedule("new"))
     assert set(source._kicked) == {"new"}
+
+
+def test_a_fifo_kick_whose_deduplication_id_is_not_kept_says_so_once() -> None:
+    """Issue 58 (10): taskiq-aio-sqs's `use_task_id_for_deduplication` gives a FIFO kick
+    `MessageDeduplicationId` = the task id, and the sqsdelay route cannot pass it on (the
+    sender takes none). With the registry a re-kick of a task still scheduled beyond the
+    native delay is a duplicate anyway (said nothing); a short delay, or no registry, is
+    delivered once per kick: warned once per broker, not silently."""
+    out = capture_logs("WARNING")
+    for registry in ("dynamodb", "off"):
+        broker = SQSBroker(
+            "orders",
+            endpoint_url="http://127.0.0.1:9",
+            use_task_id_for_deduplication=True,
+            sqsdelay={"max_native_delay_seconds": 2, "registry": registry},
+        ).with_queues(SQSQueue(name=FIFO, is_fifo=True))
+        assert isinstance(broker, SQSBroker)
+        broker._queue_urls = {"orders": "http://q/orders", FIFO: f"http://q/{FIFO}"}
+        broker._sqs_queue_url = "http://q/orders"
+        fake = FakeSender()
+        broker._sqsdelay_sender = fake  # type: ignore[assignment]
+        task = broker.register_task(_noop, task_name="app.task")
+        kicker = task.kicker().with_task_id("t").with_labels(queue=FIFO, group_id="g")
+        for delay in ("60", "60", "1.5", "1.5"):
+            asyncio.run(kicker.with_labels(delay=delay).kiq())
+        assert [o["id"] for _, _, o in fake.sent] == ["t"] * 4  # the registry's key
+        warned = events(out, "taskiq.deduplication_not_kept")
+        assert [w["delay_ms"] for w in warned] == (
+            [1500] if registry == "dynamodb" else [1500, 60_000]
+        )
+    assert "SQSDELAY_REGISTRY=dynamodb" in warned[0]["detail"]
