@@ -11,12 +11,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import boto3
 from botocore import xform_name
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sqsdelay.aws.clients import error_code, sync_client, sync_service, translate
+from sqsdelay.aws.clients import (
+    error_code,
+    service_kwargs,
+    sync_client,
+    sync_service,
+    translate,
+)
 from sqsdelay.aws.queue_urls import QueueResolver, check_queue, trio
 from sqsdelay.core import registry, tags
+from sqsdelay.core.lambda_checks import visibility_problem
 from sqsdelay.core.queue_checks import Problem
 from sqsdelay.core.queue_trios import QueueSpec, expected_attributes, specs
 from sqsdelay.errors import RegistryError
@@ -158,6 +166,46 @@ class Installer:
         still = {k for p in after for k in p.attributes}
         report.fixed = [p.problem for p in attempted if not still & set(p.attributes)]
         return after
+
+    def check_triggers(self, reports: Sequence[QueueReport], *, client: Any = None) -> None:
+        """Add to each delay or staging queue's report the Lambda functions it triggers (its
+        event source mappings) whose timeout its visibility timeout does not cover six times
+        (core/lambda_checks.py): the two are set in two stacks, queues.yaml and
+        worker-lambda.yaml. A caller who may not read them gets a warning."""
+        lam = client or boto3.client("lambda", **service_kwargs(self.settings))
+        for report in reports:
+            if report.spec.role not in ("delay", "staging") or report.url is None:
+                continue
+            attrs = self._call(
+                "GetQueueAttributes",
+                report.spec.name,
+                self._client.get_queue_attributes,
+                QueueUrl=report.url,
+                AttributeNames=["QueueArn", "VisibilityTimeout"],
+            )["Attributes"]
+            try:
+                mappings = lam.list_event_source_mappings(EventSourceArn=attrs["QueueArn"])
+                for mapping in mappings["EventSourceMappings"]:
+                    function = lam.get_function_configuration(FunctionName=mapping["FunctionArn"])
+                    problem = visibility_problem(
+                        function["FunctionName"],
+                        int(function["Timeout"]),
+                        report.spec.name,
+                        int(attrs["VisibilityTimeout"]),
+                    )
+                    if problem is not None:
+                        report.problems.append(problem)
+            except (ClientError, BotoCoreError) as exc:
+                report.problems.append(
+                    Problem(
+                        report.spec.name,
+                        f"cannot read the Lambda functions it triggers ({error_code(exc)}), so "
+                        "its visibility timeout is not checked against their timeouts",
+                        "allow lambda:ListEventSourceMappings and "
+                        "lambda:GetFunctionConfiguration to whoever runs the check",
+                        warning=True,
+                    )
+                )
 
     def schedule_group(self, queues: Sequence[str], *, create: bool = True) -> ResourceReport:
         """Create (or with create=False, check) the schedule group parking uses."""

@@ -45,7 +45,10 @@ def install(
     settings = settings_of(ctx)
     installer = Installer(settings)
     problems = 0
-    for r in installer.run(queues, create=not check, fix=fix, force=force):
+    reports = installer.run(queues, create=not check, fix=fix, force=force)
+    if check:  # a Lambda worker's timeout against its queue's visibility timeout
+        installer.check_triggers(reports)
+    for r in reports:
         problems += _print_report(r.spec.role, r.spec.name, r.created, r.url is not None, r)
     if settings.parking == "scheduler":
         group = installer.schedule_group(queues, create=not check)

@@ -32,3 +32,30 @@ def recursion_problem(function: str, reply: Mapping[str, Any]) -> Problem | None
             "--recursive-loop Allow (infra/worker-lambda.yaml sets RecursiveLoop: Allow)"
         ),
     )
+
+
+# AWS's guidance for an SQS trigger: the queue's visibility timeout at least six times the
+# function's timeout (Lambda Developer Guide, "Using Lambda with Amazon SQS"), so that the
+# poller's retries of a throttled batch end before its messages come back.
+VISIBILITY_PER_TIMEOUT = 6
+
+
+def visibility_problem(function: str, timeout: int, queue: str, visibility: int) -> Problem | None:
+    """`queue`, whose visibility timeout is `visibility` s, triggers `function`, whose timeout
+    is `timeout` s: a problem unless the visibility is at least six times the timeout."""
+    need = VISIBILITY_PER_TIMEOUT * timeout
+    if visibility >= need:
+        return None
+    return Problem(
+        queue=queue,
+        problem=(
+            f"visibility timeout {visibility} s is less than {VISIBILITY_PER_TIMEOUT} x the "
+            f"timeout of the Lambda function {function!r} it triggers ({timeout} s): a batch "
+            "the poller retries can come back while it is still in hand"
+        ),
+        fix=(
+            f"raise the queue's VisibilityTimeout to at least {need} s (queues.yaml "
+            "DelayQueueVisibilityTimeoutSeconds), or lower the function's timeout to at most "
+            f"{visibility // VISIBILITY_PER_TIMEOUT} s (worker-lambda.yaml TimeoutSeconds)"
+        ),
+    )

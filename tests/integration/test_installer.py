@@ -303,3 +303,33 @@ def test_check_warns_when_parking_is_off_while_the_group_holds_parked_messages(
         done.stdout
     )
     assert f"list-schedules --group-name {group} is empty" in done.stdout
+
+
+def test_check_compares_a_lambda_workers_timeout_with_its_queues_visibility(
+    env: dict[str, str], prefix: str, moto_url: str, sqs: Any
+) -> None:
+    """The function's timeout (worker-lambda.yaml) and the delay queue's visibility timeout
+    (queues.yaml) are set in two stacks: `install --check` reads both through the queue's
+    event source mapping, and wants the visibility at least 6 x the timeout (AWS's guidance
+    for SQS triggers)."""
+    from tests.support import cli
+    from tests.support.lambdas import lambda_function
+
+    assert cli.run(env, "install", "orders").returncode == 0
+    delay = attributes(sqs, prefix + "orders-delay.fifo")
+    visibility = int(delay["VisibilityTimeout"])
+    lam, function = lambda_function(moto_url)
+    lam.create_event_source_mapping(
+        EventSourceArn=delay["QueueArn"], FunctionName=function, BatchSize=10, Enabled=False
+    )
+    lam.update_function_configuration(FunctionName=function, Timeout=visibility // 6)
+    fine = cli.run(env, "install", "--check", "orders")
+    assert fine.returncode == 0 and "timeout" not in fine.stdout, fine.stdout
+    lam.update_function_configuration(FunctionName=function, Timeout=visibility // 6 + 1)
+    done = cli.run(env, "install", "--check", "orders")
+    assert done.returncode == 1, done.stdout
+    assert (
+        f"problem: visibility timeout {visibility} s is less than 6 x the timeout of the "
+        f"Lambda function {function!r} it triggers ({visibility // 6 + 1} s)"
+    ) in done.stdout
+    assert f"lower the function's timeout to at most {visibility // 6} s" in done.stdout

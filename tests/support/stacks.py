@@ -21,7 +21,7 @@ ECS_PARAMS = {
 LAMBDA_PARAMS = {
     "DestinationName": "orders",
     "CycleSeconds": 1,
-    "ImageUri": "sqsdelay-lambda",
+    "ImageUri": f"sqsdelay-lambda@sha256:{'0' * 64}",  # by digest, as the template requires
     "AlarmTopicArn": TOPIC,
 }
 
