@@ -69,7 +69,7 @@ scripts: $(STAMP) $(FAUXQS_STAMP)
 
 # The cost job on the Spark that infra/cost-report.yaml's EMR release runs (3.5.5, whose
 # pyspark needs numpy < 2, and so a pyarrow built for it): the same constraints, four pins
-# changed.
+# changed; parliament for the IAM check of every template the tests render (tests/support/cfn.py).
 SPARK35 := .venv-spark35
 SPARK35_STAMP := $(SPARK35)/.installed
 $(SPARK35_STAMP): $(DEPS)
@@ -79,7 +79,7 @@ $(SPARK35_STAMP): $(DEPS)
 	    -e 's/^numpy==.*/numpy==1.26.4/' -e 's/^pyarrow==.*/pyarrow==21.0.0/' \
 	    constraints.txt > $(SPARK35)/constraints.txt
 	$(SPARK35)/bin/python -m pip install --quiet --no-compile -c $(SPARK35)/constraints.txt -e '.[spark,emulator]' \
-	    pytest pytest-timeout pytest-xdist hypothesis duckdb
+	    pytest pytest-timeout pytest-xdist hypothesis duckdb parliament
 	touch $(SPARK35_STAMP)
 
 # On Spark 3.5 the job runs as EMR runs it, not the whole cost suite a second time: the

@@ -21,6 +21,7 @@ from sqsdelay.core.types import InvalidDelayAction, Parking, WireFormat
 from sqsdelay.errors import ConfigError
 
 ENV_PREFIX = "SQSDELAY_"
+SECRET_SETTINGS = frozenset({"console_token"})  # never printed, not even in an error
 
 
 class Settings(BaseSettings):
@@ -187,8 +188,9 @@ class Settings(BaseSettings):
     )
     console_token: str | None = Field(
         default=None,
-        repr=False,  # a secret: never in a repr or a log line
-        min_length=16,
+        repr=False,  # a secret: never in a repr, a log line or an error (`SECRET_SETTINGS`)
+        # checked (16 characters or more) by the console as it starts, not here: a bad
+        # token must not stop every other command, nor be printed
         description="console: the token every request needs (Authorization: Bearer, or the "
         "sign-in page); required to bind to an address other than loopback",
     )
@@ -196,6 +198,29 @@ class Settings(BaseSettings):
         default=None,
         description="console: a file of tokens, one NAME:TOKEN a line (the name is logged as "
         "who acted), instead of SQSDELAY_CONSOLE_TOKEN",
+    )
+    console_public_origin: str | None = Field(
+        default=None,
+        description="console behind a reverse proxy: the address browsers open, e.g. "
+        "https://console.example.com; the origin its forms must come from, and the cookie "
+        "is Secure when it is https",
+    )
+    console_forwarded_allow_ips: str = Field(
+        default="127.0.0.1",
+        description="console: comma-separated addresses (or *) of the proxies whose "
+        "X-Forwarded-For and X-Forwarded-Proto are believed (uvicorn's --forwarded-allow-ips)",
+    )
+    console_session_idle_seconds: int = Field(
+        default=3600,
+        ge=1,
+        le=31 * 86400,
+        description="console: a sign-in ends this long after its last request",
+    )
+    console_session_lifetime_seconds: int = Field(
+        default=43_200,
+        ge=1,
+        le=31 * 86400,
+        description="console: a sign-in ends this long after it began, however used",
     )
     log_format: Literal["json", "console"] = Field(default="json", description="json or console")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
@@ -346,6 +371,7 @@ def load_settings(**overrides: Any) -> Settings:
             if not err["loc"]:  # a rule across settings names them itself
                 problems.append(err["msg"].removeprefix("Value error, "))
                 continue
-            name = env_name("_".join(str(p) for p in err["loc"]))
-            problems.append(f"{name}={err.get('input')!r}: {err['msg']}")
+            field = "_".join(str(p) for p in err["loc"])
+            shown = "(hidden)" if field in SECRET_SETTINGS else repr(err.get("input"))
+            problems.append(f"{env_name(field)}={shown}: {err['msg']}")
         raise ConfigError("invalid setting " + "; ".join(problems)) from None

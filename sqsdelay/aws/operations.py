@@ -26,6 +26,7 @@ from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
 
 log = get_logger("sqsdelay.aws.operations")
+LIST_WAIT_SECONDS = 1  # a long poll: a short one samples some of SQS's servers only
 COUNTS = {
     "visible": "ApproximateNumberOfMessages",
     "in_flight": "ApproximateNumberOfMessagesNotVisible",
@@ -141,7 +142,10 @@ def dead_letters(
     settings: Settings, queue: str, *, scan: int = 100, client: Any = None
 ) -> list[DeadLetter]:
     """QUEUE's messages in the (shared) error queue, looking at no more than `scan`: each is
-    received for 30 s and made visible again as soon as the scan ends."""
+    received for 30 s and made visible again as soon as the scan ends. Long polls of 1 s
+    (`LIST_WAIT_SECONDS`): SQS answers a short poll from a sample of its servers,
+    so an empty short poll does not say that the queue has no more; the scan ends at the
+    first empty long poll (or when a receive brings nothing new)."""
     sqs = client or sync_client(settings)
     resolver = QueueResolver(settings)
     queues = resolver.trio(queue)
@@ -171,7 +175,7 @@ def _list(
             resp = sqs.receive_message(
                 QueueUrl=error_url,
                 MaxNumberOfMessages=min(quotas.MAX_BATCH_ENTRIES, scan - len(seen)),
-                WaitTimeSeconds=0,
+                WaitTimeSeconds=LIST_WAIT_SECONDS,
                 VisibilityTimeout=30,
                 MessageAttributeNames=["All"],
                 MessageSystemAttributeNames=["SentTimestamp"],

@@ -21,6 +21,13 @@ def console(
     read_only: Annotated[
         bool, typer.Option("--read-only", help="serve the pages without any action")
     ] = False,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            help="comma-separated addresses (or *) of the reverse proxies whose "
+            "X-Forwarded-For/-Proto are believed; default SQSDELAY_CONSOLE_FORWARDED_ALLOW_IPS"
+        ),
+    ] = None,
 ) -> int:
     """Serve the web console: scheduled messages, dead letters, health (docs/console.md)."""
     require("console", "the console")
@@ -30,5 +37,12 @@ def console(
     settings = settings_of(ctx)
     tokens = load_tokens(settings.console_token, settings.console_token_file)
     check_bind(host, tokens)  # before anything listens: exit 2 with the fix
-    serve(settings, tokens, host=host, port=port, read_only=read_only)
+    serve(
+        settings,
+        tokens,
+        host=host,
+        port=port,
+        read_only=read_only,
+        forwarded_allow_ips=forwarded_allow_ips,
+    )
     return 0

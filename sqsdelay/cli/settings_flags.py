@@ -56,7 +56,14 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Registry": ("registry", "registry_table"),
     "Logging and metrics": ("log_format", "log_level", "log_file", "metrics", "metrics_namespace"),
     "Cost report": ("spark_class_archive",),
-    "Console": ("console_token", "console_token_file"),
+    "Console": (
+        "console_token",
+        "console_token_file",
+        "console_public_origin",
+        "console_forwarded_allow_ips",
+        "console_session_idle_seconds",
+        "console_session_lifetime_seconds",
+    ),
 }
 PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
 

@@ -4,9 +4,11 @@ Every page needs who is asking (`_who`): a bearer token, a signed-in session, or
 console without tokens (loopback only), the local user. Every action is a POST that must
 come from this console's own page: same origin (the browser's Origin and Sec-Fetch-Site
 headers, when it sends them) and the session's CSRF token; a bearer-token request (a
-script, which no browser sends on its own) needs no CSRF token. Responses forbid inline
-scripts (Content-Security-Policy), framing and caching; errors show their typed message,
-never a traceback."""
+script, which no browser sends on its own) needs no CSRF token. A request another site
+makes (`Sec-Fetch-Site` other than same-origin or none) is refused on every route, pages
+and static files too, and a body over MAX_BODY_BYTES before anything reads it. Responses
+forbid inline scripts (Content-Security-Policy), framing and caching; errors show their
+typed message, never a traceback."""
 
 from __future__ import annotations
 
@@ -30,14 +32,27 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sqsdelay.console import timefmt
-from sqsdelay.console.auth import LOCAL, Sessions, Tokens, bearer, host_allowed
+from sqsdelay.console.auth import (
+    LOCAL,
+    Sessions,
+    Throttle,
+    Tokens,
+    bearer,
+    cookie_name,
+    given_bytes,
+    host_allowed,
+)
 from sqsdelay.console.service import ConsoleService, Filters, Outcome
 from sqsdelay.errors import InvalidInput, RegistryError, SqsDelayError
 from sqsdelay.logs import get_logger
 
 log = get_logger("sqsdelay.console")
 HERE = Path(__file__).parent
-COOKIE = "sqsdelay_console"
+# A request's body is read (at most this much) before anything parses it: the largest form,
+# 50 selected ids of 128 characters percent-encoded, is about 20 KiB.
+MAX_BODY_BYTES = 64 * 1024
+MAX_FIELDS = 64  # a form's fields: 50 ids and a few others
+MAX_FIELD_BYTES = 8 * 1024  # one field (an id is at most 128 characters)
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -53,20 +68,48 @@ HEADERS = {
 
 
 class SecurityHeaders:
-    """Adds `HEADERS` to every response, the static files' too, and refuses a request
-    addressed to a host name the console does not serve (`auth.host_allowed`)."""
+    """Adds `HEADERS` to every response, the static files' too; refuses a request addressed
+    to a host name the console does not serve (`auth.host_allowed`, 421), one another site
+    made (`Sec-Fetch-Site`, 403), and a body over MAX_BODY_BYTES (413), before the
+    application sees any of them. The body is read here, so nothing parses more."""
 
-    def __init__(self, app: ASGIApp, bind: str) -> None:
+    def __init__(self, app: ASGIApp, bind: str, origin: str | None = None) -> None:
         self.app = app
         self.bind = bind
+        self.origin = origin
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
-            if not host_allowed(host, self.bind):
-                refused = _refused(421, "this console answers only to 127.0.0.1 or localhost")
+            headers = dict(scope.get("headers") or [])
+            host = headers.get(b"host", b"").decode("latin-1")
+            if not host_allowed(host, self.bind, self.origin):
+                names = "127.0.0.1 or localhost"
+                if self.origin:
+                    names += f" or {self.origin}"
+                refused = _refused(421, f"this console answers only to {names}")
                 await refused(scope, receive, send)
                 return
+            site = headers.get(b"sec-fetch-site", b"").decode("latin-1")
+            if site and site not in ("same-origin", "none"):
+                log.warning(
+                    "console.refused",
+                    who="-",
+                    action=str(scope.get("path", ""))[:200],
+                    reason="cross-site request",
+                    client=_client_of(scope),
+                )
+                refused = _refused(
+                    403,
+                    "a request from another site; nothing was read or done. Open the "
+                    "console's address yourself",
+                )
+                await refused(scope, receive, send)
+                return
+            body = await _bounded_body(headers, receive)
+            if body is None:
+                await _refused(413, f"a body over {MAX_BODY_BYTES} bytes")(scope, receive, send)
+                return
+            receive = _replaying(body, receive)
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -78,6 +121,49 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, with_headers)
+
+
+async def _bounded_body(headers: dict[bytes, bytes], receive: Receive) -> bytes | None:
+    """The request's whole body, or None when it is (or says it is) over MAX_BODY_BYTES:
+    then no more of it is read."""
+    length = headers.get(b"content-length", b"").decode("latin-1").strip()
+    if length and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break  # the client went away: the application sees an empty body
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives the body read already, then waits as the server's does."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _client_of(scope: Scope) -> str:
+    """The client's address: the peer's, or the one a trusted proxy named
+    (`--forwarded-allow-ips`: uvicorn's proxy headers rewrite the scope)."""
+    client = scope.get("client")
+    return str(client[0]) if client else "-"
 
 
 @dataclass
@@ -98,15 +184,22 @@ def create_app(
     sessions: Sessions | None = None,
     *,
     bind: str = "127.0.0.1",
+    origin: str | None = None,
+    throttle: Throttle | None = None,
 ) -> Any:
-    """The application; `bind`, the address it is served on (loopback: loopback names only)."""
-    sessions = sessions or Sessions()
+    """The application; `bind`, the address it is served on (loopback: loopback names only);
+    `origin`, the public origin behind a proxy (`auth.public_origin`), the one its forms
+    must come from."""
+    sessions = sessions if sessions is not None else Sessions()  # empty: falsy
+    throttle = throttle if throttle is not None else Throttle()
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         autoescape=True,  # everything a producer wrote is shown as text
         undefined=jinja2.StrictUndefined,
     )
-    env.globals.update(relative=timefmt.relative, utc=timefmt.utc, row_id=row_id)
+    env.globals.update(
+        relative=timefmt.relative, utc=timefmt.utc, readable=timefmt.readable, row_id=row_id
+    )
 
     def render(
         request: Request, caller: Caller | None, name: str, status: int = 200, **context: Any
@@ -123,30 +216,51 @@ def create_app(
         )
         response = HTMLResponse(html, status_code=status)
         if caller and caller.new_session and caller.sid:
-            _set_cookie(response, caller.sid, request)
+            set_cookie(response, caller.sid, request)
         return response
 
-    def who(request: Request) -> Caller | None:
+    def cookie(request: Request) -> str:
+        return cookie_name(request.headers.get("host"), origin)
+
+    def set_cookie(response: Response, sid: str, request: Request) -> None:
+        secure = origin.startswith("https:") if origin else request.url.scheme == "https"
+        response.set_cookie(
+            cookie(request), sid, httponly=True, samesite="strict", secure=secure, path="/"
+        )
+
+    def who(request: Request) -> Caller | Response | None:
+        """Who asks: a Caller, None (not signed in), or the answer to a wrong or throttled
+        bearer token (401, 429)."""
         given = bearer(request.headers.get("authorization"))
         if given is not None:
-            name = tokens.who(given) if tokens.required else None
-            return Caller(name, None) if name else None
-        sid = request.cookies.get(COOKIE)
+            client = _client_of(request.scope)
+            wait = throttle.retry_after(client)
+            if wait:
+                return _throttled(client, wait, "bearer")
+            name = tokens.who(given_bytes(given)) if tokens.required else None
+            if name is None:
+                throttle.wrong(client)
+                log.warning("console.token_refused", client=client, via="bearer")
+                return _refused(401, "the token is not valid")
+            return Caller(name, None)
+        sid = request.cookies.get(cookie(request))
+        if not tokens.required:  # a loopback console: its session proves itself
+            if sessions.is_local(sid) and sid is not None:
+                return Caller(LOCAL, sid)
+            return Caller(LOCAL, sessions.local(), new_session=True)
         found = sessions.who(sid)
         if found is not None and sid is not None:
             return Caller(found, sid)
-        if tokens.required:
-            return None
-        return Caller(LOCAL, sessions.start(LOCAL), new_session=True)
+        return None
 
     Handler = Callable[[Request, Caller], Awaitable[Response]]
 
     def page(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             caller = who(request)
+            if isinstance(caller, Response):
+                return caller
             if caller is None:
-                if bearer(request.headers.get("authorization")) is not None:
-                    return _refused(401, "the token is not valid")
                 return RedirectResponse("/signin", status_code=303)
             return await _guarded(request, caller, handler)
 
@@ -154,15 +268,16 @@ def create_app(
 
     def action(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            caller = who(request)
-            if not _same_origin(request):  # first: a cross-site request carries no cookie
-                name = caller.who if caller and not caller.new_session else "-"
-                service.refused(name, request.url.path, "cross-site request")
+            if not _same_origin(request, origin):  # first: a cross-site request has no cookie
+                service.refused("-", request.url.path, "cross-site request")
                 return _refused(403, "a request from another site: this action was not done")
+            caller = who(request)
+            if isinstance(caller, Response):
+                return caller
             if caller is None or caller.new_session:
                 service.refused("-", request.url.path, "not signed in")
                 return _refused(403, "sign in first: this action was not done")
-            form = await request.form()
+            form = await _form(request)
             if caller.sid is not None and not sessions.csrf_ok(caller.sid, _one(form, "csrf")):
                 service.refused(caller.who, request.url.path, "missing or wrong CSRF token")
                 return _refused(403, "the form's token is missing or stale: reload the page")
@@ -196,7 +311,7 @@ def create_app(
     async def home(request: Request, caller: Caller) -> Response:
         response = RedirectResponse("/scheduled", status_code=303)
         if caller.new_session and caller.sid:
-            _set_cookie(response, caller.sid, request)
+            set_cookie(response, caller.sid, request)
         return response
 
     async def scheduled(request: Request, caller: Caller) -> Response:
@@ -245,10 +360,26 @@ def create_app(
         return render(request, caller, "scheduled.html", **context)
 
     async def dead_letters(request: Request, caller: Caller) -> Response:
+        """The page: which destination; nothing is received until the user asks (a POST
+        from this page, `list_dead_letters`), as listing receives each message."""
         q = request.query_params
         destinations = await run_in_threadpool(service.destinations)
         destination = q.get("destination") or (destinations[0] if destinations else "")
-        show_values = q.get("values") == "1"
+        return render(
+            request,
+            caller,
+            "dead_letters.html",
+            destinations=destinations,
+            destination=destination,
+            letters=None,
+            show_values=q.get("values") == "1",
+            now_ms=_now_ms(),
+        )
+
+    async def list_dead_letters(request: Request, caller: Caller) -> Response:
+        form: FormData = request.state.form
+        destinations = await run_in_threadpool(service.destinations)
+        destination = _one(form, "destination") or ""
         letters: list[Any] = []
         if destination:
             if destination not in destinations:
@@ -261,7 +392,7 @@ def create_app(
             destinations=destinations,
             destination=destination,
             letters=letters,
-            show_values=show_values,
+            show_values=_one(form, "values") == "1",
             now_ms=_now_ms(),
         )
 
@@ -321,23 +452,28 @@ def create_app(
     async def signin(request: Request) -> Response:
         if not tokens.required:
             return RedirectResponse("/scheduled", status_code=303)
-        if not _same_origin(request):
+        if not _same_origin(request, origin):
             return _refused(403, "a sign-in from another site was refused")
-        form = await request.form()
+        client = _client_of(request.scope)
+        wait = throttle.retry_after(client)
+        if wait:
+            return _throttled(client, wait, "sign-in page")
+        form = await _form(request)
         name = tokens.who(_one(form, "token") or "")
         if name is None:
-            log.warning("console.signin_refused")
+            throttle.wrong(client)
+            log.warning("console.token_refused", client=client, via="sign-in page")
             return render(request, None, "signin.html", 403, error="that token is not valid")
         sid = sessions.start(name)
-        log.info("console.signed_in", who=name)
+        log.info("console.signed_in", who=name, client=client)
         response = RedirectResponse("/scheduled", status_code=303)
-        _set_cookie(response, sid, request)
+        set_cookie(response, sid, request)
         return response
 
     async def signout(request: Request, caller: Caller) -> Response:
         sessions.end(caller.sid)
         response = RedirectResponse("/signin" if tokens.required else "/", status_code=303)
-        response.delete_cookie(COOKIE)
+        response.delete_cookie(cookie(request))
         return response
 
     async def changes_nothing(request: Request) -> Response:
@@ -354,7 +490,10 @@ def create_app(
     routes = [
         Route("/", page(home)),
         Route("/scheduled", page(scheduled)),
-        Route("/dead-letters", page(dead_letters)),
+        Route("/dead-letters", page(dead_letters), methods=["GET"]),
+        # listing receives the messages (their receive count rises): only when asked, from
+        # this page, read-only consoles too
+        Route("/dead-letters", action(list_dead_letters), methods=["POST"]),
         Route("/health", page(health)),
         Route("/signin", signin_page, methods=["GET"]),
         Route("/signin", signin, methods=["POST"]),
@@ -364,11 +503,23 @@ def create_app(
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes)
-    return SecurityHeaders(app, bind)
+    return SecurityHeaders(app, bind, origin)
 
 
 def _refused(status: int, why: str) -> Response:
     return Response(f"refused: {why}\n", status_code=status, media_type="text/plain")
+
+
+def _throttled(client: str, wait: int, via: str) -> Response:
+    log.warning("console.token_throttled", client=client, via=via, retry_after_s=wait)
+    response = _refused(429, f"too many wrong tokens from {client}: try again in {wait} s")
+    response.headers["retry-after"] = str(wait)
+    return response
+
+
+async def _form(request: Request) -> FormData:
+    """The form, with no file and bounded fields (the body is bounded already)."""
+    return await request.form(max_files=0, max_fields=MAX_FIELDS, max_part_size=MAX_FIELD_BYTES)
 
 
 def _one(form: FormData, name: str) -> str | None:
@@ -384,24 +535,14 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _same_origin(request: Request) -> bool:
-    """A browser says where a request comes from; anything but this console is refused."""
+def _same_origin(request: Request, public: str | None) -> bool:
+    """A browser says where a request comes from; anything but this console is refused.
+    Its origin is the public one behind a proxy (`public`), else the request's own."""
     site = request.headers.get("sec-fetch-site")
     if site is not None and site not in ("same-origin", "none"):
         return False
     origin = request.headers.get("origin")
     if origin is None:
         return True  # not a browser's cross-site form (those send Origin): CSRF decides
-    own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+    own = public or f"{request.url.scheme}://{request.headers.get('host', '')}"
     return origin == own
-
-
-def _set_cookie(response: Response, sid: str, request: Request) -> None:
-    response.set_cookie(
-        COOKIE,
-        sid,
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-        path="/",
-    )

@@ -32,6 +32,19 @@ def utc(due_ms: int) -> str:
     return datetime.fromtimestamp(due_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def readable(ms: object) -> bool:
+    """Whether a time read from elsewhere (a schedule's `sqsdelay.DueAt`, a registry
+    record's `due_ms`) can be shown: an integer within the years 1 to 9999. A page shows a
+    row whose time is not as unreadable and the others as usual."""
+    if not isinstance(ms, int) or isinstance(ms, bool):
+        return False
+    try:
+        utc(ms)
+    except (OverflowError, ValueError, OSError):
+        return False
+    return True
+
+
 def parse_time(text: str, what: str) -> datetime:
     """An ISO 8601 time with a zone (Z or +01:00); `InvalidDelay` saying what to write."""
     value = text.strip()

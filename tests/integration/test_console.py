@@ -268,6 +268,22 @@ def test_page_filter_cancel_reschedule_and_send_now_in_the_browser(
     assert "body" not in json.dumps(actions)
 
 
+def receive_count(stack: Stack, error_url: str, message_id: str) -> int:
+    """How many times a message of the error queue was received before this look (which
+    receives it once more, and lets it go at once)."""
+    got = stack.sqs.receive_message(
+        QueueUrl=error_url,
+        MaxNumberOfMessages=10,
+        VisibilityTimeout=0,
+        WaitTimeSeconds=1,
+        MessageSystemAttributeNames=["ApproximateReceiveCount"],
+    )
+    for m in got.get("Messages", []):
+        if m["MessageId"] == message_id:
+            return int(m["Attributes"]["ApproximateReceiveCount"]) - 1
+    raise AssertionError(f"{message_id} is not in the error queue")
+
+
 def arrivals(collector: Collector, message_id: str) -> list[Any]:
     """The deliveries of `message_id` so far, after one more poll (others may arrive too)."""
     collector.poll(wait=1)
@@ -284,6 +300,8 @@ def test_every_page_fits_1280_px_without_horizontal_scrolling(
         ("health", "/health"),
     ):
         page.goto(console_url + path)
+        if name == "dead-letters":
+            page.click("#list-dead-letters")  # listed only when asked
         page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
         assert fits_1280(page), name
     assert page.locator("table.health tbody tr").count() >= 9  # 3 destinations' queues
@@ -310,6 +328,7 @@ def test_what_a_producer_wrote_is_shown_as_text_and_no_script_runs(
     assert XSS_ID in ids_on(page)
     assert page.locator("table.messages img").count() == 0
     page.goto(f"{console_url}/dead-letters?destination={stack.dest['c']}&values=1")
+    page.click("#list-dead-letters")
     text = page.locator("table.letters").inner_text()
     assert XSS_VALUE in text and "poison: <b>bad</b> delay" in text
     assert "secret body" not in page.content()  # bodies are never shown
@@ -330,12 +349,18 @@ def test_a_cross_site_post_a_get_and_a_post_without_the_csrf_token_change_nothin
         "</form><script>document.forms[0].submit()</script>"
     ).encode()
 
+    # and a page that loads the dead letters (each load used to receive them)
+    listing = (
+        f"<img src='{console_url}/dead-letters?destination={stack.dest['c']}'>"
+        f"<iframe src='{console_url}/scheduled'></iframe>"
+    ).encode()
+
     class Evil(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             self.send_response(200)
             self.send_header("content-type", "text/html")
             self.end_headers()
-            self.wfile.write(form)
+            self.wfile.write(listing if self.path == "/list" else form)
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -347,6 +372,13 @@ def test_a_cross_site_post_a_get_and_a_post_without_the_csrf_token_change_nothin
         with page.expect_response(re.compile(r".*/actions/cancel")) as answer:
             page.goto(f"http://localhost:{port}/")
         assert answer.value.status == 403
+        # another site's page reading the console (GET): refused too, nothing received
+        with (
+            page.expect_response(re.compile(r".*/dead-letters\?")) as letters,
+            page.expect_response(re.compile(r".*/scheduled$")) as framed,
+        ):
+            page.goto(f"http://localhost:{port}/list")
+        assert letters.value.status == 403 and framed.value.status == 403
     finally:
         server.shutdown()
     # a GET that would change something, and a same-origin POST without the CSRF token
@@ -532,6 +564,8 @@ def test_dead_letters_are_replayed_and_health_shows_what_inspect_finds(
         },
     )["MessageId"]
     page.goto(f"{console_url}/dead-letters?destination={stack.dest['c']}")
+    assert receive_count(stack, error_url, sent) == 0  # the page alone received nothing
+    page.click("#list-dead-letters")
     row = page.locator("table.letters tr", has_text=sent)
     assert "destination missing" in row.inner_text()
     row.locator("input[type=checkbox]").check()
@@ -593,9 +627,29 @@ def test_without_the_registry_parked_messages_are_listed_and_cancelled(
     for i, message_id in enumerate(["p-1", "p-2", XSS_ID]):
         sent = sender.send("delta", "secret body", delay=7200 + i, id=message_id, attributes=attrs)
         assert sent.route == "parked"
+    # one schedule whose sqsdelay.DueAt is out of range (year > 9999): one unreadable row
+    scheduler = boto3.client(
+        "scheduler", endpoint_url=stack.settings.endpoint_url, region_name="us-east-1"
+    )
+    group = parking["SQSDELAY_SCHEDULE_GROUP"]
+    [name, *_] = [s["Name"] for s in scheduler.list_schedules(GroupName=group)["Schedules"]]
+    shape = scheduler.get_schedule(Name=name, GroupName=group)
+    request = json.loads(shape["Target"]["Input"])
+    request["MessageGroupId"] = "p-bad"
+    request["MessageAttributes"][wire_format.DUE_AT_ATTRIBUTE]["StringValue"] = str(10**20)
+    scheduler.create_schedule(
+        Name=f"{name[:50]}-bad",
+        GroupName=group,
+        ScheduleExpression=shape["ScheduleExpression"],
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={**shape["Target"], "Input": json.dumps(request)},
+    )
     with console_process(env) as url:
         page.goto(f"{url}/scheduled?destination={stack.settings.queue_prefix}delta")
-        assert ids_on(page) == ["p-1", "p-2", XSS_ID]
+        assert ids_on(page) == ["p-1", "p-2", XSS_ID, "p-bad"]
+        bad = page.locator("tr[data-id='p-bad']").inner_text()
+        assert "unreadable due time" in bad
+        assert "UTC" in page.locator("tr[data-id='p-1']").inner_text()
         text = page.locator("table.parked").inner_text()
         assert "tenant" in text and "secret body" not in page.content()
         assert XSS_VALUE not in page.content()  # values are not shown here
@@ -603,5 +657,35 @@ def test_without_the_registry_parked_messages_are_listed_and_cancelled(
         page.click("#cancel-selected")
         wait_for(lambda: outcomes(page) == {"p-2": "cancelled"}, timeout=20)
         page.reload()
-        assert ids_on(page) == ["p-1", XSS_ID]
+        assert ids_on(page) == ["p-1", XSS_ID, "p-bad"]
         assert page.dialogs == [] and fits_1280(page)
+
+
+def test_a_record_with_an_unreadable_due_time_is_one_row_of_the_page(
+    stack: Stack, page: Any
+) -> None:
+    """A registry record whose due_ms is out of range (years past 9999) used to make the
+    whole destination's page a 500."""
+    installed = subprocess.run(
+        [sys.executable, "-m", "sqsdelay", "install", "echo"], env=stack.env, capture_output=True
+    )
+    assert installed.returncode == 0, installed.stderr
+    sender = Sender(stack.settings)
+    for i, message_id in enumerate(["e-1", "e-bad", "e-2"]):
+        sender.send("echo", "x", delay=3600 + i, id=message_id)
+    destination = f"{stack.settings.queue_prefix}echo"
+    dynamodb = boto3.client(
+        "dynamodb", endpoint_url=stack.settings.endpoint_url, region_name="us-east-1"
+    )
+    dynamodb.update_item(
+        TableName=stack.settings.registry_table,
+        Key=registry.key(destination, "e-bad"),
+        UpdateExpression="SET due_ms = :due",
+        ExpressionAttributeValues={":due": {"N": str(10**20)}},
+    )
+    with console_process(stack.env) as url:
+        page.goto(f"{url}/scheduled?destination={destination}")
+        assert ids_on(page) == ["e-1", "e-2", "e-bad"]
+        assert "unreadable due time" in page.locator("tr[data-id='e-bad']").inner_text()
+        assert "UTC" in page.locator("tr[data-id='e-2']").inner_text()
+        assert fits_1280(page)

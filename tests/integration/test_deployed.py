@@ -525,8 +525,19 @@ def test_ecs_task_role_grants_exactly_what_the_worker_calls(
     resources = cfn.Renderer(
         cfn.load("worker-ecs.yaml"), {**ECS_PARAMS, "QueuePrefix": prefix, "Queues": "orders"}
     ).resources()
-    grants = granted(role_statements(resources, "TaskRole"))
-    assert used(calls) == grants
+    statements = role_statements(resources, "TaskRole")
+    made = used(calls)
+    # every call allowed, and every grant used: a named queue's ARN is a pattern (its head a
+    # wildcard, the account and Region in the statement's conditions: tests/integration/test_iam.py)
+    assert iam.denied(statements, [iam.sqs_call(a, arn) for a, arn in made]) == []
+    unused = {
+        (action, pattern)
+        for action, pattern in granted(statements)
+        if not any(
+            a == action and iam.arn_matches(pattern, arn, resource_element=True) for a, arn in made
+        )
+    }
+    assert unused == set()
 
 
 def test_ecs_task_role_for_every_queue_under_the_prefix_allows_what_discovery_calls(

@@ -5,12 +5,15 @@ only matter on AWS (RecursiveLoop, trust conditions, alarms and where they notif
 
 from __future__ import annotations
 
+import itertools
+import json
+import re
 from typing import Any
 
 import pytest
 
 from sqsdelay.core import queue_names, queue_trios
-from tests.support import cfn, iam
+from tests.support import cfn, iam, iam_grammar
 from tests.support.iam import Request
 
 PREFIX = "p-"
@@ -25,6 +28,8 @@ ECS = {
 }
 LAMBDA = {"DestinationName": "orders", "ImageUri": "sqsdelay-lambda", "AlarmTopicArn": TOPIC}
 SQS_VIA = {"kms:ViaService": f"sqs.{cfn.REGION}.amazonaws.com"}
+EVERYTHING = {"KmsKeyArn": KEY, "Parking": "scheduler", "Registry": "dynamodb"}
+IAM_INLINE_LIMIT = 10_240  # a role's inline policies together, white space not counted
 
 # What the worker calls on each of a destination's queues (tests/integration/test_deployed.py
 # checks these against the calls a running worker makes).
@@ -37,8 +42,9 @@ def render(template: str, **params: Any) -> dict[str, Any]:
     return cfn.Renderer(cfn.load(template), params).resources()
 
 
-def sqs(actions: list[str], queue: str) -> list[Request]:
-    return [Request(f"sqs:{a}", cfn.sqs_arn(queue)) for a in actions]
+def sqs(actions: list[str], queue: str, arn: str = "") -> list[Request]:
+    """SQS calls on one queue (by name, or by `arn` in another account or Region)."""
+    return [iam.sqs_call(f"sqs:{a}", arn or cfn.sqs_arn(queue)) for a in actions]
 
 
 def worker_calls(destination: str, prefix: str = PREFIX) -> list[Request]:
@@ -68,6 +74,12 @@ def test_ecs_named_queues_allow_every_call_on_their_queues_and_nothing_else() ->
     refused = [r for r in other if not r.resource.endswith(":p-error")]
     assert all(not iam.allows(statements, r) for r in refused)
     assert not iam.allows(statements, Request("sqs:ListQueues", "*"))
+    # the ARNs' head is a wildcard (IAM takes the prefix's variable only after the fifth
+    # colon): the same names in another account or Region stay out of reach
+    for elsewhere in ("arn:aws:sqs:us-east-1:210987654321:", "arn:aws:sqs:eu-west-1:123456789012:"):
+        for queue in ("p-orders-delay.fifo", "p-orders"):
+            calls = sqs(["SendMessage", "GetQueueUrl"], "", arn=elsewhere + queue)
+            assert not any(iam.allows(statements, r) for r in calls), (elsewhere, queue)
 
 
 def test_ecs_every_queue_under_the_prefix_covers_standard_and_fifo_destinations() -> None:
@@ -140,25 +152,220 @@ def test_registry_grants_reach_only_the_workers_destinations(
 
 
 def test_one_policy_document_per_worker_role() -> None:
-    """IAM's 10,240 characters are per role: one document with lists of resources, whatever
-    the number of named queues, and the ECS service waits for the role that holds it."""
-    many = ",".join(f"q{i}" for i in range(200))
+    """IAM's 10,240 characters are per role: one document with lists of resources, and the
+    ECS service waits for the role that holds it."""
+    many = ",".join(f"q{i}" for i in range(40))
     for template, params, role in (
-        ("worker-ecs.yaml", {**ECS, "Queues": many, "KmsKeyArn": KEY, "Parking": "scheduler",
-                             "Registry": "dynamodb"}, "TaskRole"),
-        ("worker-lambda.yaml", {**LAMBDA, "KmsKeyArn": KEY, "Parking": "scheduler",
-                                "Registry": "dynamodb"}, "Role"),
-    ):  # fmt: skip
+        ("worker-ecs.yaml", {**ECS, "Queues": many, **EVERYTHING}, "TaskRole"),
+        ("worker-lambda.yaml", {**LAMBDA, **EVERYTHING}, "Role"),
+    ):
         resources = render(template, **params)
         assert not [r for r in resources.values() if r["Type"] == "AWS::IAM::RolePolicy"]
-        (policy,) = resources[role]["Properties"]["Policies"]
-        text = str(policy["PolicyDocument"]).replace(" ", "")
-        assert len(text) < 10_240 or template == "worker-ecs.yaml"
+        assert len(resources[role]["Properties"]["Policies"]) == 1
+        assert inline_size(resources, role) < IAM_INLINE_LIMIT
     ecs = cfn.load("worker-ecs.yaml")["Resources"]
     assert ecs["Service"]["DependsOn"] == "TaskRole"
-    # the template as CloudFormation reads it: 200 names cost their names, not their ARNs
-    raw = str(ecs["TaskRole"]["Properties"]["Policies"]).replace(" ", "")
-    assert len(raw) + 200 * 2 * len("q199") < 10_240
+
+
+def inline_size(resources: dict[str, Any], role: str) -> int:
+    """A role's inline policies as IAM measures them: the JSON CloudFormation sends, policy
+    variables as written (IAM resolves them per request), without white space."""
+    documents = [p["PolicyDocument"] for p in resources[role]["Properties"].get("Policies", [])]
+    return sum(len(re.sub(r"\s", "", json.dumps(d))) for d in documents)
+
+
+def documented_named_queue_limits() -> dict[tuple[int, bool], int]:
+    """docs/production-checklist.md's table: (name length, with registry, parking and KMS) ->
+    the most named queues the ECS task role holds."""
+    doc = (cfn.INFRA.parent / "docs" / "production-checklist.md").read_text()
+    rows = re.findall(r"^\s*\| (\d+) characters \| (\d+) \| (\d+) \|$", doc, re.MULTILINE)
+    assert len(rows) == 2, rows
+    limits = {}
+    for width, plain, everything in rows:
+        limits[int(width), False], limits[int(width), True] = int(plain), int(everything)
+    return limits
+
+
+@pytest.mark.parametrize(("width", "everything"), list(itertools.product([8, 24], [False, True])))
+def test_ecs_role_holds_exactly_the_documented_number_of_named_queues(
+    width: int, everything: bool
+) -> None:
+    """The rendered policy, as IAM counts it, at the documented number of named queues fits
+    IAM's 10,240 characters, and one queue more does not (the docs' conditions: default
+    names, a 10-character prefix). `Queues=*` fits with everything, whatever the queues."""
+    limit = documented_named_queue_limits()[width, everything]
+    extra = EVERYTHING if everything else {}
+
+    def size(count: int) -> int:
+        names = ",".join(f"q{i:0{width - 1}d}" for i in range(count))
+        params = {**ECS, "QueuePrefix": "team-name-", "Queues": names, **extra}
+        return inline_size(render("worker-ecs.yaml", **params), "TaskRole")
+
+    assert size(limit) <= IAM_INLINE_LIMIT < size(limit + 1)
+    every = {**ECS, "QueuePrefix": "team-name-", "Queues": "*", **extra}
+    assert inline_size(render("worker-ecs.yaml", **every), "TaskRole") < 2_000  # "about 1,800"
+
+
+def test_the_template_and_readme_state_the_documented_limits() -> None:
+    limits = documented_named_queue_limits()
+    template = " ".join((cfn.INFRA / "worker-ecs.yaml").read_text().split())
+    readme = " ".join((cfn.INFRA.parent / "README.md").read_text().split())
+    plain, everything = (limits[24, False], limits[8, False]), (limits[24, True], limits[8, True])
+    for text in (template, readme):
+        assert "hundreds of named queues" not in text
+        assert f"{plain[0]} to {plain[1]} named queues" in text
+        assert f"{everything[0]} to {everything[1]} with" in text
+    assert f"holds {plain[0]} named queues of 24 characters ({everything[0]} with" in template
+
+
+# ---- every rendered policy as IAM takes it, and the evaluator no kinder than IAM ----
+
+
+def grammar_cases() -> list[tuple[str, dict[str, Any]]]:
+    """Every template, and for the worker and parking templates every combination of the
+    parameters that change a policy."""
+    cases: list[tuple[str, dict[str, Any]]] = []
+    for queues, kms, parking, registry in itertools.product(
+        ["orders,billing", "*"], ["", KEY], ["off", "scheduler"], ["off", "dynamodb"]
+    ):
+        given = {"KmsKeyArn": kms, "Parking": parking, "Registry": registry}
+        cases.append(("worker-ecs.yaml", {**ECS, "Queues": queues, **given}))
+        if queues == "*":
+            cases.append(("worker-lambda.yaml", {**LAMBDA, "QueuePrefix": PREFIX, **given}))
+    for parking, kms in itertools.product(["off", "scheduler"], ["", KEY, "alias/sqsdelay"]):
+        given = {"QueuePrefix": PREFIX, "AlarmTopicArn": TOPIC, "Parking": parking}
+        cases.append(("error-queue.yaml", {**given, "KmsKeyId": kms}))
+    cases += [
+        (
+            "queues.yaml",
+            {"DestinationName": "orders", "QueuePrefix": PREFIX, "AlarmTopicArn": TOPIC},
+        ),
+        ("registry.yaml", {}),
+        ("dashboard.yaml", {"QueuePrefix": PREFIX, "AlarmTopicArn": TOPIC}),
+        ("cost-report.yaml", {"EventsBucket": "events", "ReportBucket": "reports"}),
+    ]
+    return cases
+
+
+@pytest.mark.parametrize(("template", "params"), grammar_cases())
+def test_every_rendered_policy_passes_iams_grammar_and_parliament(
+    template: str, params: dict[str, Any]
+) -> None:
+    """moto's IAMPolicyDocumentValidator and parliament on every policy document (the
+    renderer runs the same check on every render of every test: tests/support/cfn.py)."""
+    resources = cfn.Renderer(cfn.load(template), params).resources()
+    assert iam_grammar.documents(resources)
+    assert iam_grammar.problems(resources) == []
+
+
+def one_role(resource: str, **condition: Any) -> dict[str, Any]:
+    statement = {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": resource}
+    trust = {"Effect": "Allow", "Principal": {"Service": "ecs-tasks.amazonaws.com"}}
+    tags = {"head": cfn.sqs_arn("p-"), "prefix": "p-"}
+    return {
+        "Role": {
+            "Type": "AWS::IAM::Role",
+            "Properties": {
+                "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+                "AssumeRolePolicyDocument": {
+                    "Version": "2012-10-17",
+                    "Statement": [{**trust, "Action": "sts:AssumeRole"}],
+                },
+                "Policies": [
+                    {
+                        "PolicyName": "p",
+                        "PolicyDocument": {
+                            "Version": "2012-10-17",
+                            "Statement": [{**statement, **condition}],
+                        },
+                    }
+                ],
+            },
+        }
+    }
+
+
+def test_a_policy_variable_before_the_fifth_colon_is_refused() -> None:
+    """IAM takes a variable only in an ARN's resource part and refuses the whole policy
+    otherwise; the evaluator used to resolve it anywhere (so the ECS role's named queues, as
+    `${aws:PrincipalTag/…-arn-prefix}NAME`, passed here and failed to create on AWS)."""
+    head = one_role("${aws:PrincipalTag/head}orders")
+    with pytest.raises(AssertionError, match="fifth colon"):
+        iam.role_statements(head, "Role")
+    found = iam_grammar.problems(head)
+    assert any("IAM: Partition" in p for p in found)  # moto's validator, as IAM answers
+    assert any("parliament: INVALID_ARN" in p for p in found)
+    tail = one_role("arn:aws:sqs:*:*:${aws:PrincipalTag/prefix}orders")
+    assert iam_grammar.problems(tail) == []
+    (statement,) = iam.role_statements(tail, "Role")
+    assert statement["Resource"] == "arn:aws:sqs:*:*:p-orders"
+
+
+def test_the_grammar_check_finds_what_iam_refuses() -> None:
+    for refused in ("orders", "arn:amazon:sqs:*:*:orders"):  # no ARN; no such partition
+        assert any("IAM:" in p for p in iam_grammar.problems(one_role(refused))), refused
+    unknown = one_role(cfn.sqs_arn("q"))
+    unknown["Role"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"][0]["Action"] = (
+        "sqs:SendMessages"
+    )
+    assert any("UNKNOWN_ACTION" in p for p in iam_grammar.problems(unknown))
+    foreign_key = {"Condition": {"StringEquals": {"kms:ViaService": "sqs.x.amazonaws.com"}}}
+    assert any(
+        "UNKNOWN_CONDITION_FOR_ACTION" in p
+        for p in iam_grammar.problems(one_role(cfn.sqs_arn("q"), **foreign_key))
+    )
+
+
+def test_arn_like_matches_component_by_component() -> None:
+    """IAM checks an ARN's first five components each on its own: a `*` for the Region
+    never reaches into the account. fnmatch's `*` crosses colons, so the evaluator used to
+    take another account's ARN whose resource part repeats the expected account."""
+    allowed = "arn:aws:emr-serverless:*:123456789012:/applications/a1/*"
+    statement = {"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": "*"}
+    statement["Condition"] = {"ArnLike": {"aws:SourceArn": allowed}}
+
+    def assumed_from(source: str) -> bool:
+        return iam.allows([statement], Request("sts:AssumeRole", "*", {"aws:SourceArn": source}))
+
+    assert assumed_from("arn:aws:emr-serverless:eu-west-1:123456789012:/applications/a1/jobruns/j")
+    crafted = "arn:aws:emr-serverless:us-east-1:210987654321:123456789012:/applications/a1/j"
+    assert not assumed_from(crafted)
+    assert not assumed_from("arn:aws:emr-serverless:us-east-1:123456789012:/applications/a2/j")
+    # the resource part is matched whole, its own colons included; "?" is one character
+    assert iam.arn_matches("arn:aws:logs:*:*:log-group:g:*", "arn:aws:logs:r:1:log-group:g:s:t")
+    assert iam.arn_matches("arn:aws:sqs:us-east-?:*:q", "arn:aws:sqs:us-east-1:1:q")
+    assert not iam.arn_matches("arn:aws:sqs:us-east-?:*:q", "arn:aws:sqs:us-east-1:1:2:q")
+
+
+def test_for_all_values_of_an_absent_key_is_true() -> None:
+    """IAM: ForAllValues over no values holds (a key the request does not carry, or an empty
+    list); every other operator fails on an absent key. The evaluator used to fail it."""
+    table = f"arn:aws:dynamodb:{cfn.REGION}:{cfn.ACCOUNT}:table/t"
+    keys = {"dynamodb:LeadingKeys": ["p-orders/*"]}
+    for_all = {"Effect": "Allow", "Action": "dynamodb:*", "Resource": table}
+    for_all["Condition"] = {"ForAllValues:StringLike": keys}
+    like = {**for_all, "Condition": {"StringLike": keys}}
+
+    def call(context: dict[str, Any]) -> Request:
+        return Request("dynamodb:Scan", table, context)
+
+    absent, empty = call({}), call({"dynamodb:LeadingKeys": []})
+    assert iam.allows([for_all], absent) and iam.allows([for_all], empty)
+    assert iam.allows([for_all], call({"dynamodb:LeadingKeys": ["p-orders/m1"]}))
+    assert not iam.allows([for_all], call({"dynamodb:LeadingKeys": ["p-orders/m", "p-b/m"]}))
+    assert not iam.allows([like], absent)
+    # so the registry grants, conditioned so, must hold only actions that always carry
+    # their items' keys (a Scan or a table-wide call would pass without one)
+    for template, params, role in (
+        ("worker-ecs.yaml", {**ECS, "Queues": "orders", **EVERYTHING}, "TaskRole"),
+        ("worker-lambda.yaml", {**LAMBDA, **EVERYTHING}, "Role"),
+    ):
+        for st in iam.role_statements(render(template, **params), role):
+            if any(op.startswith("ForAllValues:") for op in st.get("Condition", {})):
+                assert set(iam.as_list(st["Action"])) <= {
+                    "dynamodb:BatchGetItem",
+                    "dynamodb:UpdateItem",
+                }
 
 
 # ---- the Scheduler role (error-queue.yaml, Parking=scheduler) ----
@@ -360,7 +567,8 @@ def test_cost_report_role_runs_only_this_accounts_code_for_this_accounts_applica
     role = resources["JobRole"]["Properties"]
     (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Condition"]["StringEquals"] == {"aws:SourceAccount": cfn.ACCOUNT}
-    assert trust["Condition"]["ArnLike"]["aws:SourceArn"].endswith("/applications/<Application>")
+    application, runs = trust["Condition"]["ArnLike"]["aws:SourceArn"]
+    assert application.endswith("/applications/<Application>") and runs == application + "/*"
     statements = iam.role_statements(resources, "JobRole")
     code = "arn:aws:s3:::reports/sqsdelay/code/sqsdelay-venv.tar.gz"
     mine, theirs = {"s3:ResourceAccount": cfn.ACCOUNT}, {"s3:ResourceAccount": "210987654321"}

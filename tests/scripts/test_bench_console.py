@@ -18,3 +18,10 @@ def test_bench_console() -> None:
     first = out["requests"]["first_page"]["requests"]
     assert first["dynamodb:Query"] == 1 and first["dynamodb:BatchGetItem"] == 1
     assert not any("Scan" in name for name in first)
+
+
+def test_bench_console_signin() -> None:
+    """The sign-in flood, small: every request refused before its body is read (413)."""
+    out = run_script("bench_console_signin.py", "--fields", "3", "--field-kib", "64")
+    assert out["statuses"] == ["413"] * 3
+    assert out["console_mib"]["after"]["VmHWM"] > 0

@@ -33,6 +33,7 @@ RUN_BY = {
     "profile_cost.py": "test_bench_scripts.py",
     "bench_guard.py": "test_bench_guard.py",
     "bench_console.py": "test_bench_console.py",
+    "bench_console_signin.py": "test_bench_console.py",
     "profile_worker.py": "test_bench_scripts.py",
     "soak.py": "test_bench_scripts.py",
     "benchkit.py": "test_bench_scripts.py",  # a library: every benchmark imports it

@@ -3,7 +3,8 @@
 `load` reads the YAML short forms (!Ref, !Sub, ...) into their long forms; `render` expands
 `Fn::ForEach` (AWS::LanguageExtensions), evaluates conditions and resolves the intrinsic
 functions the templates use, with given parameters and pseudo parameters. A function the
-renderer does not know fails the test instead of being guessed.
+renderer does not know fails the test instead of being guessed. Every policy document a
+render gives is checked as IAM would check it (tests/support/iam_grammar.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.support import iam_grammar
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
 ACCOUNT, REGION, PARTITION = "123456789012", "us-east-1", "aws"  # moto's defaults
@@ -161,11 +164,13 @@ class Renderer:
                         expanded[name] = _replace(copy.deepcopy(res), ident, item)
             else:
                 expanded[key] = body
-        return {
+        rendered = {
             k: {**v, "Properties": self.value(v.get("Properties", {}))}
             for k, v in expanded.items()
             if "Condition" not in v or self.conditions[v["Condition"]]
         }
+        iam_grammar.check(rendered)  # a policy IAM would refuse fails the test rendering it
+        return rendered
 
 
 def _replace(node: Any, ident: str, item: str) -> Any:
