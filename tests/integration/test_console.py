@@ -689,3 +689,23 @@ def test_a_record_with_an_unreadable_due_time_is_one_row_of_the_page(
         assert "unreadable due time" in page.locator("tr[data-id='e-bad']").inner_text()
         assert "UTC" in page.locator("tr[data-id='e-2']").inner_text()
         assert fits_1280(page)
+
+
+def test_two_consoles_on_one_host_do_not_sign_each_other_out(stack: Stack, chromium: Any) -> None:
+    """Cookies are shared by every port of a host (two SSH tunnels, two consoles): each
+    console's cookie is named for its port."""
+    env = {**stack.env, "SQSDELAY_CONSOLE_TOKEN": TOKEN}
+    with console_process(env) as first, console_process(env) as second:
+        context = chromium.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        for url in (first, second):
+            page.goto(f"{url}/signin")
+            page.fill("input[name=token]", TOKEN)
+            page.click("form.signin button")
+            assert page.url == f"{url}/scheduled"
+        page.goto(f"{first}/scheduled")
+        assert page.url == f"{first}/scheduled"  # still signed in
+        names = sorted(c["name"] for c in context.cookies())
+        ports = sorted(u.rsplit(":", 1)[1] for u in (first, second))
+        assert names == [f"sqsdelay_console_{p}" for p in ports]
+        context.close()
