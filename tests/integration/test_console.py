@@ -709,3 +709,33 @@ def test_two_consoles_on_one_host_do_not_sign_each_other_out(stack: Stack, chrom
         ports = sorted(u.rsplit(":", 1)[1] for u in (first, second))
         assert names == [f"sqsdelay_console_{p}" for p in ports]
         context.close()
+
+
+def test_a_sign_in_ends_after_the_idle_and_the_absolute_lifetime_set(stack: Stack) -> None:
+    """SQSDELAY_CONSOLE_SESSION_IDLE_SECONDS and SQSDELAY_CONSOLE_SESSION_LIFETIME_SECONDS,
+    as docs/console.md writes them, on `sqsdelay console`."""
+    env = {
+        **stack.env,
+        "SQSDELAY_CONSOLE_TOKEN": TOKEN,
+        "SQSDELAY_CONSOLE_SESSION_IDLE_SECONDS": "1",
+        "SQSDELAY_CONSOLE_SESSION_LIFETIME_SECONDS": "4",
+    }
+    with console_process(env) as url:
+        s = requests.Session()
+
+        def signed_in() -> bool:  # "/" sends a signed-in browser on, else to the sign-in
+            answer = s.get(f"{url}/", allow_redirects=False, timeout=10)
+            return bool(answer.headers["location"] == "/scheduled")
+
+        def sign_in() -> float:
+            s.post(f"{url}/signin", data={"token": TOKEN}, allow_redirects=False, timeout=10)
+            assert signed_in()
+            return time.monotonic()
+
+        # idle: a request more than a second after the last finds the sign-in over
+        sign_in()
+        wait_for(lambda: not signed_in(), timeout=10, interval=1.5)
+        # requests every 0.3 s keep it from idling, but not past its lifetime
+        began = sign_in()
+        wait_for(lambda: not signed_in(), timeout=20, interval=0.3)
+        assert time.monotonic() - began >= 3.5
