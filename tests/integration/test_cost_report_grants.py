@@ -49,14 +49,23 @@ def test_s3a_may_read_the_input_folders_own_key_and_the_outputs_parent(
         assert iam.allows(statements, Request("s3:GetObject", f"arn:aws:s3:::{bucket}/{key}"))
     # nothing beside it that merely starts the same
     assert not iam.allows(statements, Request("s3:GetObject", f"arn:aws:s3:::{bucket}/{folder}x"))
-    listing = {"s3:prefix": f"{folder}/"}
-    assert iam.allows(statements, Request("s3:ListBucket", f"arn:aws:s3:::{bucket}", listing))
+    # S3 answers a HEAD of a missing key 404 (which S3A reads as "no such file") only to a
+    # caller who may list it, else 403; and S3A then lists the folder
+    for prefix in (folder, f"{folder}/"):
+        listing = {"s3:prefix": prefix}
+        assert iam.allows(statements, Request("s3:ListBucket", f"arn:aws:s3:::{bucket}", listing))
+    beside = {"s3:prefix": f"{folder}x"}
+    assert not iam.allows(statements, Request("s3:ListBucket", f"arn:aws:s3:::{bucket}", beside))
     for option in ("--output", "--snapshots"):
         bucket, key = probed_keys(paths[option])
         parent = key.rsplit("/", 1)[0]
         for probed in (key, parent):
             request = Request("s3:GetObject", f"arn:aws:s3:::{bucket}/{probed}", ACCOUNT)
             assert iam.allows(statements, request), (option, probed)
+            listing = {**ACCOUNT, "s3:prefix": probed}
+            assert iam.allows(
+                statements, Request("s3:ListBucket", f"arn:aws:s3:::{bucket}", listing)
+            )
         write = Request("s3:PutObject", f"arn:aws:s3:::{bucket}/{parent}", ACCOUNT)
         assert not iam.allows(statements, write)  # the folder's key is only read
 
