@@ -376,7 +376,10 @@ def forward(
     due = parse_natural(
         message_shape.string_value(received.attributes, wire_format.DUE_AT_ATTRIBUTE)
     )
-    if due is not None:
+    replay = message_shape.string_value(received.attributes, wire_format.REPLAY_ATTRIBUTE)
+    if due is not None and replay:
+        dedup = identity.forward_dedup_id_of_replay(ident, due, replay)
+    elif due is not None:
         dedup = identity.forward_dedup_id(ident, due)
     else:
         dedup = identity.forward_dedup_id_by_content(ident, received.body, received.attributes)

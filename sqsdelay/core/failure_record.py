@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from sqsdelay.core import message_shape, quotas, wire_format
+from sqsdelay.core import message_shape, queue_names, quotas, wire_format
 from sqsdelay.core.received import Received, parse_natural
 from sqsdelay.core.types import Attributes
-from sqsdelay.errors import InvalidMessage
+from sqsdelay.errors import InvalidMessage, InvalidQueueName
 
 # A record longer than this is cut: its reason is free text (an exception's message).
 MAX_RECORD_CHARS = 4096
@@ -39,6 +39,19 @@ def attributes(received: Received, reason: str, source_queue: str, max_bytes: in
     return attrs
 
 
+def _sources(delay_queue: str) -> set[str]:
+    """The queues whose dead letters go back to `delay_queue`: itself and, for a FIFO
+    destination, its staging queue (a forward the destination refused goes through the
+    delay queue again: found by the state machine of the whole way, issue 58)."""
+    try:
+        destination = queue_names.destination_of_delay_queue(delay_queue)
+    except InvalidQueueName:
+        return {delay_queue}
+    if not queue_names.is_fifo(destination):
+        return {delay_queue}
+    return {delay_queue, queue_names.staging_queue_name(destination)}
+
+
 @dataclass(frozen=True)
 class Replay:
     """Where a dead-lettered message goes back to, and with which attributes (pure)."""
@@ -61,17 +74,23 @@ def plan_replay(message: Received, delay_queue: str) -> Replay | str:
         return "no sqsdelay.Failure record (no room for it), so its queue is unknown"
     try:
         record = json.loads(raw)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return "sqsdelay.Failure record is not JSON"
-    if record.get("queue") != delay_queue:
+    if not isinstance(record, dict):
+        return "sqsdelay.Failure record is not a JSON object"
+    if record.get("queue") not in _sources(delay_queue):
         return f"belongs to {record.get('queue')!r}"
     delay = str(record.get("delay_seconds") or "")
+    due = parse_natural(str(record.get("due_at") or ""))
+    if parse_natural(delay) is None and due is not None:
+        # Dead-lettered from a FIFO destination's staging queue (the forward was refused):
+        # its hand-over left no delay attribute, only the due time, which decides.
+        delay = "0"
     if parse_natural(delay) is None:
-        return f"no valid delay to restore ({record.get('reason', 'unknown reason')})"
+        return f"no valid delay to restore ({str(record.get('reason', 'unknown reason'))[:300]})"
     dropped = {wire_format.FAILURE_ATTRIBUTE, wire_format.ATTEMPT_ATTRIBUTE}
     attrs = {k: v for k, v in message.attributes.items() if k not in dropped}
     attrs[wire_format.DELAY_ATTRIBUTE] = message_shape.string_attribute(delay)
-    due = parse_natural(str(record.get("due_at") or ""))
     if due is not None:  # keeps the original due time; if it has passed, delivery is immediate
         attrs[wire_format.DUE_AT_ATTRIBUTE] = message_shape.number_attribute(due)
     attrs[wire_format.REPLAY_ATTRIBUTE] = message_shape.string_attribute(message.message_id)

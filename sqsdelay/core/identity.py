@@ -85,6 +85,14 @@ def forward_dedup_id(message_id: str, due_ms: int) -> str:
     return _sha256(f"sqsdelay|{message_id}|{due_ms}")
 
 
+def forward_dedup_id_of_replay(message_id: str, due_ms: int, replay: str) -> str:
+    """`forward_dedup_id` of a replayed message (`sqsdelay.Replay`): a replay keeps its due
+    time, so without its token it had its first delivery's key, and a replay within SQS's
+    five minutes of that forward was dropped by the FIFO destination. Copies of one replay
+    share the token, so they still share the key."""
+    return _sha256(f"sqsdelay|{message_id}|{due_ms}|replay:{replay}")
+
+
 def forward_dedup_id_by_content(message_id: str, body: str, attributes: Attributes) -> str:
     """The forward's deduplication id when the staging message has no room for its due time
     (eight attributes of the caller's): the id, the body and the attributes, which every copy

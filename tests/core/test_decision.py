@@ -406,6 +406,29 @@ def test_a_forward_deduplicates_every_copy_of_one_send_but_never_a_new_send() ->
     assert isinstance(foreign, Forward) and foreign.dedup_id != bare.dedup_id
 
 
+def test_a_replays_forward_is_a_new_send_and_copies_of_it_are_one() -> None:
+    """A replay keeps its due time: without its token in the key, a replay within SQS's five
+    minutes of the first forward would be dropped by the FIFO destination as its copy."""
+
+    def replayed(token: str, message_id: str = "s1") -> Received:
+        plain = staged("order-7", "m-1", message_id)
+        token_attr = {wire_format.REPLAY_ATTRIBUTE: message_shape.string_attribute(token)}
+        return msg(None, extra={**plain.attributes, **token_attr}, message_id=message_id)
+
+    first = forward(staged("order-7", "m-1"), lim=LIM)
+    replay, copy = forward(replayed("e-1"), lim=LIM), forward(replayed("e-1", "s2"), lim=LIM)
+    again = forward(replayed("e-2"), lim=LIM)
+    assert isinstance(first, Forward) and isinstance(replay, Forward)
+    assert isinstance(copy, Forward) and isinstance(again, Forward)
+    assert (
+        replay.dedup_id
+        == copy.dedup_id
+        == identity.forward_dedup_id_of_replay("m-1", T + 5000, "e-1")
+    )
+    assert len({first.dedup_id, replay.dedup_id, again.dedup_id}) == 3
+    assert replay.attributes[wire_format.REPLAY_ATTRIBUTE]["StringValue"] == "e-1"
+
+
 def test_a_hand_over_into_staging_carries_its_due_time_and_to_a_fair_queue_its_group() -> None:
     group = {wire_format.GROUP_ID_ATTRIBUTE: message_shape.string_attribute("tenant-1")}
     m = msg("5", extra=group, first=T + 5000)
