@@ -18,6 +18,9 @@ log = get_logger("sqsdelay.replay")
 # How long one receive of the error queue waits, and keeps what it took from other receivers.
 RECEIVE_WAIT_SECONDS = 1
 RECEIVE_VISIBILITY_SECONDS = 30
+# A scan ends after this many receives in a row of messages it has seen (they outlived the
+# receive's visibility): the rest of the queue is behind messages it cannot hold longer.
+MAX_STALE_RECEIVES = 3
 
 
 @dataclass
@@ -40,23 +43,27 @@ def replay_errors(
 
     Each message is sent before it is deleted, with a deduplication id derived from its
     error-queue message id, so a replay that dies half-way and is run again within five
-    minutes does not duplicate anything. Messages of other queues are made visible again at
-    once, and count towards `scan`. A failed receive raises; a failed send or delete leaves
-    the message in the error queue and is reported in `failed`. `only`: replay just these
-    error-queue message ids (the console's selection); the others are held until the scan
-    ends (released at once, they would come back in the next receive and end it before the
-    selection is found).
+    minutes does not duplicate anything. Messages of other queues are made visible again
+    when the scan ends, and count towards `scan`. A failed receive raises; a failed send or
+    delete leaves the message in the error queue and is reported in `failed`. `only`:
+    replay just these error-queue message ids (the console's selection). The scan ends at
+    an empty long poll (a short poll samples some of SQS's servers only, and its empty
+    answer says nothing), at `scan` messages, or at `limit` moved.
     """
     result = ReplayResult()
     seen: set[str] = set()  # at most `scan` ids
-    held: list[str] = []  # with `only`: the unselected, released when the scan ends
+    # What this scan does not move (others' messages, the unselected, the skipped and the
+    # failed) stays in hand until it ends: released at once, it came back in the next
+    # receive, and a receive of nothing new ended the scan before the messages behind it.
+    held: list[str] = []
+    stale = 0  # receives in a row that brought nothing new
     while len(result.replayed) + len(result.failed) < limit and len(seen) < scan:
         wanted = min(quotas.MAX_BATCH_ENTRIES, limit - len(result.replayed) - len(result.failed))
         if only is not None:  # the selection may be behind others: read full batches
             wanted = quotas.MAX_BATCH_ENTRIES
         receive = {
             "MaxNumberOfMessages": max(1, min(wanted, scan - len(seen))),
-            "WaitTimeSeconds": RECEIVE_WAIT_SECONDS,
+            "WaitTimeSeconds": RECEIVE_WAIT_SECONDS,  # a long poll asks every server
             "VisibilityTimeout": RECEIVE_VISIBILITY_SECONDS,
             "MessageAttributeNames": ["All"],
         }
@@ -65,8 +72,10 @@ def replay_errors(
             yield from _release(error_queue, held)
             raise SqsOperationError("ReceiveMessage", error_queue, got.fault.code, got.fault.detail)
         batch = [from_boto(m) for m in got.response.get("Messages", [])]
+        if not batch:
+            break  # an empty long poll: nothing more is visible
         fresh = [m for m in batch if m.message_id not in seen]
-        left = [m.receipt_handle for m in batch if m.message_id in seen]
+        held += [m.receipt_handle for m in batch if m.message_id in seen]  # back after 30 s
         for m in fresh:
             seen.add(m.message_id)
             if only is not None and m.message_id not in only:
@@ -75,19 +84,19 @@ def replay_errors(
             plan = plan_replay(m, delay_queue)
             if isinstance(plan, str):
                 result.skipped[m.message_id] = plan
-                left.append(m.receipt_handle)
+                held.append(m.receipt_handle)
                 continue
             fault = yield from _move(m, plan.attributes, error_queue, delay_queue)
             if fault is not None:
                 result.failed[m.message_id] = f"{fault.code}: {fault.detail}"
-                left.append(m.receipt_handle)
+                held.append(m.receipt_handle)
                 continue
             result.replayed.append(m.message_id)
             log.info("delay.replayed", message_id=m.message_id, queue=delay_queue)
-        yield from _release(error_queue, left)  # not ours, or failed: visible again at once
-        if not fresh or (only is not None and only <= seen):
+        stale = 0 if fresh else stale + 1
+        if stale >= MAX_STALE_RECEIVES or (only is not None and only <= seen):
             break
-    yield from _release(error_queue, held)
+    yield from _release(error_queue, held)  # not moved: visible again at once
     return result
 
 

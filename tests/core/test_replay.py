@@ -107,3 +107,26 @@ def test_a_failed_receive_gives_back_what_the_selection_held() -> None:
     with pytest.raises(SqsOperationError, match="ServiceUnavailable"):
         drive(replay_errors(ERROR, DELAY, only=frozenset({"e-11"})), stub)
     assert not stub.in_flight[ERROR] and len(left_in_error_queue(stub)) == 12
+
+
+def test_ours_behind_a_batch_of_others_are_found_and_the_others_released_at_the_end() -> None:
+    """Issue 58.11: the others were released at once, came back in the next receive, and a
+    receive of nothing new ended the scan before ours, behind them, were reached."""
+    stub = StubAws()
+    for i in range(12):
+        dead(stub, f"other-{i}", queue="other-delay.fifo")
+    dead(stub, "a")
+    dead(stub, "b")
+    result = drive(replay_errors(ERROR, DELAY), stub)
+    assert result.replayed == ["e-a", "e-b"] and len(result.skipped) == 12
+    assert left_in_error_queue(stub) == [f"other-{i}" for i in range(12)]
+    assert not stub.in_flight[ERROR]  # released when the scan ended
+
+
+def test_the_scan_ends_at_an_empty_long_poll_and_polls_long() -> None:
+    stub = StubAws()
+    dead(stub, "a")
+    drive(replay_errors(ERROR, DELAY), stub)
+    receives = [c for c in stub.calls if c.api == "ReceiveMessage"]
+    assert len(receives) == 2  # the one that found it, then the empty one that ended it
+    assert all(c.params["WaitTimeSeconds"] >= 1 for c in receives)
