@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEPS := pyproject.toml constraints.txt
 
 .PHONY: test demo lint typecheck infra-lint unit scripts spark35 bench bench-deps clean \
-	unit-core unit-heavy test-core test-heavy
+	unit-core unit-heavy test-core test-heavy test-model
 
 # --no-compile: a module is compiled when first imported, not every module of every package
 # at install (that halved installing pyspark, pandas, matplotlib and pyarrow here).
@@ -108,6 +108,15 @@ spark35: $(SPARK35_STAMP)
 test:
 	$(MAKE) -j3 --output-sync=target $(STAMP) $(FAUXQS_STAMP) $(SPARK35_STAMP) $(INFRA_STAMP)
 	$(MAKE) -j4 --output-sync=target unit scripts spark35 lint typecheck infra-lint
+
+# The state machine of the whole way (tests/aws/test_whole_way.py) at 20 times the size
+# `make test` runs it (30 examples there): 600 examples of up to 30 steps, about 10 minutes
+# on a quiet machine. Shrinking a failure takes minutes more; its printed steps go into the
+# file as a plain regression test.
+MODEL_EXAMPLES ?= 600
+test-model: $(STAMP)
+	SQSDELAY_MODEL_EXAMPLES=$(MODEL_EXAMPLES) $(BIN)/pytest -q -p no:cacheprovider --timeout 0 \
+	    tests/aws/test_whole_way.py::test_the_whole_way_holds_under_every_combination
 
 # The same suite in two halves, for a CI that runs two jobs of two cores side by side (each
 # 9-11 minutes there, the whole 18; docs/benchmarks.md): the core, and the Spark and
