@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ from sqsdelay.core.retries import Backoff
 from sqsdelay.errors import SqsDelayError
 from tests.support.model_world import Config, Crashed, VirtualClock, World, moto_on
 
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("SQSDELAY_MODEL_EXAMPLES", "30"))
 STEPS = int(os.environ.get("SQSDELAY_MODEL_STEPS", "30"))
 DELAYS = [0, 4, 10, 11, 25, 47, 95]  # direct (<= the 10 s cycle), one hop, several hops
@@ -363,9 +365,27 @@ def run_model(examples: int, steps: int) -> None:
     )
 
 
+def _in_a_process_of_its_own(call: str) -> None:
+    """Run `call` (code of this module) in a new Python process: moto in-process shares its
+    backends with, and patches the clock of, whatever else the process holds, and a pytest
+    worker holds the suite's emulator (a moto server thread, whose SQS the emulator mends to
+    read the wall clock) and its queues."""
+    code = f"from tests.aws.test_whole_way import *; {call}"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "SQSDELAY_LOG_LEVEL": "error"},
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    # The falsifying sequence hypothesis prints is at the end of stderr.
+    assert done.returncode == 0, done.stderr[-12_000:]
+
+
 @pytest.mark.model
 def test_the_whole_way_holds_under_every_combination() -> None:
-    run_model(EXAMPLES, STEPS)
+    _in_a_process_of_its_own(f"run_model({EXAMPLES}, {STEPS})")
 
 
 # -- what the machine found, kept as plain regression tests ---------------------------------
@@ -377,6 +397,10 @@ def test_a_forward_its_fifo_destination_refused_is_replayed(registry: bool) -> N
     (here: too big), the worker dead-letters it from the staging queue, and replay-errors
     skipped it for ever ("belongs to '...-fifo-staging'", and its hand-over had left no
     delay to restore): the documented recovery could not bring it back."""
+    _in_a_process_of_its_own(f"refused_forward_is_replayed({registry})")
+
+
+def refused_forward_is_replayed(registry: bool) -> None:
     machine = WholeWay()
     machine.deploy(registry=registry, guard=False, fifo=True)
     machine.refuse_big_messages()
@@ -390,10 +414,9 @@ def test_a_forward_its_fifo_destination_refused_is_replayed(registry: bool) -> N
 
 def test_make_test_model_runs_the_machine_at_the_size_it_is_given() -> None:
     """`make test-model` as the README writes it (with `MODEL_EXAMPLES`, its size)."""
-    root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         ["make", "--no-print-directory", "test-model", "MODEL_EXAMPLES=1"],
-        cwd=root,
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
