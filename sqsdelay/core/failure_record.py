@@ -94,6 +94,9 @@ def plan_replay(message: Received, delay_queue: str) -> Replay | str:
     if due is not None:  # keeps the original due time; if it has passed, delivery is immediate
         attrs[wire_format.DUE_AT_ATTRIBUTE] = message_shape.number_attribute(due)
     attrs[wire_format.REPLAY_ATTRIBUTE] = message_shape.string_attribute(message.message_id)
+    if len(attrs) > quotas.MAX_MESSAGE_ATTRIBUTES and parse_natural(delay) == 0:
+        # Nothing left to wait (a give-up's record): the due time adds nothing but a slot.
+        attrs.pop(wire_format.DUE_AT_ATTRIBUTE, None)
     if len(attrs) > quotas.MAX_MESSAGE_ATTRIBUTES:
         # Without its token a replay is dropped as a duplicate where the registry or the
         # guard is on: it stays in the error queue rather than be lost there.

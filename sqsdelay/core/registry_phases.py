@@ -69,7 +69,9 @@ def follow_registry(
             batch.drop(r, "duplicate")  # another copy was handed over, or this one was
         else:
             batch.records[r.message_id] = record
-            kept.append(_due_from(r, record) if record.moved else r)
+            # A replay's own due time may be missing (no room for it): it is due when its
+            # record says, not at its delay counted again from the replay's send.
+            kept.append(_due_from(r, record) if record.moved or replay_token(r) else r)
     return kept
 
 

@@ -429,3 +429,15 @@ def test_a_replays_claim_names_its_token_and_a_first_deliverys_does_not() -> Non
     assert "replay" not in plain.params["UpdateExpression"]
     assert replay.params["ExpressionAttributeValues"][":replay"] == {"S": "err-1"}
     assert "replay <> :replay" in replay.params["ConditionExpression"]
+
+
+def test_a_replay_of_a_scheduled_record_keeps_the_records_due_time() -> None:
+    """A message dead-lettered at a hop, before any claim, and replayed without a due time
+    of its own (no room for it): it is due when its record says, not when its own delay
+    from the replay's send would make it."""
+    stub = StubAws()
+    stub.items = {f"{Q.destination}/k1": item(1, "scheduled", T + 2_000)}
+    outcome = run([replayed(1, 0, "err-1")], stub, config=CONFIG)
+    assert outcome.ends == {"id1": "handed-over"}
+    assert stub.queues[Q.destination][0]["DelaySeconds"] == 2  # not at once
+    assert stub.items[f"{Q.destination}/k1"]["replay"] == {"S": "err-1"}

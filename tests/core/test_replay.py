@@ -3,6 +3,8 @@ to the delay queue and leaves the error queue, what is not stays, and nothing is
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sqsdelay.core import failure_record, message_shape, quotas, wire_format
@@ -130,3 +132,19 @@ def test_the_scan_ends_at_an_empty_long_poll_and_polls_long() -> None:
     receives = [c for c in stub.calls if c.api == "ReceiveMessage"]
     assert len(receives) == 2  # the one that found it, then the empty one that ended it
     assert all(c.params["WaitTimeSeconds"] >= 1 for c in receives)
+
+
+def test_a_give_up_with_eight_attributes_of_its_own_is_replayed_without_its_due_time() -> None:
+    """Its record says nothing is left to wait: the due time gives its slot to the token
+    (found by an outside review: such a message, which the sender had accepted, was
+    refused for want of room)."""
+    stub = StubAws()
+    own = {f"a{i}": message_shape.string_attribute("v") for i in range(8)}
+    record = {"reason": "gave up", "queue": DELAY, "delay_seconds": "0", "due_at": "1"}
+    own[wire_format.FAILURE_ATTRIBUTE] = message_shape.string_attribute(json.dumps(record))
+    stub.queues[ERROR].append({"MessageBody": "x", "MessageAttributes": own, "MessageId": "e-x"})
+    result = drive(replay_errors(ERROR, DELAY), stub)
+    assert result.replayed == ["e-x"], result.skipped
+    back = stub.queues[DELAY][0]["MessageAttributes"]
+    assert len(back) == 10 and wire_format.DUE_AT_ATTRIBUTE not in back
+    assert back[wire_format.REPLAY_ATTRIBUTE]["StringValue"] == "e-x"
