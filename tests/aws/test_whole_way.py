@@ -372,7 +372,9 @@ def _in_a_process_of_its_own(call: str) -> None:
     read the wall clock) and its queues."""
     code = f"from tests.aws.test_whole_way import *; {call}"
     done = subprocess.run(
-        [sys.executable, "-c", code],
+        # At nice 10, as the suite's Spark files: one core's worth of CPU-bound work for up
+        # to a minute, beside the timing tests of the worker (tests/conftest.py).
+        ["nice", "-n", "10", sys.executable, "-c", code],
         cwd=ROOT,
         env={**os.environ, "SQSDELAY_LOG_LEVEL": "error"},
         capture_output=True,

@@ -41,7 +41,9 @@ def test_whatever_a_producer_wrote_replay_restores(
     if due is not None:
         attrs[wire_format.DUE_AT_ATTRIBUTE] = message_shape.number_attribute(due)
     plan = plan_replay(written(Received("m", "r", body, attrs)), DELAY_QUEUE)
-    assert plan == Replay(DELAY_QUEUE, attrs)
+    # ... and a replay carries its token: the error-queue message's id (issue 58).
+    token = {wire_format.REPLAY_ATTRIBUTE: message_shape.string_attribute("e1")}
+    assert plan == Replay(DELAY_QUEUE, {**attrs, **token})
 
 
 def test_the_record_folds_our_attributes_and_keeps_the_reason() -> None:
