@@ -182,6 +182,11 @@ def sqs(moto_url: str) -> Any:
 
 
 @pytest.fixture
+def dynamodb(moto_url: str) -> Any:
+    return boto3.client("dynamodb", endpoint_url=moto_url, region_name="us-east-1")
+
+
+@pytest.fixture
 def env(moto_url: str, prefix: str) -> dict[str, str]:
     """Environment for running the CLI as a subprocess against the moto server."""
     return {

@@ -81,12 +81,13 @@ def plan_replay(message: Received, delay_queue: str) -> Replay | str:
     if record.get("queue") not in _sources(delay_queue):
         return f"belongs to {record.get('queue')!r}"
     delay = str(record.get("delay_seconds") or "")
+    seconds = parse_natural(delay)
     due = parse_natural(str(record.get("due_at") or ""))
-    if parse_natural(delay) is None and due is not None:
+    if seconds is None and due is not None:
         # Dead-lettered from a FIFO destination's staging queue (the forward was refused):
         # its hand-over left no delay attribute, only the due time, which decides.
-        delay = "0"
-    if parse_natural(delay) is None:
+        delay, seconds = "0", 0
+    if seconds is None:
         return f"no valid delay to restore ({str(record.get('reason', 'unknown reason'))[:300]})"
     dropped = {wire_format.FAILURE_ATTRIBUTE, wire_format.ATTEMPT_ATTRIBUTE}
     attrs = {k: v for k, v in message.attributes.items() if k not in dropped}
@@ -94,7 +95,7 @@ def plan_replay(message: Received, delay_queue: str) -> Replay | str:
     if due is not None:  # keeps the original due time; if it has passed, delivery is immediate
         attrs[wire_format.DUE_AT_ATTRIBUTE] = message_shape.number_attribute(due)
     attrs[wire_format.REPLAY_ATTRIBUTE] = message_shape.string_attribute(message.message_id)
-    if len(attrs) > quotas.MAX_MESSAGE_ATTRIBUTES and parse_natural(delay) == 0:
+    if len(attrs) > quotas.MAX_MESSAGE_ATTRIBUTES and seconds == 0:
         # Nothing left to wait (a give-up's record): the due time adds nothing but a slot.
         attrs.pop(wire_format.DUE_AT_ATTRIBUTE, None)
     if len(attrs) > quotas.MAX_MESSAGE_ATTRIBUTES:

@@ -42,10 +42,11 @@ from hypothesis.stateful import (
 )
 
 from sqsdelay.aws.retry_later import backoff_flow, retry_flow
+from sqsdelay.aws.sender import Message
 from sqsdelay.core import consumed, wire_format
 from sqsdelay.core.replay import replay_errors
 from sqsdelay.core.retries import Backoff
-from sqsdelay.errors import SqsDelayError
+from sqsdelay.errors import GuardInProgress, SqsDelayError
 from tests.support.model_world import Config, Crashed, VirtualClock, World, moto_on
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,7 +138,7 @@ class WholeWay(RuleBasedStateMachine):
             options["group_id"] = f"g{self.count % 2}"
         now_ms = int(self.clock() * 1000)
         try:
-            self.w.run(self.w.sender.send_flow(self.w.queue, _message(body, options)))
+            self.w.run(self.w.sender.send_flow(self.w.queue, Message(body, **options)))
         except (SqsDelayError, Crashed):
             self.model.maybe.add(ident)  # the user sees the failure; it may have gone out
             return
@@ -329,8 +330,6 @@ def _guarded(world: World, message: dict[str, Any], handler: Any) -> bool | None
     (the message is then deleted, as a guarded consumer does), None when another run holds
     it (left to come back)."""
     assert world.guard is not None
-    from sqsdelay.errors import GuardInProgress
-
     try:
         outcome = world.guard.run(message, handler, queue_url=world.urls["destination"])
     except GuardInProgress:
@@ -341,12 +340,6 @@ def _guarded(world: World, message: dict[str, Any], handler: Any) -> bool | None
         )
         return False
     return True
-
-
-def _message(body: str, options: dict[str, Any]) -> Any:
-    from sqsdelay.aws.sender import Message
-
-    return Message(body, **options)
 
 
 def run_model(examples: int, steps: int) -> None:

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency import (
@@ -48,11 +47,6 @@ ATTRS = {
     "blob": {"DataType": "Binary", "BinaryValue": b"\x00\x01\xfe"},
     "n": {"DataType": "Number.int", "StringValue": "42"},
 }
-
-
-@pytest.fixture
-def dynamodb(moto_url: str) -> Any:
-    return boto3.client("dynamodb", endpoint_url=moto_url, region_name="us-east-1")
 
 
 @pytest.fixture

@@ -37,11 +37,6 @@ ATTRS = {"tenant": {"DataType": "String", "StringValue": "a"}}
 
 
 @pytest.fixture
-def dynamodb(moto_url: str) -> Any:
-    return boto3.client("dynamodb", endpoint_url=moto_url, region_name="us-east-1")
-
-
-@pytest.fixture
 def table(dynamodb: Any) -> str:
     return guard_table(dynamodb, f"idem-{uuid.uuid4().hex[:8]}")
 

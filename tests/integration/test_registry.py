@@ -47,11 +47,6 @@ ROLE = "arn:aws:iam::123456789012:role/sqsdelay-scheduler"
 
 
 @pytest.fixture
-def dynamodb(moto_url: str) -> Any:
-    return boto3.client("dynamodb", endpoint_url=moto_url, region_name="us-east-1")
-
-
-@pytest.fixture
 def scheduler(moto_url: str) -> Any:
     return boto3.client("scheduler", endpoint_url=moto_url, region_name="us-east-1")
 

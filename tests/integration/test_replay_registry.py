@@ -11,7 +11,6 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-import boto3
 import pytest
 
 from sqsdelay import consumer
@@ -37,11 +36,6 @@ def registry_on(make_settings: Callable[..., Settings], prefix: str) -> Settings
         registry="dynamodb",
         registry_table=f"{prefix}scheduled",
     )
-
-
-@pytest.fixture
-def dynamodb(moto_url: str) -> Any:
-    return boto3.client("dynamodb", endpoint_url=moto_url, region_name="us-east-1")
 
 
 def env_of(settings: Settings) -> dict[str, str]:
