@@ -41,13 +41,21 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from sqsdelay.aws.retry_later import backoff_flow, retry_flow
+from sqsdelay.aws.retry_later import (
+    RetryLater,
+    RetryPolicy,
+    backoff_flow,
+    handle_batch,
+    retry_flow,
+)
 from sqsdelay.aws.sender import Message
-from sqsdelay.core import consumed, wire_format
+from sqsdelay.core import consumed, retries, wire_format
+from sqsdelay.core.received import from_boto
 from sqsdelay.core.replay import replay_errors
 from sqsdelay.core.retries import Backoff
 from sqsdelay.errors import GuardInProgress, SqsDelayError
-from tests.support.model_world import Config, Crashed, VirtualClock, World, moto_on
+from tests.support.lambda_events import lambda_record
+from tests.support.model_world import ACCOUNT, Config, Crashed, VirtualClock, World, moto_on
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("SQSDELAY_MODEL_EXAMPLES", "30"))
@@ -90,6 +98,8 @@ class Model:
     left: Counter[tuple[str, str | None, str | None]] = field(default_factory=Counter)
     handled: set[str] = field(default_factory=set)
     consumer_faulted: bool = False
+    bodies: dict[str, set[str]] = field(default_factory=dict)  # by id, since its last cancel
+    dead_bodies: set[tuple[str, str]] = field(default_factory=set)  # (id, body) cancelled
 
 
 def _key(message: dict[str, Any]) -> tuple[str, str | None, str | None]:
@@ -128,22 +138,49 @@ class WholeWay(RuleBasedStateMachine):
 
     # -- the producer's side -------------------------------------------------------------
 
-    @rule(delay=st.sampled_from(DELAYS), big=st.booleans())
-    def send(self, delay: int, big: bool) -> None:
+    @rule(delay=st.sampled_from(DELAYS), big=st.booleans(), keyed=st.booleans())
+    def send(self, delay: int, big: bool, keyed: bool = True) -> None:
+        """A send with the model's id, or (registry on, `keyed` False) with none: the sender
+        draws one and answers it."""
         self.count += 1
         ident = f"k{self.count}"
-        body = ("x" * BIG) if big else f"body {self.count}"
+        self._send(ident if keyed or not self.w.config.registry else None, delay, big)
+
+    @precondition(lambda self: self.world is not None and self.w.config.registry)
+    @rule(data=st.data(), delay=st.sampled_from(DELAYS))
+    def send_again(self, data: st.DataObject, delay: int) -> None:
+        """A send with the key of an earlier one: a duplicate while that one is scheduled
+        (nothing sent), a new message of that id after it was handed over or cancelled."""
+        if self.model.sent:
+            self.count += 1
+            self._send(data.draw(st.sampled_from(sorted(self.model.sent))), delay, False)
+
+    def _send(self, ident: str | None, delay: int, big: bool) -> None:
+        body = (f"{self.count} " + "x" * BIG) if big else f"body {self.count}"
         options: dict[str, Any] = {"delay": delay, "id": ident}
         if self.w.config.fifo:
             options["group_id"] = f"g{self.count % 2}"
         now_ms = int(self.clock() * 1000)
+        due = now_ms + delay * 1000
         try:
-            self.w.run(self.w.sender.send_flow(self.w.queue, Message(body, **options)))
+            result = self.w.run(self.w.sender.send_flow(self.w.queue, Message(body, **options)))
         except (SqsDelayError, Crashed):
-            self.model.maybe.add(ident)  # the user sees the failure; it may have gone out
+            if ident is not None:  # the user sees the failure; it may have gone out
+                self.model.maybe.add(ident)
+                self._may_come(ident, due, body)
             return
-        self.model.sent[ident] = Sent(now_ms + delay * 1000, big)
-        self.model.due[(ident, None, None)] = now_ms + delay * 1000
+        if result.duplicate:  # the registry holds this id scheduled: nothing was sent
+            return
+        ident = result.message_id
+        self.model.cancelled.discard(ident)  # a new message of this id
+        self.model.handled.discard(ident)  # it is handled again (a guard skips it: done)
+        self.model.sent[ident] = Sent(due, big)
+        self._may_come(ident, due, body)
+
+    def _may_come(self, ident: str, due: int, body: str) -> None:
+        key = (ident, None, None)
+        self.model.due[key] = min(due, self.model.due.get(key, due))
+        self.model.bodies.setdefault(ident, set()).add(body)
 
     @precondition(lambda self: self.world is not None and self.w.config.registry)
     @rule(data=st.data())
@@ -157,6 +194,38 @@ class WholeWay(RuleBasedStateMachine):
             return
         if outcome == "cancelled":
             self.model.cancelled.add(ident)
+            # What was sent with this id before is never delivered, whatever is sent after.
+            self.model.dead_bodies |= {(ident, b) for b in self.model.bodies.pop(ident, set())}
+
+    @precondition(lambda self: self.world is not None and self.w.config.registry)
+    @rule(data=st.data(), delay=st.sampled_from(DELAYS))
+    def reschedule(self, data: st.DataObject, delay: int) -> None:
+        self._reschedule(data, delay)
+
+    @precondition(lambda self: self.world is not None and self.w.config.registry)
+    @rule(data=st.data())
+    def send_now(self, data: st.DataObject) -> None:
+        """The console's "send now": a reschedule to now."""
+        self._reschedule(data, 0)
+
+    def _reschedule(self, data: st.DataObject, delay: int) -> None:
+        """The record's due time moved: a copy not yet delivered comes at the new due time,
+        not before. Unacknowledged, it may have moved: the earlier of the two bounds it."""
+        if not self.model.sent:
+            return
+        ident = data.draw(st.sampled_from(sorted(self.model.sent)))
+        due = int(self.clock() * 1000) + delay * 1000
+        waiting = [k for k in self.model.due if k[0] == ident and not self.model.deliveries[k]]
+        try:
+            flow = self.w.sender.reschedule_flow(self.w.queue, ident, delay=delay)
+            outcome, due = self.w.run(flow)
+        except (SqsDelayError, Crashed):
+            for k in waiting:
+                self.model.due[k] = min(self.model.due[k], due)
+            return
+        if outcome == "rescheduled":
+            for k in waiting:
+                self.model.due[k] = due
 
     # -- time and the worker ---------------------------------------------------------------
 
@@ -187,13 +256,85 @@ class WholeWay(RuleBasedStateMachine):
         for message in got:
             self._deliver(message, action, wait)
 
-    def _deliver(self, message: dict[str, Any], action: str, wait: int) -> None:
+    def _arrived(self, message: dict[str, Any]) -> tuple[str, str | None, str | None]:
+        """A delivery to the consumer, checked: not early, not cancelled."""
         key = _key(message)
         now_ms = int(self.clock() * 1000)
         self.model.deliveries[key] += 1
         due = self.model.due.get(key)
         assert due is None or now_ms >= due, f"{key} delivered {due - now_ms} ms early"
         assert key[0] not in self.model.cancelled, f"{key} delivered after its cancel"
+        assert (key[0], message["Body"]) not in self.model.dead_bodies, (
+            f"{key} delivered the body of a cancelled send"
+        )
+        return key
+
+    @rule(
+        actions=st.lists(
+            st.sampled_from(["succeed", "raise", "retry", "give-up"]), min_size=1, max_size=3
+        ),
+        wait=st.integers(0, 40),
+    )
+    def consume_batch(self, actions: list[str], wait: int) -> None:
+        """A Lambda consumer on `handle_batch` (partial-batch responses): `retry` raises
+        `RetryLater`, `give-up` calls `RetryPolicy` (which gives up at once) and returns;
+        Lambda then deletes every record not reported failed."""
+        got = self.w.receive("destination", len(actions), World.CONSUMER_VISIBILITY)
+        if not got:
+            return
+        now_ms = int(self.clock() * 1000)
+        arn = f"arn:aws:sqs:us-east-1:{ACCOUNT}:{self.w.trio.destination}"
+        keys = {m["MessageId"]: self._arrived(m) for m in got}
+        todo = dict(zip((m["MessageId"] for m in got), actions, strict=False))
+        met = len(self.w.faults.met)
+        retried: set[str] = set()  # sqs ids whose handler asked for a retry
+
+        def inner(record: dict[str, Any]) -> None:
+            ident = record["messageId"]
+            action = todo[ident]
+            if action == "raise":
+                raise RuntimeError("the handler failed")
+            if action == "retry":
+                retried.add(ident)
+                raise RetryLater(wait)
+            if action == "give-up":
+                policy = RetryPolicy(GIVE_UP, draw=lambda: 0.5)
+                policy.retry(record, "gave up", sender=self.w.sender)
+            self.model.runs[keys[ident]] += 1
+            self.model.handled.add(keys[ident][0])
+
+        def handler(record: dict[str, Any]) -> None:
+            if self.w.guard is None:
+                inner(record)
+                return
+            outcome = self.w.guard.run(record, inner)
+            if not outcome.ran:  # a copy ran it: done
+                self.model.handled.add(keys[record["messageId"]][0])
+
+        try:
+            answer = handle_batch(
+                {"Records": [lambda_record(m, arn) for m in got]}, handler, sender=self.w.sender
+            )
+            failed = {f["itemIdentifier"] for f in answer["batchItemFailures"]}
+            deleted = self.w.lambda_deletes(
+                self.w.trio.destination, [m for m in got if m["MessageId"] not in failed]
+            )
+        except Crashed:  # the function died: Lambda deletes nothing
+            deleted = set()
+        for m in got:
+            key = keys[m["MessageId"]]
+            if m["MessageId"] in retried:  # whatever went out is due no earlier than this
+                attempt = retries.attempt_of(from_boto(m).attributes) + 1
+                later = (key[0], str(attempt), key[2])
+                self.model.due[later] = min(now_ms + wait * 1000, self.model.due.get(later, 2**62))
+            if m["MessageId"] not in deleted:
+                self.model.left[key] += 1
+        if len(self.w.faults.met) > met:
+            self.model.consumer_faulted = True
+
+    def _deliver(self, message: dict[str, Any], action: str, wait: int) -> None:
+        key = self._arrived(message)
+        now_ms = int(self.clock() * 1000)
         incoming = consumed.read(message, self.w.urls["destination"])
         met = len(self.w.faults.met)
 
@@ -211,6 +352,7 @@ class WholeWay(RuleBasedStateMachine):
                 outcome = True
             if outcome is False:
                 finished = True  # a copy had completed: deleted
+                self.model.handled.add(key[0])
             elif outcome:
                 if action == "succeed":
                     self.model.handled.add(key[0])
@@ -255,6 +397,30 @@ class WholeWay(RuleBasedStateMachine):
     def replay(self) -> None:
         with contextlib.suppress(SqsDelayError, Crashed):
             self.w.run(replay_errors(self.w.trio.error, self.w.trio.delay))
+
+    @rule(data=st.data())
+    def replay_selected(self, data: st.DataObject) -> None:
+        """The console's "replay selected": some of the error queue's messages, by id (one
+        that is not there among them, as a page listed before a replay elsewhere)."""
+        ids = self.w.error_ids()
+        chosen = data.draw(st.lists(st.sampled_from([*ids, "gone"]), min_size=1, unique=True))
+        visible = set(self.w.error_ids(visible=True)) & set(chosen)
+        met = len(self.w.faults.met)
+        try:
+            result = self.w.run(
+                replay_errors(
+                    self.w.trio.error,
+                    self.w.trio.delay,
+                    limit=len(chosen),
+                    only=frozenset(chosen),
+                )
+            )
+        except (SqsDelayError, Crashed):
+            return
+        acted = set(result.replayed) | set(result.skipped) | set(result.failed)
+        assert set(result.replayed) <= set(chosen), f"replayed unselected: {result}"
+        if len(self.w.faults.met) == met:  # every selected one it could see, acted on
+            assert visible <= acted, f"selected {sorted(visible - acted)} not found: {result}"
 
     # -- faults ----------------------------------------------------------------------------
 

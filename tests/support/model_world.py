@@ -43,8 +43,10 @@ START = float(int(time.time()))
 ACCOUNT = "123456789012"  # moto's
 
 
-class Crashed(Exception):
-    """The process running a flow died between two of its rounds."""
+class Crashed(BaseException):
+    """The process running a flow died between two of its rounds: a BaseException, so that
+    no `except Exception` of the code under test (`handle_batch`'s) takes it for a failure
+    it reports; the process is gone."""
 
 
 @dataclass
@@ -267,6 +269,9 @@ class World:
         self.caller = FaultyCaller(SyncCaller(clients, resolver), self.faults, clock)
         self.sender = Sender(self.settings, client=self.sqs, dynamodb=self.dynamodb, clock=clock)
         self.sender._caller = self.caller  # type: ignore[assignment]
+        # `Sender.run` (what `retry_later` and `handle_batch` drive their flows with) meets
+        # drawn crashes too.
+        self.sender.run = self.run  # type: ignore[method-assign]
         self.runner = BatchRunner(self.settings, resolver, delete=True, clock=clock)
         self.handler = Handler(
             self.settings,
@@ -341,14 +346,32 @@ class World:
         arn = f"arn:aws:sqs:us-east-1:{ACCOUNT}:{queue}"
         answer = self.handler({"Records": [lambda_record(m, arn) for m in got]})
         failed = {f["itemIdentifier"] for f in answer["batchItemFailures"]}
-        done = [m for m in got if m["MessageId"] not in failed]
-        for start in range(0, len(done), 10):
-            entries = [
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                for i, m in enumerate(done[start : start + 10])
-            ]
-            self.caller([Call("sqs", "DeleteMessageBatch", {"Entries": entries}, queue)])
+        self.lambda_deletes(queue, [m for m in got if m["MessageId"] not in failed])
         return Outcome()
+
+    def lambda_deletes(self, queue: str, done: list[dict[str, Any]]) -> set[str]:
+        """Lambda's poller deleting the records a batch did not report failed: the message
+        ids deleted (a failed delete leaves its message to come back)."""
+        deleted: set[str] = set()
+        for start in range(0, len(done), 10):
+            chunk = done[start : start + 10]
+            entries = [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)
+            ]
+            [reply] = self.caller([Call("sqs", "DeleteMessageBatch", {"Entries": entries}, queue)])
+            if reply.fault is None:
+                ok = {int(a["Id"]) for a in reply.response.get("Successful", [])}
+                deleted |= {m["MessageId"] for i, m in enumerate(chunk) if i in ok}
+        return deleted
+
+    def error_ids(self, *, visible: bool = False) -> list[str]:
+        """The error queue's SQS message ids (`visible`: only those a receive can take now),
+        read from moto's memory, since a receive would hide them: what the console's
+        dead-letter list offers to select."""
+        import moto.sqs.models as sqs_models
+
+        queue = sqs_models.sqs_backends[ACCOUNT]["us-east-1"].queues[self.trio.error]
+        return sorted(m.id for m in queue._messages if m.visible or not visible)
 
     def counts(self) -> dict[str, int]:
         """Messages in each queue, visible or not (moto's attributes)."""
