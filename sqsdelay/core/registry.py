@@ -24,7 +24,10 @@ each other have exactly one winner:
   generation: its token, new for each replay, may claim a `handed-over` item that no claim
   of that token holds, and is kept in the item (`replay`), so copies of the replay are
   duplicates again while older copies of the message stay dropped. A cancelled item stays
-  cancelled.
+  cancelled;
+- when the worker dead-letters a message it adds that SQS message's id to the item
+  (`dead_lettered`, a set): a later receive of that SQS message (its delete failed) is dropped, not
+  handed over, since its fate is the error queue and a replay of it is the way back.
 """
 
 from __future__ import annotations
@@ -94,6 +97,7 @@ class Record:
     lease_ms: int = 0  # broker time until which that receive may still send
     delivered: bool = False  # the claiming receive's send succeeded
     replay: str = ""  # the replay token of the claim's generation ("" before any replay)
+    dead_lettered: frozenset[str] = frozenset()  # SQS MessageIds sent to the error queue
     # What the console shows of the message (never its body or attribute values).
     size_bytes: int = 0
     attribute_names: tuple[str, ...] = ()
@@ -109,6 +113,11 @@ class Record:
         """A handed-over record that a replay with this token may claim: a new generation
         of the message, not a copy of one already handed over."""
         return self.state == "handed-over" and bool(replay) and replay != self.replay
+
+    def dead_lettered_as(self, sqs_message_id: str) -> bool:
+        """This SQS message was dead-lettered by a worker: another receive of it is a copy
+        whose delete failed, not a delivery still owed."""
+        return sqs_message_id in self.dead_lettered
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -139,6 +148,7 @@ def record_of(item: Mapping[str, Any]) -> Record | None:
             lease_ms=int(item.get("lease_ms", {}).get("N", "0")),
             delivered=bool(item.get("delivered", {}).get("BOOL", False)),
             replay=item.get("replay", {}).get("S", ""),
+            dead_lettered=frozenset(item.get("dead_lettered", {}).get("SS", ())),
             size_bytes=int(item.get("size_bytes", {}).get("N", "0")),
             attribute_names=tuple(item.get("attribute_names", {}).get("SS", ())),
         )
@@ -289,10 +299,12 @@ def claim_call(
     ran out (its send failed, or its worker died). Items claimed before leases existed have
     no `lease_ms` and count as run out. A replay (`replay`, its token) may also claim a
     handed-over item whose generation is another token's (or none): it is a new delivery."""
+    # A receive of an SQS message a worker dead-lettered never claims (the read drops it;
+    # this holds when the read was stale). A missing attribute compares false, so NOT holds.
     condition = (
-        "(#s = :scheduled AND due_ms = :due) OR "
+        "(NOT contains(dead_lettered, :mid)) AND ((#s = :scheduled AND due_ms = :due) OR "
         "(#s = :handed AND claimed_by = :mid AND (attempt = :attempt OR "
-        "(NOT delivered = :true AND (attribute_not_exists(lease_ms) OR lease_ms < :now))))"
+        "(NOT delivered = :true AND (attribute_not_exists(lease_ms) OR lease_ms < :now)))))"
     )
     update = (
         "SET #s = :handed, claimed_by = :mid, attempt = :attempt, "
@@ -345,6 +357,22 @@ def delivered_call(
     return Call("dynamodb", "UpdateItem", params, timeout=timeout)
 
 
+def dead_lettered_call(table: str, record: Record, sqs_message_id: str, timeout: float) -> Call:
+    """After the worker's send to the error queue: name the SQS message it dead-lettered, so
+    that a receive of it that comes back (its delete failed) is dropped instead of taking its
+    undelivered claim over, while the dead letter's replay (another SQS message, with a
+    token) is delivered. Only an item that exists: a deleted one is not written again."""
+    params = {
+        "TableName": table,
+        "Key": key(record.destination, record.message_id),
+        "UpdateExpression": "ADD dead_lettered :mids",
+        "ConditionExpression": "attribute_exists(#s)",
+        "ExpressionAttributeNames": {"#s": "state"},
+        "ExpressionAttributeValues": {":mids": {"SS": [sqs_message_id]}},
+    }
+    return Call("dynamodb", "UpdateItem", params, timeout=timeout)
+
+
 def claimed(fault: Fault | None, sqs_message_id: str) -> tuple[Claim, Record | None]:
     """Read a claim's answer, with the record as it was when the condition failed: `moved`
     when it was rescheduled meanwhile (the next receive decides again), `in-hand` when another
@@ -357,6 +385,8 @@ def claimed(fault: Fault | None, sqs_message_id: str) -> tuple[Claim, Record | N
     now = record_of(fault.item or {})
     if now is None or now.state == "cancelled":
         return "cancelled", now  # gone (a manual delete) or cancelled: never delivered
+    if now.dead_lettered_as(sqs_message_id):
+        return "duplicate", now  # its fate is the error queue: replay it from there
     if now.held_by_another_receive(sqs_message_id):
         return "in-hand", now
     if now.state == "handed-over":

@@ -62,6 +62,8 @@ def follow_registry(
             kept.append(r)
         elif record.state == "cancelled":
             batch.drop(r, "cancelled")
+        elif record.dead_lettered_as(r.message_id):
+            batch.drop(r, "duplicate")  # a worker sent it to the error queue; its delete failed
         elif record.replayed_anew(replay_token(r)):
             batch.records[r.message_id] = record  # a replay: a new delivery, claimed anew
             kept.append(r)
@@ -157,13 +159,15 @@ def lease_ms(batch: BatchInHand) -> int:
 
 
 def mark_delivered(batch: BatchInHand, table: str) -> Flow[None]:
-    """Mark the claims whose hand-over was sent: no later receive may take them over. A
-    mark that fails leaves the claim to its lease (docs/registry.md)."""
-    sent = [
-        o for o in batch.claimed if batch.outcome.ends.get(o.source.message_id) == "handed-over"
-    ]
+    """Mark the claims whose hand-over was sent: no later receive may take them over; and
+    the records of what was dead-lettered: no later receive of that SQS message may be handed
+    over (its dead letter's replay is). A mark that fails leaves a claim to its lease
+    (docs/registry.md), and a dead letter's copy to the window the mark closes."""
+    ends = batch.outcome.ends
+    sent = [o for o in batch.claimed if ends.get(o.source.message_id) == "handed-over"]
+    dead = [m for m, end in ends.items() if end == "dead-lettered" and m in batch.records]
     timeout = batch.budget.timeout()
-    if not sent or timeout <= 0:
+    if not (sent or dead) or timeout <= 0:
         return
     calls = [
         registry.delivered_call(
@@ -174,12 +178,16 @@ def mark_delivered(batch: BatchInHand, table: str) -> Flow[None]:
             timeout,
         )
         for o in sent
-    ]
+    ] + [registry.dead_lettered_call(table, batch.records[m], m, timeout) for m in dead]
     answers = yield calls
-    failed = sum(1 for a in answers if a.fault is not None)
-    if failed:
-        batch.state.stats.events["registry.delivered_mark_failed"] += failed
-        log.warning("registry.delivered_mark_failed", queue=batch.queues.delay, count=failed)
+    for event, part in (
+        ("registry.delivered_mark_failed", answers[: len(sent)]),
+        ("registry.dead_letter_mark_failed", answers[len(sent) :]),
+    ):
+        failed = sum(1 for a in part if a.fault is not None)
+        if failed:
+            batch.state.stats.events[event] += failed
+            log.warning(event, queue=batch.queues.delay, count=failed)
 
 
 def _registry_timeout(batch: BatchInHand, share: float) -> float | None:

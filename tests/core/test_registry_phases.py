@@ -441,3 +441,40 @@ def test_a_replay_of_a_scheduled_record_keeps_the_records_due_time() -> None:
     assert outcome.ends == {"id1": "handed-over"}
     assert stub.queues[Q.destination][0]["DelaySeconds"] == 2  # not at once
     assert stub.items[f"{Q.destination}/k1"]["replay"] == {"S": "err-1"}
+
+
+def test_a_dead_lettered_copy_whose_delete_failed_is_dropped_and_its_replay_delivered() -> None:
+    """The window issue 58's review left open: the destination refuses a claimed hand-over
+    until the worker dead-letters the message, and that delete fails. Before, the copy that
+    came back took its own undelivered claim over once the destination took it (its maximum
+    size raised), and the dead letter's replay was delivered too: twice. The dead-lettering
+    names the SQS message in the record, so the copy is dropped and the replay delivered."""
+    stub, clock, state = scheduled_stub(), Clock(), StepState()
+    stub.fail("SendMessageBatch", "MessageTooLong", queue=Q.destination)
+    first = keyed(1, 5)
+    for n in range(1, CONFIG.limits.max_attempts + 2):  # refused max_attempts times, then out
+        stub.fail("DeleteMessageBatch", "ReceiptHandleIsInvalid", times=1)
+        clock.advance(60)  # each receive after the last one's lease
+        run([again(first, n)], stub, config=CONFIG, state=state, clock=clock)
+    assert len(stub.queues[Q.error]) == 1
+    assert stub.items[KEY]["dead_lettered"] == {"SS": ["id1"]}
+    stub.rules.clear()  # the destination now takes it; deletes succeed
+    clock.advance(60)
+    copy = run([again(first, 99)], stub, config=CONFIG, state=StepState(), clock=clock)
+    assert copy.ends == {"id1": "dropped"} and delivered(stub) == []
+    # The replay is another SQS message (replay-errors sends it anew), with its token.
+    back = replace(replayed(1, 5, "err-1"), message_id="id-replay", receipt_handle="rh-replay")
+    replay = run([back], stub, config=CONFIG, state=StepState(), clock=clock)
+    assert replay.ends == {"id-replay": "handed-over"} and delivered(stub) == ["body 1"]
+
+
+def test_a_claim_by_a_dead_lettered_sqs_message_fails_though_its_read_was_stale() -> None:
+    """The read is eventually consistent: the claim's condition refuses that SQS message too,
+    and its answer drops it (not a hold until a lease)."""
+    stub = scheduled_stub()
+    stub.items[KEY]["dead_lettered"] = {"SS": ["id1"]}
+    record = registry.Record(Q.destination, "k1", T + 5_000, "scheduled", "delay-queue")
+    claim = registry.claim_call(TABLE, record, "id1", "a", T, T + 1, 1.0)
+    fault = stub([claim])[0].fault
+    assert fault is not None and registry.claimed(fault, "id1")[0] == "duplicate"
+    assert stub([registry.claim_call(TABLE, record, "id2", "a", T, T + 1, 1.0)])[0].fault is None

@@ -179,6 +179,8 @@ class StubAws:
             return self._claim(p)
         if call.api == "UpdateItem" and p["UpdateExpression"] == "SET delivered = :true":
             return self._delivered(p)
+        if call.api == "UpdateItem" and p["UpdateExpression"] == "ADD dead_lettered :mids":
+            return self._dead_lettered(p)
         raise AssertionError(f"the stub does not answer {call.api}")
 
     def _receive(self, queue: str, most: int) -> dict[str, Any]:
@@ -207,7 +209,8 @@ class StubAws:
         """The registry's claim (`registry.claim_call`'s condition, as DynamoDB reads it: a
         missing attribute compares false): scheduled with the same due time; or claimed by
         the same SQS message and either the same receive, or undelivered with its lease run
-        out; or, for a replay, handed over in another generation."""
+        out; or, for a replay, handed over in another generation. Never by an SQS message a
+        worker dead-lettered (`dead_lettered`)."""
         values = p["ExpressionAttributeValues"]
         item = self.items.get(p["Key"]["id"]["S"])
         state = item["state"]["S"] if item else None
@@ -219,10 +222,12 @@ class StubAws:
             and (lease is None or lease < int(values[":now"]["N"]))
         )
         replay = values.get(":replay")
+        dead = values[":mid"]["S"] in (item or {}).get("dead_lettered", {}).get("SS", ())
         ok = item is not None and (
-            (state == "scheduled" and item["due_ms"] == values[":due"])
+            (not dead and state == "scheduled" and item["due_ms"] == values[":due"])
             or (
-                state == "handed-over"
+                not dead
+                and state == "handed-over"
                 and mine
                 and (item.get("attempt") == values[":attempt"] or taken_over)
             )
@@ -241,6 +246,16 @@ class StubAws:
         )
         if replay is not None:
             item["replay"] = replay
+        return {}
+
+    def _dead_lettered(self, p: dict[str, Any]) -> dict[str, Any] | Fault:
+        """`registry.dead_lettered_call`: ADD the SQS message id to the item's set."""
+        item = self.items.get(p["Key"]["id"]["S"])
+        if item is None:
+            return Fault("ConditionalCheckFailedException", "The conditional request failed", 400)
+        had = item.get("dead_lettered", {}).get("SS", [])
+        added = p["ExpressionAttributeValues"][":mids"]["SS"]
+        item["dead_lettered"] = {"SS": sorted({*had, *added})}
         return {}
 
     def _delivered(self, p: dict[str, Any]) -> dict[str, Any] | Fault:
