@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEPS := pyproject.toml constraints.txt
 
 .PHONY: test demo lint typecheck infra-lint unit scripts spark35 bench bench-deps clean \
-	unit-core unit-heavy test-core test-heavy test-model
+	unit-core unit-heavy test-core test-heavy test-model docs docs-check
 
 # --no-compile: a module is compiled when first imported, not every module of every package
 # at install (that halved installing pyspark, pandas, matplotlib and pyarrow here).
@@ -17,7 +17,7 @@ unexport PYTHONDONTWRITEBYTECODE
 $(STAMP): $(DEPS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip==25.3
-	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e '.[dev,spark,celery,dramatiq,taskiq,console]'
+	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e '.[dev,spark,celery,dramatiq,taskiq,console,docs]'
 	touch $(STAMP)
 
 lint: $(STAMP)
@@ -27,6 +27,14 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict sqsdelay
+
+# The docs site (mkdocs.yml, docs/): --strict fails on a broken link, a missing anchor or an
+# API reference that no longer resolves. Nothing is fetched (no CDN fonts, no social cards).
+docs-check: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
+
+docs: $(STAMP)
+	$(BIN)/mkdocs serve
 
 # CloudFormation and Dockerfile linters live in their own venv (checkov pins its own boto3).
 INFRA := .venv-infra
@@ -107,7 +115,7 @@ spark35: $(SPARK35_STAMP)
 # one that fails fails `make test`.
 test:
 	$(MAKE) -j3 --output-sync=target $(STAMP) $(FAUXQS_STAMP) $(SPARK35_STAMP) $(INFRA_STAMP)
-	$(MAKE) -j4 --output-sync=target unit scripts spark35 lint typecheck infra-lint
+	$(MAKE) -j4 --output-sync=target unit scripts spark35 lint docs-check typecheck infra-lint
 
 # The state machine of the whole way (tests/aws/test_whole_way.py) at 20 times the size
 # `make test` runs it (30 examples there): 600 examples of up to 30 steps, about 10 minutes
@@ -133,7 +141,7 @@ unit-heavy: $(STAMP)
 
 test-core:
 	$(MAKE) -j3 --output-sync=target $(STAMP) $(FAUXQS_STAMP) $(INFRA_STAMP)
-	$(MAKE) -j4 --output-sync=target unit-core scripts lint typecheck infra-lint
+	$(MAKE) -j4 --output-sync=target unit-core scripts lint docs-check typecheck infra-lint
 
 test-heavy:
 	$(MAKE) -j2 --output-sync=target $(STAMP) $(SPARK35_STAMP)

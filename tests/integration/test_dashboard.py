@@ -21,7 +21,7 @@ from sqsdelay.aws.operations import inspect
 from sqsdelay.core import metrics
 from sqsdelay.core.outcomes import Stats
 from sqsdelay.settings import Settings
-from tests.support import cfn
+from tests.support import cfn, docs
 
 ROOT = Path(__file__).resolve().parents[2]
 # SQS's own metrics (Amazon SQS developer guide, "Available CloudWatch metrics for Amazon SQS").
@@ -94,9 +94,8 @@ def test_dashboard_and_alarms_name_only_metrics_the_code_writes() -> None:
     }
 
 
-def test_readme_lists_every_metric_with_its_unit() -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Metrics") : readme.index("## Working with NServiceBus")]
+def test_the_docs_list_every_metric_with_its_unit() -> None:
+    section = docs.section("metrics.md", "## The metrics")
     listed: dict[str, str] = {}
     for names, unit in re.findall(r"^\| ((?:`\w+`(?:, )?)+) \| (\w+) \|", section, re.M):
         for name in re.findall(r"`(\w+)`", names):

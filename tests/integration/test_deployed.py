@@ -26,7 +26,7 @@ from sqsdelay.core.metrics import BACKLOG_DUE, BACKLOG_VISIBLE
 from sqsdelay.core.queue_trios import QueueSpec
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
-from tests.support import cfn, iam
+from tests.support import cfn, docs, iam
 from tests.support.crash import crash_before_delete
 from tests.support.dockerfile import one, stages
 from tests.support.lambda_events import invoke_as_lambda, lambda_record
@@ -635,14 +635,13 @@ def test_kms_grants_only_with_a_key_and_only_through_sqs(
             )
 
 
-def test_readme_deployment_section_names_every_template_parameter() -> None:
-    readme = (cfn.INFRA.parent / "README.md").read_text()
-    section = readme[readme.index("## Deploying to AWS") : readme.index("## Configuration")]
+def test_the_deployment_pages_name_every_template_parameter() -> None:
+    section = docs.text("deploy.md", "deploy-ecs.md", "deploy-lambda.md")
     for path in sorted(cfn.INFRA.glob("*.yaml")):
         template = cfn.load(path.name)
         assert f"`{path.name}`" in section, path.name
         missing = [p for p in template["Parameters"] if f"`{p}`" not in section]
-        assert not missing, f"README does not describe {path.name}'s {missing}"
+        assert not missing, f"docs/deploy*.md do not describe {path.name}'s {missing}"
 
 
 PARKING = {"Parking": "scheduler", "ScheduleGroupName": "sqsdelay"}

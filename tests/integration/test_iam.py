@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from sqsdelay.core import queue_names, queue_trios
-from tests.support import cfn, iam, iam_grammar
+from tests.support import cfn, docs, iam, iam_grammar
 from tests.support.iam import Request
 
 PREFIX = "p-"
@@ -206,10 +206,10 @@ def test_ecs_role_holds_exactly_the_documented_number_of_named_queues(
     assert inline_size(render("worker-ecs.yaml", **every), "TaskRole") < 2_000  # "about 1,800"
 
 
-def test_the_template_and_readme_state_the_documented_limits() -> None:
+def test_the_template_and_the_docs_state_the_documented_limits() -> None:
     limits = documented_named_queue_limits()
     template = " ".join((cfn.INFRA / "worker-ecs.yaml").read_text().split())
-    readme = " ".join((cfn.INFRA.parent / "README.md").read_text().split())
+    readme = " ".join(docs.text("deploy-ecs.md").split())
     plain, everything = (limits[24, False], limits[8, False]), (limits[24, True], limits[8, True])
     for text in (template, readme):
         assert "hundreds of named queues" not in text

@@ -11,6 +11,7 @@ import pytest
 from sqsdelay import logs
 from sqsdelay.errors import ConfigError
 from sqsdelay.settings import load_settings
+from tests.support import docs
 
 
 def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -81,7 +82,8 @@ def test_log_file_gets_json_lines(tmp_path: object) -> None:
 
 
 def test_settings_are_the_one_list_of_settings() -> None:
-    """Every SQSDELAY_ name users see is a setting; every setting has a flag and a README row."""
+    """Every SQSDELAY_ name users see is a setting; every setting has a flag and a row in
+    docs/settings.md."""
     import re
     from pathlib import Path
 
@@ -91,18 +93,17 @@ def test_settings_are_the_one_list_of_settings() -> None:
     from sqsdelay.settings import Settings, env_name
 
     root = Path(__file__).resolve().parents[2]
-    shown = [root / "README.md", root / "Dockerfile"]
-    shown += sorted((root / "docs").glob("*.md")) + sorted((root / "infra").glob("*.yaml"))
+    shown = [*docs.pages(), root / "Dockerfile", *sorted((root / "infra").glob("*.yaml"))]
     fields = {env_name(f) for f in Settings.model_fields}
     for path in shown:
         unknown = set(re.findall(r"SQSDELAY_[A-Z0-9_]*[A-Z0-9]", path.read_text())) - fields
         assert not unknown, f"{path.name} names settings that do not exist: {sorted(unknown)}"
     group = typer.main.get_command(app)
     flags = {opt for p in group.params for opt in p.opts}
-    readme = (root / "README.md").read_text()
+    readme = docs.text("settings.md")
     for field in Settings.model_fields:
         assert "--" + field.replace("_", "-") in flags, f"no CLI flag for {field}"
-        assert f"| `{env_name(field)}` |" in readme, f"no README row for {env_name(field)}"
+        assert f"| `{env_name(field)}` |" in readme, f"no settings.md row: {env_name(field)}"
 
 
 def test_queues_setting_is_comma_separated(monkeypatch: pytest.MonkeyPatch) -> None:
