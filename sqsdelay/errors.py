@@ -112,3 +112,24 @@ class GuardTableMissing(ConfigError):
 
 class GuardError(SqsDelayError):
     """DynamoDB refused or did not answer the guard's claim: the handler did not run."""
+
+
+class InvalidSchedule(InvalidInput):
+    """A recurring schedule that EventBridge Scheduler would refuse (its cron or rate, time
+    zone, name, dates, window, or a message over the limit): refused before any call."""
+
+
+class ScheduleSyncError(SqsDelayError):
+    """`schedule sync` stopped at a failed call. `changed` lists what it had already done
+    (e.g. `created nightly`), so the group's state is known; running it again finishes."""
+
+    def __init__(self, failed: str, code: str, detail: str, changed: list[str]) -> None:
+        self.failed = failed
+        self.code = code
+        self.detail = detail
+        self.changed = changed
+        done = "; ".join(changed) if changed else "nothing"
+        super().__init__(
+            f"{failed} failed: {code}: {detail[:300]}. Already changed: {done}. Fix the cause "
+            "and run the same sync again: it changes only what still differs"
+        )

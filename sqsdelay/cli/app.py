@@ -49,8 +49,9 @@ app = typer.Typer(
 )
 
 
-def command(fn: Callable[..., int]) -> Callable[..., None]:
-    """Register a command whose errors become exit codes: 2 bad input, 1 runtime failure."""
+def command(fn: Callable[..., int], group: typer.Typer | None = None) -> Callable[..., None]:
+    """Register a command whose errors become exit codes: 2 bad input, 1 runtime failure
+    (on `group`, a command group such as `schedule`, or at the top)."""
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> None:
@@ -64,7 +65,7 @@ def command(fn: Callable[..., int]) -> Callable[..., None]:
             raise typer.Exit(1) from None
         raise typer.Exit(code)
 
-    app.command(name=fn.__name__.replace("_", "-"))(run)
+    (group or app).command(name=fn.__name__.rstrip("_").replace("_", "-"))(run)
     return run
 
 

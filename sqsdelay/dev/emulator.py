@@ -36,10 +36,11 @@ import urllib.parse
 import urllib.request
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
-from sqsdelay.core import parking
+from sqsdelay.core import cron, parking, recurring
 from sqsdelay.dev import sqs_fidelity
 from sqsdelay.extras import require
 
@@ -252,7 +253,11 @@ def _untrigger_deleted_mappings() -> None:
 class ScheduleRunner:
     """Fires the emulator's due one-time `at(...)` schedules into its SQS: the universal
     target's input is the SendMessage request; a failed send goes to the schedule's
-    dead-letter queue; `ActionAfterCompletion: DELETE` deletes the schedule after firing."""
+    dead-letter queue; `ActionAfterCompletion: DELETE` deletes the schedule after firing.
+    Recurring `cron(...)`/`rate(...)` schedules fire as Scheduler fires them
+    (`core/cron.py`: the schedule's zone and its DST rules; a rate from its StartDate), with
+    Scheduler's context keyword `<aws.scheduler.scheduled-time>` filled in; an occurrence
+    before the runner first saw the schedule (or its last change: a resume) is not fired."""
 
     def __init__(
         self,
@@ -261,9 +266,13 @@ class ScheduleRunner:
         interval: float = 0.2,
         region: str = "us-east-1",
         in_process: bool = False,
+        clock: Callable[[], float] = time.time,
+        groups: frozenset[str] | None = None,
     ) -> None:
         """`in_process`: the moto server at `url` runs in this process, so that the runner may
-        read its schedules in place before it calls the API (`any_due_in_moto`)."""
+        read its schedules in place before it calls the API (`any_due_in_moto`). `clock`:
+        the time it fires by (a test's virtual clock); `groups`: only these groups' schedules
+        (another runner, on another clock, fires the rest)."""
         import boto3
 
         kwargs: dict[str, Any] = {
@@ -275,7 +284,11 @@ class ScheduleRunner:
         self._scheduler = boto3.client("scheduler", **kwargs)
         self._sqs = boto3.client("sqs", **kwargs)
         self._interval = interval
-        self._due = any_due_in_moto(region) if in_process else None
+        self._clock = clock
+        self._groups = groups
+        # recurring schedules: (group, name) -> (its LastModificationDate, fired up to, next)
+        self._recurring: dict[tuple[str, str], tuple[Any, float, float | None]] = {}
+        self._due = any_due_in_moto(region, self._recurring_due) if in_process else None
         self.api_calls: Counter[str] = Counter()  # by operation: the emulator's own cost
         self._scheduler.meta.events.register("before-call.scheduler", self._counted)
         self._stop = threading.Event()
@@ -297,8 +310,8 @@ class ScheduleRunner:
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             with contextlib.suppress(Exception):  # the server may be stopping
-                if self._any_due(time.time()):
-                    self.fire_due(time.time())
+                if self._any_due(self._clock()):
+                    self.fire_due(self._clock())
 
     def _any_due(self, now: float) -> bool:
         """Listing and reading every schedule through the API five times a second cost an
@@ -315,17 +328,85 @@ class ScheduleRunner:
     def fire_due(self, now: float) -> int:
         """Fire every schedule due at `now`; returns how many fired."""
         fired = 0
-        pages = self._scheduler.get_paginator("list_schedules").paginate(State="ENABLED")
+        # a paused recurring schedule is read too: its occurrences pass unfired (skipped)
+        pages = self._scheduler.get_paginator("list_schedules").paginate()
         for page in pages:
             for summary in page.get("Schedules", []):
+                if self._groups is not None and summary["GroupName"] not in self._groups:
+                    continue
+                known = (summary["GroupName"], summary["Name"]) in self._recurring
+                if summary.get("State") != "ENABLED" and not known:
+                    continue  # a disabled one-time schedule (or one never seen enabled)
                 schedule = self._scheduler.get_schedule(
                     Name=summary["Name"], GroupName=summary["GroupName"]
                 )
-                if not _due(schedule.get("ScheduleExpression", ""), now):
+                expression = schedule.get("ScheduleExpression", "")
+                if expression.startswith(("cron(", "rate(")):
+                    fired += self._fire_recurring(schedule, now)
+                    continue
+                if schedule.get("State") != "ENABLED" or not _due(expression, now):
                     continue
                 self._fire(schedule)
                 fired += 1
         return fired
+
+    def _recurring_due(self, group: str, name: str, modified: Any, now: float) -> bool:
+        """Read in place: whether a recurring schedule may have an occurrence due (unknown
+        or changed since last read: yes, the API is asked)."""
+        if self._groups is not None and group not in self._groups:
+            return False
+        seen = self._recurring.get((group, name))
+        if seen is None or round(seen[0] or 0, 3) != round(modified or 0, 3):
+            return True
+        return seen[2] is not None and seen[2] <= now
+
+    def _fire_recurring(self, schedule: dict[str, Any], now: float) -> int:
+        key = (schedule["GroupName"], schedule["Name"])
+        modified = schedule.get("LastModificationDate")
+        stamp = modified.timestamp() if isinstance(modified, datetime) else modified
+        seen = self._recurring.get(key)
+        try:
+            expression = cron.parse_expression(schedule["ScheduleExpression"])
+            zone = schedule.get("ScheduleExpressionTimezone") or "UTC"
+        except Exception:
+            return 0  # Scheduler would have refused it
+        if seen is None or round(seen[0] or 0, 3) != round(stamp or 0, 3):
+            # first seen, or changed (a resume): from now on, as Scheduler skips the past
+            seen = (stamp, now - 1e-6, None)
+        start = schedule.get("StartDate")
+        if isinstance(expression, cron.Rate) and start is None:
+            start = datetime.fromtimestamp(seen[1], UTC)  # a rate without a start: from now
+        times = cron.fire_times(
+            expression,
+            zone,
+            after=datetime.fromtimestamp(seen[1], UTC),
+            start=start,
+            end=schedule.get("EndDate"),
+        )
+        fired = 0
+        following: float | None = None
+        for when in times:
+            if when.timestamp() > now:
+                following = when.timestamp()
+                break
+            if fired < _MOST_AT_ONCE and schedule.get("State") == "ENABLED":
+                self.fire_occurrence(schedule, when)
+                fired += 1
+        self._recurring[key] = (stamp, now, following)
+        return fired
+
+    def fire_occurrence(self, schedule: dict[str, Any], when: datetime) -> None:
+        """Send one occurrence as Scheduler does: the input with its time filled in (a test
+        calls it again for a duplicate delivery)."""
+        target = schedule["Target"]
+        if target["Arn"] != parking.SEND_MESSAGE_TARGET:
+            return
+        text = recurring.substituted(target["Input"], when)
+        try:
+            self._sqs.send_message(**parking.send_message_of(text))
+            self.fired += 1
+        except Exception:
+            self._dead_letter({**target, "Input": text})
 
     def _fire(self, schedule: dict[str, Any]) -> None:
         target = schedule["Target"]
@@ -352,7 +433,13 @@ class ScheduleRunner:
         self.dead_lettered += 1
 
 
-def any_due_in_moto(region: str) -> Callable[[float], bool]:
+# occurrences one read fires at most (a virtual clock that jumps a year)
+_MOST_AT_ONCE = 1000
+
+
+def any_due_in_moto(
+    region: str, recurring_due: Callable[[str, str, Any, float], bool] | None = None
+) -> Callable[[float], bool]:
     """Whether the moto server of this process holds an enabled schedule due at a time, in
     the account and Region the runner's API calls reach (read in place: no request). moto
     keeps one store per process: every emulator of a process sees the same schedules."""
@@ -366,7 +453,15 @@ def any_due_in_moto(region: str) -> Callable[[float], bool]:
         # copies: the server's threads add and delete schedules meanwhile
         for group in list(backend.schedule_groups.values()):
             for schedule in list(group.schedules.values()):
-                if schedule.state == "ENABLED" and _due(schedule.schedule_expression, now):
+                expression = schedule.schedule_expression
+                if expression.startswith(("cron(", "rate(")):
+                    modified = schedule.last_modified_date
+                    if recurring_due is not None and recurring_due(
+                        group.name, schedule.name, modified, now
+                    ):
+                        return True
+                    continue
+                if schedule.state == "ENABLED" and _due(expression, now):
                     return True
         return False
 
