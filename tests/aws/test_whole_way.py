@@ -131,10 +131,21 @@ class WholeWay(RuleBasedStateMachine):
         return self.world
 
     @initialize(
-        registry=st.booleans(), guard=st.booleans(), fifo=st.booleans(), lambda_driver=st.booleans()
+        registry=st.booleans(),
+        guard=st.booleans(),
+        fifo=st.booleans(),
+        lambda_driver=st.booleans(),
+        parking=st.booleans(),
     )
-    def deploy(self, registry: bool, guard: bool, fifo: bool, lambda_driver: bool = False) -> None:
-        self.world = World(Config(registry, guard, fifo, lambda_driver), self.clock)
+    def deploy(
+        self,
+        registry: bool,
+        guard: bool,
+        fifo: bool,
+        lambda_driver: bool = False,
+        parking: bool = False,
+    ) -> None:
+        self.world = World(Config(registry, guard, fifo, lambda_driver, parking), self.clock)
 
     # -- the producer's side -------------------------------------------------------------
 
@@ -182,7 +193,7 @@ class WholeWay(RuleBasedStateMachine):
         self.model.due[key] = min(due, self.model.due.get(key, due))
         self.model.bodies.setdefault(ident, set()).add(body)
 
-    @precondition(lambda self: self.world is not None and self.w.config.registry)
+    @precondition(lambda self: self.world is not None and _findable(self.w))
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
         if not self.model.sent:
@@ -197,12 +208,12 @@ class WholeWay(RuleBasedStateMachine):
             # What was sent with this id before is never delivered, whatever is sent after.
             self.model.dead_bodies |= {(ident, b) for b in self.model.bodies.pop(ident, set())}
 
-    @precondition(lambda self: self.world is not None and self.w.config.registry)
+    @precondition(lambda self: self.world is not None and _findable(self.w))
     @rule(data=st.data(), delay=st.sampled_from(DELAYS))
     def reschedule(self, data: st.DataObject, delay: int) -> None:
         self._reschedule(data, delay)
 
-    @precondition(lambda self: self.world is not None and self.w.config.registry)
+    @precondition(lambda self: self.world is not None and _findable(self.w))
     @rule(data=st.data())
     def send_now(self, data: st.DataObject) -> None:
         """The console's "send now": a reschedule to now."""
@@ -428,6 +439,12 @@ class WholeWay(RuleBasedStateMachine):
     def fault(self, api: str, kind: str) -> None:
         self.w.faults.plan[api] = kind
 
+    @precondition(lambda self: self.world is not None and self.w.config.parking)
+    @rule()
+    def scheduler_fires_twice(self) -> None:
+        """Scheduler invokes at least once: the next firing sends its input twice."""
+        self.w.fire_twice = True
+
     @rule(rounds=st.integers(0, 4))
     def crash_next_flow(self, rounds: int) -> None:
         self.w.faults.crash_after = rounds
@@ -485,10 +502,17 @@ class WholeWay(RuleBasedStateMachine):
                     self._deliver(message, "succeed", 0)
             if moved:
                 continue
-            # The error queue waits for the replay that follows.
-            if not any(n for role, n in self.w.counts().items() if role != "error"):
+            # The error queue waits for the replay that follows; a parked message, for its
+            # schedule to fire.
+            busy = any(n for role, n in self.w.counts().items() if role != "error")
+            if not busy and not self.w.schedules():
                 return
             self.clock.advance(15)
+
+
+def _findable(world: World) -> bool:
+    """Cancel and reschedule find a message by its record, or by its schedule when parked."""
+    return world.config.registry or world.config.parking
 
 
 def _guarded(world: World, message: dict[str, Any], handler: Any) -> bool | None:

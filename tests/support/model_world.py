@@ -29,8 +29,10 @@ from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.lambda_driver import Handler
 from sqsdelay.aws.queue_urls import QueueResolver
 from sqsdelay.aws.sender import Sender
+from sqsdelay.core import parking
 from sqsdelay.core.flows import Call, Fault, Flow, Reply
 from sqsdelay.core.outcomes import Outcome
+from sqsdelay.core.parking import min_park_after_seconds
 from sqsdelay.core.received import SYSTEM_ATTRIBUTES, from_boto
 from sqsdelay.settings import Settings
 from tests.support.consumerkit import guard_table
@@ -218,6 +220,7 @@ class Config:
     guard: bool
     fifo: bool
     lambda_driver: bool = False  # the Lambda handler instead of the ECS worker's loop
+    parking: bool = False  # long delays wait in EventBridge Scheduler (the World fires them)
 
 
 class World:
@@ -246,11 +249,23 @@ class World:
         }
         if config.registry:
             values.update(registry="dynamodb", registry_table="m-scheduled")
+        if config.parking:
+            values.update(
+                parking="scheduler",
+                scheduler_role_arn=f"arn:aws:iam::{ACCOUNT}:role/sqsdelay-scheduler",
+                # The least the settings take with this cycle: the drawn delays over it park.
+                park_after_seconds=min_park_after_seconds(self.CYCLE),
+            )
         self.settings = Settings(**values)
         self.sqs = boto3.client("sqs", region_name="us-east-1")
         self.dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        installer = Installer(self.settings, client=self.sqs)
+        self.scheduler = boto3.client("scheduler", region_name="us-east-1")
+        installer = Installer(self.settings, client=self.sqs, scheduler=self.scheduler)
         installer.run([self.queue])
+        if config.parking:
+            installer.schedule_group([self.queue])
+        self.fired: list[str] = []  # schedules fired, by name
+        self.fire_twice = False  # the next firing is invoked twice (Scheduler: at least once)
         if config.registry:
             assert installer.registry_table([self.queue], dynamodb=self.dynamodb).problems == []
         resolver = QueueResolver(self.settings)
@@ -265,9 +280,15 @@ class World:
         self.urls = {
             role: self.sqs.get_queue_url(QueueName=name)["QueueUrl"] for role, name in roles
         }
-        clients = {"sqs": self.sqs, "dynamodb": self.dynamodb}
+        clients = {"sqs": self.sqs, "dynamodb": self.dynamodb, "scheduler": self.scheduler}
         self.caller = FaultyCaller(SyncCaller(clients, resolver), self.faults, clock)
-        self.sender = Sender(self.settings, client=self.sqs, dynamodb=self.dynamodb, clock=clock)
+        self.sender = Sender(
+            self.settings,
+            client=self.sqs,
+            dynamodb=self.dynamodb,
+            scheduler=self.scheduler,
+            clock=clock,
+        )
         self.sender._caller = self.caller  # type: ignore[assignment]
         # `Sender.run` (what `retry_later` and `handle_batch` drive their flows with) meets
         # drawn crashes too.
@@ -277,6 +298,7 @@ class World:
             self.settings,
             client=self.sqs,
             dynamodb=self.dynamodb,
+            scheduler=self.scheduler,
             clock=clock,
             monotonic=clock,
             write_metrics=lambda _: None,
@@ -319,6 +341,7 @@ class World:
         staging queue too, by its forwarding trio) and the step on what came, as the ECS
         worker's loops make them (the Lambda handler runs the same step on the records
         Lambda received). None when nothing came."""
+        self.fire_due()
         outcome = None
         drained = [("delay", self.trio)]
         if self.config.fifo:
@@ -348,6 +371,39 @@ class World:
         failed = {f["itemIdentifier"] for f in answer["batchItemFailures"]}
         self.lambda_deletes(queue, [m for m in got if m["MessageId"] not in failed])
         return Outcome()
+
+    def schedules(self) -> list[str]:
+        """The names of the schedules still waiting to fire."""
+        if not self.config.parking:
+            return []
+        group = self.settings.schedule_group
+        return [s["Name"] for s in self.scheduler.list_schedules(GroupName=group)["Schedules"]]
+
+    def fire_due(self) -> int:
+        """What EventBridge Scheduler does, which moto does not: every enabled `at(...)`
+        schedule whose time has come on the virtual clock sends its input (the universal
+        target's SendMessage), then is deleted (`ActionAfterCompletion: DELETE`). The send
+        keeps SQS's deduplication window, and meets no drawn fault (Scheduler retries for
+        a day). How many fired."""
+        if not self.config.parking:
+            return 0
+        group = self.settings.schedule_group
+        fired = 0
+        for summary in self.scheduler.list_schedules(GroupName=group).get("Schedules", []):
+            schedule = self.scheduler.get_schedule(Name=summary["Name"], GroupName=group)
+            when = parking.fire_ms_of(schedule.get("ScheduleExpression", ""))
+            if schedule.get("State") != "ENABLED" or when is None or when > self.clock() * 1000:
+                continue
+            request = parking.send_message_of(schedule["Target"]["Input"])
+            queue = request.pop("QueueUrl").rsplit("/", 1)[1]
+            for _ in range(2 if self.fire_twice else 1):
+                reply = self.caller._one(Call("sqs", "SendMessage", request, queue))
+                assert reply.fault is None, reply.fault
+            self.fire_twice = False
+            self.scheduler.delete_schedule(Name=summary["Name"], GroupName=group)
+            self.fired.append(summary["Name"])
+            fired += 1
+        return fired
 
     def lambda_deletes(self, queue: str, done: list[dict[str, Any]]) -> set[str]:
         """Lambda's poller deleting the records a batch did not report failed: the message
