@@ -6,7 +6,6 @@ sync, as flows (`core/flows.py`) driven with boto3 (`Schedules`) or aioboto3
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -16,9 +15,10 @@ from typing import Any, Literal, TypeVar
 from sqsdelay.aws.callers import AsyncCaller, SyncCaller
 from sqsdelay.aws.clients import async_clients, async_service, sync_client, sync_service
 from sqsdelay.aws.queue_urls import trio
-from sqsdelay.core import parking, recurring, tags
+from sqsdelay.core import parking, recurring, recurring_sync, tags
 from sqsdelay.core.flows import Call, Fault, Flow, adrive, drive
-from sqsdelay.core.recurring import RecurringSchedule, SyncPlan
+from sqsdelay.core.recurring import RecurringSchedule
+from sqsdelay.core.recurring_sync import SyncPlan
 from sqsdelay.errors import ConfigError, ScheduleSyncError, SqsOperationError
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
@@ -252,7 +252,7 @@ class ScheduleFlows:
         had changed."""
         wanted = yield from self.requests(schedules, now, set_name)
         existing = yield from self.all()
-        plan = recurring.plan_sync(wanted, existing, set_name)
+        plan = recurring_sync.plan_sync(wanted, existing, set_name)
         result = SyncResult(plan, dry_run)
         if dry_run:
             return result
@@ -441,11 +441,3 @@ class AsyncSchedules:
         return await self._run(
             self.flows.sync(schedules, set_name, now=self._clock(), dry_run=dry_run)
         )
-
-
-def describe(found: Mapping[str, Any]) -> dict[str, Any]:
-    """A GetSchedule answer as `schedule get` prints it: the message's input decoded."""
-    out = {k: v for k, v in found.items() if k not in ("ResponseMetadata",)}
-    with contextlib.suppress(KeyError, TypeError, ValueError):
-        out["Target"] = {**out["Target"], "Input": json.loads(out["Target"]["Input"])}
-    return out

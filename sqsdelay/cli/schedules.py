@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import pathlib
@@ -15,7 +16,8 @@ import yaml
 
 from sqsdelay.cli.app import app, command
 from sqsdelay.cli.settings_flags import settings_of
-from sqsdelay.core.recurring import DEFAULT_GROUP, RecurringSchedule, read_set
+from sqsdelay.core.recurring import DEFAULT_GROUP, RecurringSchedule
+from sqsdelay.core.recurring_sync import read_set
 from sqsdelay.errors import InvalidSchedule
 
 schedule_app = typer.Typer(
@@ -111,8 +113,6 @@ def list_(ctx: typer.Context, group: Group = DEFAULT_GROUP) -> int:
 @on_schedule
 def get(ctx: typer.Context, name: str, group: Group = DEFAULT_GROUP) -> int:
     """One schedule, as Scheduler holds it (JSON)."""
-    from sqsdelay.aws.recurring import describe
-
     found = _schedules(ctx, group).get(name)
     if found is None:
         print(f"no schedule {name!r} in group {group!r}")
@@ -184,3 +184,11 @@ def sync(
     else:
         print(f"{len(result.changed)} changed, {unchanged} unchanged")
     return 0
+
+
+def describe(found: dict[str, Any]) -> dict[str, Any]:
+    """A GetSchedule answer as `schedule get` prints it: the message's input decoded."""
+    out = {k: v for k, v in found.items() if k not in ("ResponseMetadata",)}
+    with contextlib.suppress(KeyError, TypeError, ValueError):
+        out["Target"] = {**out["Target"], "Input": json.loads(out["Target"]["Input"])}
+    return out

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from pydantic import (
     BaseModel,
@@ -372,118 +372,3 @@ def substituted(input_text: str, scheduled: datetime) -> str:
     return input_text.replace(
         SCHEDULED_TIME, scheduled.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     )
-
-
-# ---- sync: what changes ----
-
-
-Change = Literal["create", "update", "delete"]
-
-
-@dataclass(frozen=True)
-class SyncPlan:
-    create: list[dict[str, Any]] = field(default_factory=list)
-    update: list[dict[str, Any]] = field(default_factory=list)
-    delete: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-
-    def lines(self) -> list[str]:
-        """The diff as `sync` prints it: + created, ~ updated (with the fields), - deleted."""
-        out = [
-            f"+ {r['Name']}  {r['ScheduleExpression']} {r['ScheduleExpressionTimezone']}"
-            for r in self.create
-        ]
-        out += [f"~ {r['Name']}  ({', '.join(r.get('_changed', []))})" for r in self.update]
-        out += [f"- {name}" for name in self.delete]
-        return out
-
-
-def _comparable(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return int(value.timestamp())
-    if isinstance(value, Mapping):
-        return {k: _comparable(v) for k, v in value.items() if k != "_changed"}
-    return value
-
-
-_COMPARED: Final = (
-    "Description",
-    "ScheduleExpression",
-    "ScheduleExpressionTimezone",
-    "FlexibleTimeWindow",
-    "State",
-    "Target",
-    "StartDate",
-    "EndDate",
-)
-
-
-def differences(wanted: Mapping[str, Any], existing: Mapping[str, Any]) -> list[str]:
-    """The fields in which a schedule differs from the request that would make it."""
-    return [k for k in _COMPARED if _comparable(wanted.get(k)) != _comparable(existing.get(k))]
-
-
-def plan_sync(
-    wanted: Iterable[Mapping[str, Any]],
-    existing: Mapping[str, Mapping[str, Any]],
-    set_name: str,
-) -> SyncPlan:
-    """What `sync` changes: `wanted` are requests (`request(..., set_name=)`), `existing`
-    every schedule of the group by name (GetSchedule answers). Only this set's schedules
-    are updated or deleted; a wanted name held by another set or by hand is refused."""
-    plan = SyncPlan()
-    names = set()
-    for r in wanted:
-        name = r["Name"]
-        if name in names:
-            raise InvalidSchedule(f"{name!r} is in the set twice: give each schedule once")
-        names.add(name)
-        found = existing.get(name)
-        if found is None:
-            plan.create.append(dict(r))
-            continue
-        owner = managed_set(found)
-        if owner != set_name:
-            held = "no sqsdelay set" if owner is None else f"set {owner!r}" if owner else "put"
-            raise InvalidSchedule(
-                f"{name!r} exists in group {r['GroupName']!r} and belongs to {held}, not to "
-                f"set {set_name!r}: delete it (sqsdelay schedule delete {name}) or rename yours"
-            )
-        changed = differences(r, found)
-        if changed:
-            plan.update.append({**r, "_changed": changed})
-        else:
-            plan.unchanged.append(name)
-    for name, found in sorted(existing.items()):
-        if name not in names and managed_set(found) == set_name:
-            plan.delete.append(name)
-    return plan
-
-
-def read_set(data: Any, default_name: str) -> tuple[str, str | None, list[RecurringSchedule]]:
-    """A sync file (YAML or JSON: `set`, `group`, `schedules: [{name, cron|rate, ...}]`) as
-    its set name, group (None: the default) and checked schedules."""
-    if not isinstance(data, Mapping) or not isinstance(data.get("schedules", []), list):
-        raise InvalidSchedule(
-            "a sync file is a mapping with a list under 'schedules': e.g. schedules: "
-            "[{name: nightly, cron: '0 2 * * *', queue: orders, body: '{}'}]"
-        )
-    unknown = set(data) - {"set", "group", "schedules"}
-    if unknown:
-        raise InvalidSchedule(f"unknown keys {sorted(unknown)}: give set, group and schedules")
-    set_name = check_name(str(data.get("set") or default_name), "set name")
-    group = data.get("group")
-    out = []
-    for i, entry in enumerate(data.get("schedules") or []):
-        if not isinstance(entry, Mapping):
-            raise InvalidSchedule(
-                f"schedules[{i}] is not a mapping of name, cron|rate, queue, body"
-            )
-        fields = {str(k).replace("-", "_"): v for k, v in entry.items()}
-        try:
-            out.append(RecurringSchedule.of(**fields))
-        except InvalidSchedule as exc:
-            raise InvalidSchedule(f"schedules[{i}] ({entry.get('name')!r}): {exc}") from None
-        except TypeError as exc:
-            raise InvalidSchedule(f"schedules[{i}]: {exc}") from None
-    return set_name, (None if group is None else check_name(str(group), "group name")), out

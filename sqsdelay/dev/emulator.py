@@ -286,8 +286,9 @@ class ScheduleRunner:
         self._interval = interval
         self._clock = clock
         self._groups = groups
-        # recurring schedules: (group, name) -> (its LastModificationDate, fired up to, next)
-        self._recurring: dict[tuple[str, str], tuple[Any, float, float | None]] = {}
+        # recurring schedules: (group, name) -> (its LastModificationDate, fired up to, next,
+        # first seen: a rate without a StartDate counts from it)
+        self._recurring: dict[tuple[str, str], tuple[Any, float, float | None, float]] = {}
         self._due = any_due_in_moto(region, self._recurring_due) if in_process else None
         self.api_calls: Counter[str] = Counter()  # by operation: the emulator's own cost
         self._scheduler.meta.events.register("before-call.scheduler", self._counted)
@@ -372,10 +373,10 @@ class ScheduleRunner:
             return 0  # Scheduler would have refused it
         if seen is None or round(seen[0] or 0, 3) != round(stamp or 0, 3):
             # first seen, or changed (a resume): from now on, as Scheduler skips the past
-            seen = (stamp, now - 1e-6, None)
+            seen = (stamp, now - 1e-6, None, now)
         start = schedule.get("StartDate")
         if isinstance(expression, cron.Rate) and start is None:
-            start = datetime.fromtimestamp(seen[1], UTC)  # a rate without a start: from now
+            start = datetime.fromtimestamp(seen[3], UTC)  # without a start: at once, then on
         times = cron.fire_times(
             expression,
             zone,
@@ -392,7 +393,7 @@ class ScheduleRunner:
             if fired < _MOST_AT_ONCE and schedule.get("State") == "ENABLED":
                 self.fire_occurrence(schedule, when)
                 fired += 1
-        self._recurring[key] = (stamp, now, following)
+        self._recurring[key] = (stamp, now, following, seen[3])
         return fired
 
     def fire_occurrence(self, schedule: dict[str, Any], when: datetime) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sqsdelay.core import parking, recurring
+from sqsdelay.core import parking, recurring, recurring_sync
 from sqsdelay.core.recurring import RecurringSchedule
 from sqsdelay.errors import InvalidInput, InvalidSchedule
 from sqsdelay.settings import Settings
@@ -158,7 +158,7 @@ def test_sync_plans_only_its_own_set() -> None:
         "hand": existing(recurring.request(schedule(name="hand"), TARGET, limits())),
         "foreign": {"Name": "foreign", "Description": "not ours"},
     }
-    plan = recurring.plan_sync([keep, change, new], have, "jobs")
+    plan = recurring_sync.plan_sync([keep, change, new], have, "jobs")
     assert [r["Name"] for r in plan.create] == ["new"]
     assert [(r["Name"], r["_changed"]) for r in plan.update] == [("change", ["ScheduleExpression"])]
     assert plan.delete == ["gone"]
@@ -166,9 +166,9 @@ def test_sync_plans_only_its_own_set() -> None:
     assert plan.lines()[0].startswith("+ new")
     taken = recurring.request(schedule(name="other"), TARGET, limits(), set_name="jobs")
     with pytest.raises(InvalidSchedule, match="belongs to set 'x'"):
-        recurring.plan_sync([taken], have, "jobs")
+        recurring_sync.plan_sync([taken], have, "jobs")
     with pytest.raises(InvalidSchedule, match="twice"):
-        recurring.plan_sync([keep, keep], have, "jobs")
+        recurring_sync.plan_sync([keep, keep], have, "jobs")
 
 
 def test_a_sync_file_is_read_and_checked_whole() -> None:
@@ -176,10 +176,10 @@ def test_a_sync_file_is_read_and_checked_whole() -> None:
         "set": "jobs",
         "schedules": [{"name": "a", "rate": "5 minutes", "queue": "q", "body": "b"}],
     }
-    name, group, got = recurring.read_set(data, "file")
+    name, group, got = recurring_sync.read_set(data, "file")
     assert (name, group, got[0].expression) == ("jobs", None, "rate(5 minutes)")
     bad = {"schedules": [{"name": "a", "cron": "0 9 * *", "queue": "q", "body": "b"}]}
     with pytest.raises(InvalidSchedule, match=r"schedules\[0\] \('a'\)"):
-        recurring.read_set(bad, "file")
+        recurring_sync.read_set(bad, "file")
     with pytest.raises(InvalidSchedule, match="unknown keys"):
-        recurring.read_set({"schedule": []}, "file")
+        recurring_sync.read_set({"schedule": []}, "file")
