@@ -44,7 +44,8 @@ class Sender(SenderCore):
 
     def send(self, queue: str, body: str, **options: Unpack[MessageOptions]) -> SendResult:
         """Send one message; `options` are `Message`'s: `delay` or `deliver_at`,
-        `attributes`, `message_type`, `id`, `group_id`."""
+        `attributes`, `message_type`, `id`, `group_id`, `trace_header`, and for a FIFO
+        destination `deduplication_id` (SQS's MessageDeduplicationId, kept on every hop)."""
         return drive(self.send_flow(queue, Message(body, **options)), self._caller)
 
     def send_batch(

@@ -151,25 +151,33 @@ class Park:
 @dataclass(frozen=True)
 class Forward:
     """From a FIFO destination's staging queue to the destination, `wait_ms` after the
-    decision: in the sender's message group, deduplicated by the message's id (a retried
-    hand-over within SQS's five minutes is delivered once). A message is visible there when
-    its whole seconds are up; the wait is the fraction of a second the sender asked for
-    beyond them (a FIFO queue takes no DelaySeconds to round it up into)."""
+    decision: in the sender's message group, deduplicated by the caller's deduplication id
+    or else the message's id and due time (a retried hand-over within SQS's five minutes is
+    delivered once). A message is visible there when its whole seconds are up; the wait is
+    the fraction of a second the sender asked for beyond them (a FIFO queue takes no
+    DelaySeconds to round it up into)."""
 
     target: ClassVar[Target] = "destination"
     event: ClassVar[str] = "delay.forwarded"
-    level: ClassVar[str] = "info"
 
     attributes: Attributes
     group_id: str
     dedup_id: str
     wait_ms: int = 0  # 0..999
+    # Why a producer's sqsdelay.DeduplicationId was not used (not one SQS takes): the
+    # message is forwarded under sqsdelay's own key, and the forward logged as a warning.
+    dedup_ignored: str | None = None
+
+    @property
+    def level(self) -> str:
+        return "warning" if self.dedup_ignored else "info"
 
     def request(self) -> dict[str, Any]:
         return {"MessageGroupId": self.group_id, "MessageDeduplicationId": self.dedup_id}
 
     def log_fields(self) -> dict[str, Any]:
-        return {"wait_ms": self.wait_ms}
+        ignored = {"deduplication_id_ignored": self.dedup_ignored} if self.dedup_ignored else {}
+        return {"wait_ms": self.wait_ms} | ignored
 
 
 Decision = Requeue | HandOver | Poison | Park | Forward
@@ -364,7 +372,7 @@ def forward(
     attrs = {
         k: v
         for k, v in message_shape.without_own(received.attributes).items()
-        if k != wire_format.GROUP_ID_ATTRIBUTE
+        if k not in _LEFT_AT_THE_FORWARD
     }
     try:
         message_shape.check_fits(received.body, attrs, lim.max_message_bytes)
@@ -377,13 +385,41 @@ def forward(
         message_shape.string_value(received.attributes, wire_format.DUE_AT_ATTRIBUTE)
     )
     replay = message_shape.string_value(received.attributes, wire_format.REPLAY_ATTRIBUTE)
-    if due is not None and replay:
+    given, ignored = _given_dedup_id(received.attributes)
+    if given is not None:
+        dedup = identity.forward_dedup_id_given(given, replay)
+    elif due is not None and replay:
         dedup = identity.forward_dedup_id_of_replay(ident, due, replay)
     elif due is not None:
         dedup = identity.forward_dedup_id(ident, due)
     else:
         dedup = identity.forward_dedup_id_by_content(ident, received.body, received.attributes)
-    return Forward(attrs, group, dedup, wait)
+    return Forward(attrs, group, dedup, wait, dedup_ignored=ignored)
+
+
+# The staging message's attributes that stay behind: SQS's own MessageGroupId and
+# MessageDeduplicationId of the forward say them. A consumer's retry of the message so has
+# no deduplication id to be dropped by.
+_LEFT_AT_THE_FORWARD = frozenset(
+    {wire_format.GROUP_ID_ATTRIBUTE, wire_format.DEDUPLICATION_ID_ATTRIBUTE}
+)
+
+
+def _given_dedup_id(attributes: Attributes) -> tuple[str | None, str | None]:
+    """The caller's deduplication id a staging message carries, or why it is not used: one
+    SQS would refuse (a producer's own, or mangled) must not stop the forward, which then
+    takes sqsdelay's own key, as for a message sent without one."""
+    value = attributes.get(wire_format.DEDUPLICATION_ID_ATTRIBUTE)
+    if value is None:
+        return None, None
+    text = value.get("StringValue")
+    if isinstance(text, str) and identity.is_message_id(text):
+        return text, None
+    shown = repr(text[:40]) if isinstance(text, str) else f"a {value.get('DataType')!r} value"
+    return None, (
+        f"{wire_format.DEDUPLICATION_ID_ATTRIBUTE} {shown} is not 1 to 128 letters, digits "
+        "or ASCII punctuation: forwarded under sqsdelay's own deduplication id"
+    )
 
 
 def _fraction_left(received: Received, local_now_ms: int, offset_ms: int | None) -> int:
@@ -443,7 +479,8 @@ def _hand_over(
     staging: bool = False,
 ) -> HandOver | Poison:
     """To a FIFO destination's staging queue, the group rides in its attribute, with the due
-    time as the forward's deduplication key (`identity.forward_dedup_id`); to a standard
+    time as the forward's deduplication key (`identity.forward_dedup_id`) unless the message
+    carries the caller's own (`sqsdelay.DeduplicationId`, kept as it came); to a standard
     destination, a group becomes the message's MessageGroupId (SQS fair queues)."""
     problem = ""
     group = message_shape.string_value(received.attributes, wire_format.GROUP_ID_ATTRIBUTE)
@@ -451,8 +488,8 @@ def _hand_over(
     if staging:
         due_at = {wire_format.DUE_AT_ATTRIBUTE: message_shape.number_attribute(due)}
         candidates.insert(0, {**candidates[0], **due_at})
-    elif group is not None:
-        candidates = [_without(c, wire_format.GROUP_ID_ATTRIBUTE) for c in candidates]
+    else:  # a standard destination: SQS would refuse a deduplication id there
+        candidates = [_without(c, *_LEFT_AT_THE_FORWARD) for c in candidates]
     fair = group if not staging and group is not None and queue_names.is_group_id(group) else None
     for candidate in candidates:
         try:
@@ -465,5 +502,5 @@ def _hand_over(
     return _poison(received, f"cannot hand over: {problem}", source_queue, lim)
 
 
-def _without(attributes: Attributes, name: str) -> Attributes:
-    return {k: v for k, v in attributes.items() if k != name}
+def _without(attributes: Attributes, *names: str) -> Attributes:
+    return {k: v for k, v in attributes.items() if k not in names}

@@ -6,7 +6,7 @@ key from the same copy, so a function here is never changed, only added beside.
 
 SQS's limits for a MessageGroupId or MessageDeduplicationId: 1 to 128 letters, digits and
 ASCII punctuation. Every key below is a SHA-256 hex digest (64 characters) or, for a
-message id, checked against those limits.
+message id or a caller's deduplication id, checked against those limits.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Final
 
 from sqsdelay.core.types import Attributes
 from sqsdelay.core.wire_format import MESSAGE_ID_ATTRIBUTE
-from sqsdelay.errors import InvalidInput
+from sqsdelay.errors import InvalidInput, InvalidMessage
 
 # A message id is the FIFO group and deduplication id of its delay-queue messages: SQS's rule.
 _MESSAGE_ID: Final = re.compile(
@@ -48,6 +48,19 @@ def check_message_id(message_id: str) -> str:
             "such as an order number or a UUID"
         )
     return message_id
+
+
+def check_deduplication_id(dedup_id: object) -> str:
+    """A caller's deduplication id, as given: SQS's MessageDeduplicationId of the FIFO
+    destination, so it must be one SQS takes."""
+    if not isinstance(dedup_id, str) or not is_message_id(dedup_id):
+        shown = repr(dedup_id[:140]) if isinstance(dedup_id, str) else type(dedup_id).__name__
+        raise InvalidMessage(
+            f"the deduplication id {shown} is not 1 to 128 letters, digits or ASCII "
+            "punctuation (SQS's MessageDeduplicationId): give the key a duplicate shares, "
+            "such as a task or order id, or the SHA-256 hex digest of a longer one"
+        )
+    return dedup_id
 
 
 def new_message_id() -> str:
@@ -91,6 +104,19 @@ def forward_dedup_id_of_replay(message_id: str, due_ms: int, replay: str) -> str
     five minutes of that forward was dropped by the FIFO destination. Copies of one replay
     share the token, so they still share the key."""
     return _sha256(f"sqsdelay|{message_id}|{due_ms}|replay:{replay}")
+
+
+def forward_dedup_id_given(dedup_id: str, replay: str | None = None) -> str:
+    """The deduplication id of a send into a FIFO destination that named one
+    (`deduplication_id=`, carried as `sqsdelay.DeduplicationId`): that id itself, on the
+    direct send and on the forward alike, so that two sends with one id (or a send of
+    taskiq-aio-sqs's own, which uses the task id) that reach the destination within SQS's
+    five minutes arrive once, whatever their routes and delays. A replay's is the id and
+    its token, hashed: SQS would drop a replay under the caller's id within five minutes
+    of its first delivery, and copies of one replay share the token."""
+    if not replay:
+        return dedup_id
+    return _sha256(f"sqsdelay|dedup:{dedup_id}|replay:{replay}")
 
 
 def forward_dedup_id_by_content(message_id: str, body: str, attributes: Attributes) -> str:

@@ -71,6 +71,10 @@ class Message:
     # The X-Ray trace header (AWSTraceHeader) carried through every hop; default: the
     # ambient one (_X_AMZN_TRACE_ID), if any.
     trace_header: str | None = None
+    # A FIFO destination's MessageDeduplicationId, as SQS takes it: a send with the id of
+    # one that reached the destination in the last five minutes is dropped there, on every
+    # route (docs/fifo-destinations.md). Refused for a standard destination, as SQS does.
+    deduplication_id: str | None = None
 
 
 class MessageOptions(TypedDict, total=False):
@@ -83,6 +87,7 @@ class MessageOptions(TypedDict, total=False):
     id: str | None
     group_id: str | None
     trace_header: str | None
+    deduplication_id: str | None
 
 
 @dataclass(frozen=True)
@@ -170,6 +175,7 @@ def plan(
     without it (`retry_later`: the id is the guard's key of every later copy)."""
     destination = queue_names.destination_name(queue, limits.queue_prefix)
     group = group_of(message, destination)
+    dedup = deduplication_id_of(message, destination)
     if message.trace_header is not None:
         trace: str | None = tracing.check(message.trace_header)
     else:  # the environment's is not the caller's doing: a bad one is left out, not refused
@@ -220,7 +226,11 @@ def plan(
     if where == "direct" and group is not None and fifo and not millis:
         target = destination  # a FIFO destination, now
         request["MessageGroupId"] = group
-        request["MessageDeduplicationId"] = identity.forward_dedup_id(ident, send_key)
+        request["MessageDeduplicationId"] = (
+            identity.forward_dedup_id_given(dedup)
+            if dedup is not None
+            else identity.forward_dedup_id(ident, send_key)
+        )
     elif where == "direct" and group is not None and fifo:
         staged = True
         # SQS takes no per-message delay on a FIFO queue: its staging queue does, and the
@@ -232,6 +242,10 @@ def plan(
         attributes[wire_format.DUE_AT_ATTRIBUTE] = message_shape.number_attribute(send_key)
         if millis % 1000:
             attributes[wire_format.DELAY_MS_ATTRIBUTE] = message_shape.string_attribute(str(millis))
+        if dedup is not None:  # the forward's MessageDeduplicationId, instead of the due time
+            attributes[wire_format.DEDUPLICATION_ID_ATTRIBUTE] = message_shape.string_attribute(
+                dedup
+            )
         nsb_id = ident
     elif where == "direct":
         target = destination
@@ -243,6 +257,10 @@ def plan(
         target = queue_names.delay_queue_name(destination)
         if group is not None:
             attributes[wire_format.GROUP_ID_ATTRIBUTE] = message_shape.string_attribute(group)
+        if dedup is not None:  # rides every hop to the forward (FIFO destinations only)
+            attributes[wire_format.DEDUPLICATION_ID_ATTRIBUTE] = message_shape.string_attribute(
+                dedup
+            )
         attributes[wire_format.DELAY_ATTRIBUTE] = message_shape.string_attribute(str(seconds))
         if millis % 1000:  # the worker's last hop is exact to the millisecond
             attributes[wire_format.DELAY_MS_ATTRIBUTE] = message_shape.string_attribute(str(millis))
@@ -266,6 +284,8 @@ def plan(
     for optional in (wire_format.DELAY_MS_ATTRIBUTE, wire_format.DUE_AT_ATTRIBUTE):
         if len(attributes) > quotas.MAX_MESSAGE_ATTRIBUTES:
             attributes.pop(optional, None)
+    if dedup is not None and len(attributes) > quotas.MAX_MESSAGE_ATTRIBUTES:
+        raise _no_room_for_dedup(attributes, sorted(set(attributes) - set(message.attributes)))
     if staged:  # the whole seconds; the forward waits out the fraction it has room for
         exact = wire_format.DELAY_MS_ATTRIBUTE in attributes
         request["DelaySeconds"] = millis // 1000 if exact else seconds
@@ -325,6 +345,33 @@ def _no_room_for_id(
         "payload elsewhere (e.g. S3) and send a reference, or handle this message without "
         "retry_later"
     )
+
+
+def _no_room_for_dedup(attributes: Attributes, own: list[str]) -> TooManyAttributes:
+    """A delayed send into a FIFO destination carries its deduplication id in an attribute,
+    and without it the forward could not keep it: refused rather than sent without."""
+    return TooManyAttributes(
+        f"the message needs {len(attributes)} attributes with sqsdelay's own ({', '.join(own)}); "
+        f"SQS allows {quotas.MAX_MESSAGE_ATTRIBUTES}. With deduplication_id, give at most "
+        f"{quotas.MAX_MESSAGE_ATTRIBUTES - len(own)} attributes of your own (move the rest "
+        "into the body)"
+    )
+
+
+def deduplication_id_of(message: Message, destination: str) -> str | None:
+    """The caller's deduplication id, checked as SQS checks a MessageDeduplicationId. SQS
+    refuses one on a standard queue (InvalidParameterValue: "not valid for this queue
+    type"), so a standard destination refuses it before anything is sent."""
+    if message.deduplication_id is None:
+        return None
+    if not queue_names.is_fifo(destination):
+        raise InvalidMessage(
+            f"deduplication_id is for a FIFO destination, and {destination!r} is a standard "
+            "queue, where SQS refuses a MessageDeduplicationId (it delivers at least once): "
+            "leave it out and have the consumer skip duplicates (docs/consumers.md), or send "
+            "to a FIFO destination (NAME.fifo)"
+        )
+    return identity.check_deduplication_id(message.deduplication_id)
 
 
 def group_of(message: Message, destination: str) -> str | None:

@@ -46,6 +46,11 @@ ATTEMPT_ATTRIBUTE: Final = "sqsdelay.Attempt"
 # delivery of a handed-over message, and the guard keys on it, so a replay is neither dropped
 # as a duplicate nor skipped as already processed.
 REPLAY_ATTRIBUTE: Final = "sqsdelay.Replay"
+# A caller's deduplication id (`send(..., deduplication_id=)`, taskiq-aio-sqs's
+# MessageDeduplicationId), for a FIFO destination: carried through the delay and staging
+# queues, it becomes the forward's MessageDeduplicationId (`identity.forward_dedup_id_given`)
+# and is left behind there, as sqsdelay.GroupId is.
+DEDUPLICATION_ID_ATTRIBUTE: Final = "sqsdelay.DeduplicationId"
 OWN_ATTRIBUTES: Final = frozenset(
     {DELAY_ATTRIBUTE, DUE_AT_ATTRIBUTE, FAILURE_ATTRIBUTE, DELAY_MS_ATTRIBUTE}
 )
@@ -54,4 +59,5 @@ SENDER_ATTRIBUTES: Final = OWN_ATTRIBUTES | {
     MESSAGE_ID_ATTRIBUTE,
     MESSAGE_TYPE_ATTRIBUTE,
     GROUP_ID_ATTRIBUTE,
+    DEDUPLICATION_ID_ATTRIBUTE,
 }

@@ -25,6 +25,9 @@ from sqsdelay.core.decision import (
 from sqsdelay.core.received import Received
 from sqsdelay.core.types import AttributeValue
 from sqsdelay.dev.simulation import simulate
+from tests.support.logs import capture_logs, events
+from tests.support.steps import QF, run
+from tests.support.stub import StubAws
 
 T = 1_700_000_000_000
 LIM = Limits(max_native_delay_seconds=900, max_attempts=5)
@@ -454,3 +457,105 @@ def test_a_message_without_a_valid_group_cannot_be_forwarded(group: str | None) 
 def test_a_forward_that_keeps_failing_is_dead_lettered() -> None:
     poison = forward(staged("g", "m-1"), lim=LIM, own_failures=5, last_error="MessageTooLong")
     assert isinstance(poison, Poison) and "MessageTooLong" in poison.reason
+
+
+# ---- a caller's deduplication id (issue 58, 10) ----
+
+DEDUP = wire_format.DEDUPLICATION_ID_ATTRIBUTE
+
+
+def with_dedup(received: Received, value: AttributeValue) -> Received:
+    return msg(None, extra={**received.attributes, DEDUP: value}, message_id=received.message_id)
+
+
+def test_a_forward_is_deduplicated_by_the_callers_id_not_the_due_time() -> None:
+    """Two sends with one deduplication id, different message ids and due times: one key,
+    the caller's id as SQS would take it, so the destination drops the later; the attribute
+    stays behind, so a consumer's retry has no id to be dropped by."""
+    given = message_shape.string_attribute("task-7")
+    one = forward(with_dedup(staged("g", "m-1"), given), lim=LIM)
+    two = forward(with_dedup(staged("g", "m-2", "s2", due=T + 185_000), given), lim=LIM)
+    bare = forward(with_dedup(staged("g", "m-1", due=None), given), lim=LIM)
+    for f in (one, two, bare):
+        assert isinstance(f, Forward) and f.dedup_id == "task-7" and f.level == "info"
+        assert DEDUP not in f.attributes and "deduplication_id_ignored" not in f.log_fields()
+    # A replay is a new delivery: its token in the key, copies of one replay alike.
+    token = {wire_format.REPLAY_ATTRIBUTE: message_shape.string_attribute("e-1")}
+    replayed = with_dedup(msg(None, extra={**staged("g", "m-1").attributes, **token}), given)
+    replay = forward(replayed, lim=LIM)
+    assert isinstance(replay, Forward)
+    assert replay.dedup_id == identity.forward_dedup_id_given("task-7", "e-1") != "task-7"
+    assert replay.dedup_id != identity.forward_dedup_id_given("task-7", "e-2")
+
+
+def test_every_hop_before_the_forward_keeps_the_callers_id() -> None:
+    """The requeue and the hand-over into staging carry it as it came; a hand-over into a
+    standard destination (a producer's attribute: the sender refuses the option there)
+    leaves it behind, as SQS would refuse a deduplication id there."""
+    given = {DEDUP: message_shape.string_attribute("task-7")}
+    requeue = decide(msg("3600", extra=given), local_now_ms=0, offset_ms=None, lim=LIM)
+    assert isinstance(requeue, Requeue) and requeue.attributes[DEDUP] == given[DEDUP]
+    plain = decide(msg("3600"), local_now_ms=0, offset_ms=None, lim=LIM)
+    assert isinstance(plain, Requeue) and requeue.dedup_id == plain.dedup_id  # unchanged
+    last = msg("5", extra=given, first=T + 5000)
+    staging = decide(last, local_now_ms=0, offset_ms=None, lim=LIM, staging=True)
+    assert isinstance(staging, HandOver) and staging.attributes[DEDUP] == given[DEDUP]
+    standard = decide(last, local_now_ms=0, offset_ms=None, lim=LIM)
+    assert isinstance(standard, HandOver) and DEDUP not in standard.attributes
+
+
+producer_values = st.one_of(
+    st.text(max_size=300).map(message_shape.string_attribute),
+    st.builds(
+        lambda t, v: {"DataType": t, "StringValue": v},
+        st.sampled_from(["Number", "String.custom", "Binary"]),
+        st.text(max_size=20),
+    ),
+    st.binary(max_size=20).map(lambda b: {"DataType": "Binary", "BinaryValue": b}),
+)
+
+
+@given(producer_values, st.integers(0, 10_000))
+def test_whatever_a_producer_wrote_in_the_attribute_is_handed_over_and_forwarded(
+    value: AttributeValue, left_ms: int
+) -> None:
+    """Never a crash nor a poison: a value SQS would take is the forward's key; any other is
+    ignored, the forward logged as a warning that says why, under sqsdelay's own key."""
+    last = msg("5", extra={DEDUP: value}, sent=T, first=T + 5000 - left_ms)
+    handed = decide(last, local_now_ms=0, offset_ms=None, lim=LIM, staging=True)
+    assert isinstance(handed, HandOver) and handed.attributes[DEDUP] == value
+    staged_copy = msg(None, extra={**handed.attributes, **staged("g", "m1").attributes})
+    f = forward(staged_copy, lim=LIM)
+    assert isinstance(f, Forward) and DEDUP not in f.attributes
+    text = value.get("StringValue")
+    if isinstance(text, str) and identity.is_message_id(text):
+        assert f.dedup_id == text and f.level == "info"
+    else:
+        assert f.dedup_id == identity.forward_dedup_id("m1", T + 5000)
+        assert f.level == "warning" and DEDUP in f.log_fields()["deduplication_id_ignored"]
+    assert identity.is_message_id(f.dedup_id)
+
+
+def test_a_forward_that_ignores_a_bad_id_delivers_the_message_and_logs_a_warning() -> None:
+    """Through the batch step (stub-driven): both forwarded, the bad one's forward logged at
+    WARNING with the reason, the good one's at INFO."""
+    out = capture_logs("INFO")
+    batch = [
+        with_dedup(staged("g", f"m-{i}", f"s{i}"), message_shape.string_attribute(value))
+        for i, value in enumerate(["task-7", "not one SQS takes"])
+    ]
+    stub = StubAws()
+    outcome = run(batch, stub, queues=QF)
+    assert outcome.ends == {"s0": "handed-over", "s1": "handed-over"}  # forwards end so
+    sent = {
+        m["MessageAttributes"][wire_format.MESSAGE_ID_ATTRIBUTE]["StringValue"]: m
+        for m in stub.queues["orders.fifo"]
+    }
+    assert sent["m-0"]["MessageDeduplicationId"] == "task-7"
+    assert sent["m-1"]["MessageDeduplicationId"] == identity.forward_dedup_id("m-1", T + 5000)
+    assert all(DEDUP not in m["MessageAttributes"] for m in sent.values())
+    forwarded = {e["message_id"]: e for e in events(out, "delay.forwarded")}
+    assert forwarded["m-0"]["level"] == "info"
+    assert "deduplication_id_ignored" not in forwarded["m-0"]
+    assert forwarded["m-1"]["level"] == "warning"
+    assert "'not one SQS takes'" in forwarded["m-1"]["deduplication_id_ignored"]

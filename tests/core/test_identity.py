@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import string
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,11 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sqsdelay.core import identity, message_shape, parking, wire_format
-from sqsdelay.core.decision import Forward, Limits, Requeue, decide, forward
+from sqsdelay.core.decision import Forward, HandOver, Limits, Requeue, decide, forward
 from sqsdelay.core.received import Received
 from sqsdelay.core.send import Message, SendLimits, park_request, plan
 from sqsdelay.core.types import Attributes
-from sqsdelay.errors import InvalidInput
+from sqsdelay.errors import InvalidInput, InvalidMessage
 
 T = 1_700_000_000_000
 NOW = 1_700_000_000.25
@@ -43,6 +44,10 @@ PINNED = {
     "replay": "2b464329422be20b7993ac583e97368069acda11bc2d3cf6b131ee1039a4486e",
     # Added with issue 45 §4.2 (a staging message without room for sqsdelay.DueAt).
     "forward by content": "fc77086718757517355432594d650d512166226b1b1fbd127f3d16a125957a6f",
+    # Added with issue 58 (10): a replay of a send that named its deduplication id.
+    "replay with a deduplication id": (
+        "d6f7b9ff8792978e1e2dbbb58ff517f117e79dec224eb0cc3e55faaf7059f61d"
+    ),
 }
 
 
@@ -61,6 +66,8 @@ def test_the_functions_give_the_values_the_code_gave_before_it_moved() -> None:
     }
     by_content = identity.forward_dedup_id_by_content("order-1", "b", content)
     assert by_content == PINNED["forward by content"]
+    replay = identity.forward_dedup_id_given("task-7", "e-1")
+    assert replay == PINNED["replay with a deduplication id"]
 
 
 def test_the_callers_give_the_values_they_gave_before() -> None:
@@ -276,3 +283,64 @@ def test_the_registry_id_is_the_carried_message_id_when_valid(ident: str) -> Non
     assert identity.registry_id({}) is None
     bad = {wire_format.MESSAGE_ID_ATTRIBUTE: message_shape.string_attribute(ident + " ")}
     assert identity.registry_id(bad) is None
+
+
+# ---- a caller's deduplication id (issue 58, 10) ----
+
+
+@given(st.text(max_size=140))
+def test_a_deduplication_id_is_taken_exactly_when_sqs_takes_it(text: str) -> None:
+    if within_sqs_limits(text):
+        assert identity.check_deduplication_id(text) == text
+    else:
+        with pytest.raises(InvalidMessage, match="SHA-256"):
+            identity.check_deduplication_id(text)
+
+
+def destination_key(planned: Any, now: float) -> str:
+    """The MessageDeduplicationId a planned send reaches its FIFO destination with: at once,
+    from the staging queue, or from the delay queue through its requeues (one here: the
+    cycle is 900 s), the hand-over into staging, and the forward."""
+    if planned.queue == "p-orders.fifo":
+        key: str = planned.request["MessageDeduplicationId"]
+        return key
+    (received,) = copies(planned, "s1")
+    if planned.route == "delay-queue":
+        sent = int(now * 1000)
+        system = {"SentTimestamp": str(sent), "ApproximateReceiveCount": "1"}
+        system["ApproximateFirstReceiveTimestamp"] = str(sent + 900_000)
+        due = sent + planned.delay_ms
+        while not isinstance(
+            hop := decide(
+                replace(received, system=system),
+                local_now_ms=0,
+                offset_ms=None,
+                lim=Limits(max_delay_seconds=10**9),
+                staging=True,
+            ),
+            HandOver,
+        ):
+            assert isinstance(hop, Requeue)
+            later = int(system["ApproximateFirstReceiveTimestamp"])
+            system = {"SentTimestamp": str(later), "ApproximateReceiveCount": "1"}
+            system["ApproximateFirstReceiveTimestamp"] = str(later + 900_000)
+            received = replace(received, message_id=f"r{later}", attributes=hop.attributes)
+        assert hop.due_ms == due
+        received = replace(received, message_id="s2", attributes=hop.attributes)
+    f = forward(received, lim=Limits())
+    assert isinstance(f, Forward)
+    return f.dedup_id
+
+
+@given(ids, st.lists(st.tuples(ids, nows, st.floats(0, 3000)), min_size=1, max_size=3))
+def test_sends_with_one_deduplication_id_reach_the_destination_with_it_by_any_route(
+    dedup: str, sends: list[tuple[str, float, float]]
+) -> None:
+    """Whatever their message ids, send times and delays (none, within the native delay
+    through the staging queue, beyond it through the delay queue): SQS sees one key at the
+    FIFO destination, the caller's, so the later of two there within five minutes is
+    dropped, as on a FIFO queue of SQS's own."""
+    for ident, now, delay in sends:
+        message = Message("x", delay=delay, id=ident, group_id="g", deduplication_id=dedup)
+        planned = plan("orders.fifo", message, LIMITS, now=now)
+        assert destination_key(planned, now) == dedup

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sqsdelay.core import identity, wire_format
 from sqsdelay.core.delays import whole_seconds
 from sqsdelay.core.quotas import MAX_MESSAGE_BYTES
-from sqsdelay.core.send import Message, SendLimits, plan
+from sqsdelay.core.send import Message, PlannedSend, SendLimits, plan
 from sqsdelay.errors import InvalidDelay, InvalidMessage, MessageDelayTooLong, TooManyAttributes
 
 LIMITS = SendLimits(
@@ -139,3 +139,70 @@ def test_our_own_attributes_cannot_be_given() -> None:
     own = {wire_format.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": "1"}}
     with pytest.raises(InvalidMessage, match="is set by sqsdelay"):
         plan("orders", Message("b", delay=1, attributes=own), LIMITS, now=NOW)
+
+
+# ---- a caller's deduplication id (issue 58, 10) ----
+
+DEDUP = wire_format.DEDUPLICATION_ID_ATTRIBUTE
+
+
+def test_a_deduplication_id_rides_each_route_into_a_fifo_destination() -> None:
+    """At once: SQS's MessageDeduplicationId itself. Delayed: an attribute the forward turns
+    into it; the delay queue's own key stays the send's (a botocore retry's copy is dropped
+    there, a new send is not), so nothing about a send without one changes."""
+
+    def sent(delay: float, dedup: str | None = "task-7") -> PlannedSend:
+        message = Message("b", delay=delay, id="m1", group_id="g", deduplication_id=dedup)
+        return plan("orders.fifo", message, LIMITS, now=NOW)
+
+    now, staged, looped = sent(0), sent(5), sent(3600)
+    assert now.request["MessageDeduplicationId"] == "task-7"
+    assert DEDUP not in now.request.get("MessageAttributes", {})
+    for p in (staged, looped):
+        assert string(p.request["MessageAttributes"], DEDUP) == "task-7"
+    assert "MessageDeduplicationId" not in staged.request
+    assert looped.request["MessageDeduplicationId"] == identity.send_dedup_id("m1", NOW)
+    for delay in (0, 5, 3600):  # without one: as before
+        assert DEDUP not in sent(delay, None).request.get("MessageAttributes", {})
+
+
+@pytest.mark.parametrize("dedup", ["", "x" * 129, "with space", "é", "tab\t"])
+def test_a_deduplication_id_sqs_would_refuse_is_refused_before_sending(dedup: str) -> None:
+    message = Message("b", delay=5, group_id="g", deduplication_id=dedup)
+    with pytest.raises(InvalidMessage, match="1 to 128 letters, digits or ASCII punctuation"):
+        plan("orders.fifo", message, LIMITS, now=NOW)
+
+
+@pytest.mark.parametrize("delay", [0, 5, 3600])
+def test_a_standard_destination_refuses_a_deduplication_id_as_sqs_does(delay: int) -> None:
+    """SQS refuses MessageDeduplicationId on a standard queue (InvalidParameterValue, "not
+    valid for this queue type"): refused at once, saying what to do, whatever the route."""
+    message = Message("b", delay=delay, deduplication_id="task-7")
+    with pytest.raises(InvalidMessage, match="FIFO destination") as raised:
+        plan("orders", message, LIMITS, now=NOW)
+    assert "docs/consumers.md" in str(raised.value)
+
+
+def test_a_caller_may_not_set_the_attribute_itself() -> None:
+    attrs = {DEDUP: {"DataType": "String", "StringValue": "task-7"}}
+    with pytest.raises(InvalidMessage, match="set by sqsdelay"):
+        plan("orders.fifo", Message("b", delay=5, group_id="g", attributes=attrs), LIMITS, now=NOW)
+
+
+@pytest.mark.parametrize(("delay", "most"), [(5, 7), (3600, 6)])
+def test_no_room_for_the_deduplication_id_is_refused_saying_how_many_fit(
+    delay: int, most: int
+) -> None:
+    """Staging: the group, the id and the deduplication id; the delay queue: the delay too.
+    Without room the forward could not keep it: refused, not sent without."""
+
+    def attrs(n: int) -> dict[str, object]:
+        return {f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(n)}
+
+    def message(n: int, dedup: str | None = "task-7") -> Message:
+        return Message("b", delay=delay, group_id="g", attributes=attrs(n), deduplication_id=dedup)
+
+    plan("orders.fifo", message(most), LIMITS, now=NOW)
+    plan("orders.fifo", message(most + 1, None), LIMITS, now=NOW)  # room without it
+    with pytest.raises(TooManyAttributes, match=f"at most {most} attributes of your own"):
+        plan("orders.fifo", message(most + 1), LIMITS, now=NOW)
