@@ -33,7 +33,9 @@ What this relies on in taskiq-aio-sqs 2.1 (`taskiq_aio_sqs/sqs_broker.py`, `SQSB
 
 The task id is sqsdelay's message id: with SQSDELAY_REGISTRY=dynamodb, `await
 broker.cancel(task_id)` (or `sqsdelay cancel <queue> <task_id>`) cancels a scheduled task.
-A retry keeps its task id and is a new send: never deduplicated away.
+A retry keeps its task id and is a new send: never deduplicated away. With
+`use_task_id_for_deduplication`, a FIFO kick's `MessageDeduplicationId` goes on as the send's
+`deduplication_id` (a retry's: one of its own per retry, `core/taskiq_delay.py`).
 """
 
 from __future__ import annotations
@@ -143,8 +145,6 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
         kwargs: dict[str, Any] = dict(
             await self.build_kick_kwargs(_with_delay(message, 0), queue, queue_url)
         )
-        if "MessageDeduplicationId" in kwargs:
-            self._warn_dedup_not_kept(queue.name, route)
         # The sender loads at startup: `import sqsdelay.taskiq` stays light.
         from sqsdelay.aws.sender import Message
 
@@ -154,7 +154,12 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
             attributes=kwargs.get("MessageAttributes", {}),
             id=message.task_id,
             group_id=kwargs.get("MessageGroupId"),
+            # use_task_id_for_deduplication (FIFO queues): kept on every hop
+            deduplication_id=taskiq_delay.deduplication_id(
+                kwargs.get("MessageDeduplicationId"), message.labels.get("_retries")
+            ),
         )
+        delayed = self._with_room_for_dedup(queue.name, delayed, route)
         # A body taskiq-aio-sqs would offload, or one that sqsdelay's attributes make too
         # large: to S3, and the pointer through sqsdelay (`core/taskiq_offload.py`).
         if taskiq_offload.offloaded(delayed.body) or not self._fits(queue.name, delayed):
@@ -166,6 +171,7 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
                 bucket, message.task_id, delayed.attributes, unique=uuid.uuid4().hex
             )
             delayed = replace(delayed, body=pointer.body, attributes=pointer.attributes)
+            delayed = self._with_room_for_dedup(queue.name, delayed, route)  # one more now
             self._fits(queue.name, delayed, check=True)  # refused before the object is written
             with self.handle_exceptions(queue_name=queue.name):  # NoSuchBucket: its error
                 await self._s3_client.put_object(
@@ -179,14 +185,42 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
             attributes=delayed.attributes,
             id=delayed.id,
             group_id=delayed.group_id,
+            deduplication_id=delayed.deduplication_id,
         )
 
-    def _warn_dedup_not_kept(self, queue: str, route: taskiq_delay.TaskiqRoute) -> None:
-        """`use_task_id_for_deduplication` on a FIFO queue: the sqsdelay route cannot pass
-        the deduplication id on (the sender takes none). With the registry, a re-kick of a
-        task id still scheduled beyond the native delay is a duplicate and sends nothing, as
-        SQS would drop it; a shorter delay, or any without the registry, is delivered once
-        per kick. Said once per broker, where it happens, rather than silently."""
+    def _with_room_for_dedup(
+        self, queue: str, delayed: Message, route: taskiq_delay.TaskiqRoute
+    ) -> Message:
+        """The message as it is sent: with its deduplication id, unless that attribute
+        alone leaves no room (a subclass's attributes take SQS's ten), when it goes without
+        it, with a warning, rather than not at all. Any other refusal is the send's own."""
+        if delayed.deduplication_id is None:
+            return delayed
+        from sqsdelay.aws.sender import plan
+
+        def refused_for_room(message: Message) -> bool:
+            try:
+                plan(queue, message, self.sqsdelay_settings, now=time.time())
+            except errors.TooManyAttributes:
+                return True
+            except errors.InvalidInput:
+                pass  # the send says why, as it would without a deduplication id
+            return False
+
+        bare = replace(delayed, deduplication_id=None)
+        if not refused_for_room(delayed) or refused_for_room(bare):
+            return delayed
+        self._warn_dedup_not_kept(queue, route, len(delayed.attributes))
+        return bare
+
+    def _warn_dedup_not_kept(
+        self, queue: str, route: taskiq_delay.TaskiqRoute, attributes: int
+    ) -> None:
+        """`use_task_id_for_deduplication` on a FIFO queue, and no room for the attribute
+        that carries the deduplication id. With the registry, a re-kick of a task id still
+        scheduled beyond the native delay is a duplicate and sends nothing, as SQS would
+        drop it; a shorter delay, or any without the registry, is delivered once per kick.
+        Said once per broker, where it happens, rather than silently."""
         native = self.sqsdelay_settings.max_native_delay_seconds
         recorded = self.sqsdelay_settings.registry == "dynamodb" and taskiq_delay.cancellable(
             route.delay_ms, max_native_delay=native
@@ -200,11 +234,14 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
             "taskiq.deduplication_not_kept",
             queue=queue,
             delay_ms=route.delay_ms,
+            attributes=attributes,
             detail=(
-                "use_task_id_for_deduplication: a delayed kick into a FIFO queue goes through "
-                "sqsdelay, which deduplicates a re-kick of a task id only with "
-                f"SQSDELAY_REGISTRY=dynamodb and a delay beyond {native} s "
-                "(SQSDELAY_MAX_NATIVE_DELAY_SECONDS): this one is delivered once per kick"
+                "use_task_id_for_deduplication: a delayed kick into a FIFO queue carries its "
+                "deduplication id in an attribute of sqsdelay's, and this task's "
+                f"{attributes} attributes leave no room for it (SQS takes 10), so it is "
+                "delivered once per kick (with SQSDELAY_REGISTRY=dynamodb and a delay beyond "
+                f"{native} s, SQSDELAY_MAX_NATIVE_DELAY_SECONDS, a re-kick is a duplicate "
+                "anyway): give the task fewer MessageAttributes"
             ),
         )
 

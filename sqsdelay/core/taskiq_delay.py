@@ -8,6 +8,7 @@ rounded up, so that no task runs early (taskiq-aio-sqs rounds "2.5" to DelaySeco
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
@@ -85,3 +86,16 @@ def cancellable(delay_ms: int, *, max_native_delay: int) -> bool:
     seconds = delays.whole_seconds(delay_ms)
     where = delays.route(seconds, max_native_delay=max_native_delay, unrestricted=True)
     return where == "delay-queue"
+
+
+def deduplication_id(given: str | None, retries: object) -> str | None:
+    """The deduplication id the sqsdelay route sends a kick with (None: the kick has none).
+    taskiq-aio-sqs's `MessageDeduplicationId` (`use_task_id_for_deduplication`: the task id)
+    as it is, so that a repeated kick is dropped whichever route each took, as taskiq-aio-sqs
+    alone drops one. A retry (taskiq's `_retries` label, set by its retry middlewares) keeps
+    its task id: under that id the destination would drop a retry due within five minutes
+    of the run it retries, so it goes under the id and its retry count, hashed (64 hex
+    digits, within SQS's 128), one key per retry."""
+    if given is None or retries in (None, "", 0, "0"):
+        return given
+    return hashlib.sha256(f"{given}|retry:{retries}".encode()).hexdigest()

@@ -377,32 +377,68 @@ def test_the_source_forgets_a_schedule_an_hour_after_its_time() -> None:
     assert set(source._kicked) == {"new"}
 
 
-def test_a_fifo_kick_whose_deduplication_id_is_not_kept_says_so_once() -> None:
+def dedup_broker(registry: str, attributes: int = 0) -> tuple[SQSBroker, FakeSender]:
+    """A started broker with `use_task_id_for_deduplication` whose kicks carry `attributes`
+    MessageAttributes of a subclass's."""
+
+    class Attributed(SQSBroker):
+        async def build_kick_kwargs(self, *args: Any, **kwargs: Any) -> Any:
+            built = dict(await super().build_kick_kwargs(*args, **kwargs))
+            string = {"DataType": "String", "StringValue": "v"}
+            return built | {"MessageAttributes": {f"a{i}": string for i in range(attributes)}}
+
+    broker = Attributed(
+        "orders",
+        endpoint_url="http://127.0.0.1:9",
+        use_task_id_for_deduplication=True,
+        sqsdelay={"max_native_delay_seconds": 2, "registry": registry},
+    ).with_queues(SQSQueue(name=FIFO, is_fifo=True))
+    assert isinstance(broker, SQSBroker)
+    broker._queue_urls = {"orders": "http://q/orders", FIFO: f"http://q/{FIFO}"}
+    broker._sqs_queue_url = "http://q/orders"
+    fake = FakeSender()
+    broker._sqsdelay_sender = fake  # type: ignore[assignment]
+    return broker, fake
+
+
+def test_a_fifo_kick_carries_its_deduplication_id_and_a_retry_one_of_its_own() -> None:
     """Issue 58 (10): taskiq-aio-sqs's `use_task_id_for_deduplication` gives a FIFO kick
-    `MessageDeduplicationId` = the task id, and the sqsdelay route cannot pass it on (the
-    sender takes none). With the registry a re-kick of a task still scheduled beyond the
-    native delay is a duplicate anyway (said nothing); a short delay, or no registry, is
-    delivered once per kick: warned once per broker, not silently."""
+    `MessageDeduplicationId` = the task id; the sqsdelay route sends it on, whatever the
+    delay, so a repeated kick is dropped at the destination. A retry keeps its task id, and
+    goes under a key of its own per retry (else dropped within five minutes of its run)."""
     out = capture_logs("WARNING")
-    for registry in ("dynamodb", "off"):
-        broker = SQSBroker(
-            "orders",
-            endpoint_url="http://127.0.0.1:9",
-            use_task_id_for_deduplication=True,
-            sqsdelay={"max_native_delay_seconds": 2, "registry": registry},
-        ).with_queues(SQSQueue(name=FIFO, is_fifo=True))
-        assert isinstance(broker, SQSBroker)
-        broker._queue_urls = {"orders": "http://q/orders", FIFO: f"http://q/{FIFO}"}
-        broker._sqs_queue_url = "http://q/orders"
-        fake = FakeSender()
-        broker._sqsdelay_sender = fake  # type: ignore[assignment]
+    broker, fake = dedup_broker("off")
+    task = broker.register_task(_noop, task_name="app.task")
+    kicker = task.kicker().with_task_id("t").with_labels(queue=FIFO, group_id="g")
+    for delay in ("60", "1.5"):
+        asyncio.run(kicker.with_labels(delay=delay).kiq())
+    for retry in ("1", "2", "2"):
+        asyncio.run(kicker.with_labels(delay="60", _retries=retry).kiq())
+    asyncio.run(task.kicker().with_task_id("s").with_labels(delay="60").kiq())  # standard
+    keys = [o["deduplication_id"] for _, _, o in fake.sent]
+    assert keys[:2] == ["t", "t"] and keys[5] is None
+    assert keys[2] != keys[3] == keys[4] and len({*keys[2:5], "t"}) == 3
+    assert all(re.fullmatch("[0-9a-f]{64}", k) for k in keys[2:5])
+    assert not events(out, "taskiq.deduplication_not_kept")
+
+
+def test_a_fifo_kick_without_room_for_its_deduplication_id_goes_without_and_says_so() -> None:
+    """A subclass's attributes may leave no room for the attribute that carries the id: the
+    task is sent without it (delivered once per kick) rather than refused, warned once per
+    broker; with the registry a re-kick beyond the native delay is a duplicate anyway."""
+    out = capture_logs("WARNING")
+    for registry, attributes, delay, kept in (
+        ("off", 7, "60", False),  # the delay queue's four: no room
+        ("dynamodb", 7, "60", False),  # ... but the registry drops a re-kick: not warned
+        ("off", 7, "1.5", True),  # the staging queue's three: room
+        ("off", 8, "1.5", False),
+    ):
+        broker, fake = dedup_broker(registry, attributes)
         task = broker.register_task(_noop, task_name="app.task")
         kicker = task.kicker().with_task_id("t").with_labels(queue=FIFO, group_id="g")
-        for delay in ("60", "60", "1.5", "1.5"):
+        for _ in range(2):
             asyncio.run(kicker.with_labels(delay=delay).kiq())
-        assert [o["id"] for _, _, o in fake.sent] == ["t"] * 4  # the registry's key
-        warned = events(out, "taskiq.deduplication_not_kept")
-        assert [w["delay_ms"] for w in warned] == (
-            [1500] if registry == "dynamodb" else [1500, 60_000]
-        )
-    assert "SQSDELAY_REGISTRY=dynamodb" in warned[0]["detail"]
+        assert [o["deduplication_id"] for _, _, o in fake.sent] == ["t" if kept else None] * 2
+    warned = events(out, "taskiq.deduplication_not_kept")
+    assert [(w["delay_ms"], w["attributes"]) for w in warned] == [(60_000, 7), (1500, 8)]
+    assert "fewer MessageAttributes" in warned[0]["detail"]

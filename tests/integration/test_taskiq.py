@@ -246,16 +246,19 @@ def test_a_fifo_re_kick_is_deduplicated_natively_and_through_the_registry(stack:
     stack.ran_once_on_time(dues)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 58 (10): a short delay into a FIFO queue goes through the staging queue, "
-    "whose forward is deduplicated by the id and the kick's due time, and the sender takes no "
-    "deduplication id to carry (a change to core/send.py and the forward); the broker warns "
-    "taskiq.deduplication_not_kept",
-)
 def test_a_fifo_re_kick_within_the_native_delay_runs_once(stack: Stack) -> None:
-    tag = f"dedup-short-{uuid.uuid4().hex[:4]}"
-    stack.ran_once_on_time({tag: _kicked_twice(stack, tag, 1.5)})
+    """Issue 58 (10): within the native delay a FIFO kick goes through the staging queue,
+    and the forward's MessageDeduplicationId is the kick's own (the task id), not the id and
+    the kick's due time: two kicks of one task id run once (they ran twice), and so do a
+    kick with no delay (taskiq-aio-sqs's own route, under the task id) and one with a delay."""
+    mark = uuid.uuid4().hex[:4]
+    short, mixed = f"dedup-short-{mark}", f"dedup-mixed-{mark}"
+    kicker = stack.app.record.kicker().with_task_id(f"dup-{mixed}")
+    labels = {"queue": stack.fifo, "group_id": "dedup"}
+    due = time.time()
+    stack.publisher.run(kicker.with_labels(**labels).kiq(mixed))
+    stack.publisher.run(kicker.with_labels(**labels, delay="1.5").kiq(mixed))
+    stack.ran_once_on_time({short: _kicked_twice(stack, short, 1.5), mixed: due})
 
 
 def test_a_long_delayed_task_s_result_reaches_the_result_backend(stack: Stack) -> None:
