@@ -10,6 +10,12 @@ CI run and EMR step is a first run, and a process that ends before the dump is d
 leaves no archive. Not the simpler `-XX:ArchiveClassesAtExit`: a JVM dumping as it exits
 needs several hundred MiB on top of what it held (measured: 1.5-1.7 GiB after a 10M-row
 job), a separate dump about 0.95 GiB, taken while no Spark JVM runs.
+
+A report that starts while a dump runs stops it first (`stop_dump`): at nice 19 the dump
+still took a core of two from the report's JVM (a second report 1.6-2.3x slower than the
+first, issue 63). Killed, not paused: a paused dump would keep its memory beside the report.
+The report then finds no archive, records a list of its own and dumps after itself: the
+dump is retried by whichever report ends with nothing else starting beside it.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import contextlib
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -111,11 +118,15 @@ def dump(archive: Path, classlist: Path, java: str, classpath: str, timeout: flo
 STALE_SECONDS = 3600
 
 
+def _lock(archive: Path) -> Path:
+    return archive.with_name(f"{archive.name}.lock")
+
+
 def claim(archive: Path) -> bool:
     """Whether this report may record a class list and dump the archive: one at a time per
     archive, so that reports run back to back before the first dump is done do not each
     start a dump of their own (about 1 GiB each). Leftovers of dead ones are swept."""
-    lock = archive.with_name(f"{archive.name}.lock")
+    lock = _lock(archive)
     lock.parent.mkdir(parents=True, exist_ok=True)
     now = time.time()
     for leftover in lock.parent.glob(f"{archive.name}.*"):
@@ -133,7 +144,7 @@ def claim(archive: Path) -> bool:
 
 def release(archive: Path, classlist: Path | None = None) -> None:
     """Give the claim up, with the class list recorded under it."""
-    for leftover in (archive.with_name(f"{archive.name}.lock"), classlist):
+    for leftover in (_lock(archive), classlist):
         if leftover is not None:
             with contextlib.suppress(OSError):
                 leftover.unlink()
@@ -147,7 +158,7 @@ def dump_in_background(archive: Path, classlist: Path, java: str, classpath: str
     args = classlist.with_name(f"{classlist.name}.args")
     try:
         args.write_text(f"{java}\n{classpath}\n")
-        subprocess.Popen(  # not waited for: it outlives the report's process
+        process = subprocess.Popen(  # not waited for: it outlives the report's process
             [sys.executable, "-m", "sqsdelay.cost.classarchive", str(archive), str(classlist)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -159,7 +170,61 @@ def dump_in_background(archive: Path, classlist: Path, java: str, classpath: str
         with contextlib.suppress(OSError):
             args.unlink()
         return False
+    # The claim names the dump (its session's leader, whose group holds the dumping JVM) and
+    # its list, for `stop_dump`. Written here, not by the dump: at nice 19 it may not run
+    # before the next report starts. Not created again if the dump already gave it up.
+    with contextlib.suppress(OSError):
+        fd = os.open(_lock(archive), os.O_WRONLY | os.O_TRUNC)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{process.pid}\n{classlist}\n")
     return True
+
+
+def stop_dump(archive: Path, timeout: float = 5.0) -> bool:
+    """Stop the background dump of `archive`, if one runs, before a report starts its JVM;
+    True if there was one. Its half-written file, its list and its claim go with it, so the
+    report may claim, record and dump again. A claim with no dump named in it is a report's
+    (recording): left alone."""
+    lock = _lock(archive)
+    try:
+        pid_line, listed, *_ = [*lock.read_text().splitlines(), "", ""]
+        pid = int(pid_line)
+    except (OSError, ValueError):
+        return False
+    if _is_dump(pid, archive):
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)  # the group: the dump and its JVM
+        deadline = time.monotonic() + timeout
+        while _is_dump(pid, archive):
+            if time.monotonic() > deadline:
+                return False  # still there: its claim stays, the report runs beside it
+            time.sleep(0.02)
+    # Killed, or dead without giving up its claim: sweep what it left.
+    leftovers = [archive.with_name(f"{archive.name}.{pid}.partial"), lock]
+    classlist = Path(listed)
+    if classlist.parent == archive.parent and classlist.name.startswith(f"{archive.name}."):
+        leftovers += [classlist, classlist.with_name(f"{classlist.name}.args")]
+    for leftover in leftovers:
+        with contextlib.suppress(OSError):
+            leftover.unlink()
+    return True
+
+
+def _is_dump(pid: int, archive: Path) -> bool:
+    """Whether `pid` is the live background dump of `archive` (not a pid used again since,
+    nor a zombie that nothing reaped)."""
+    proc = Path("/proc")
+    if proc.is_dir():
+        try:
+            words = (proc / str(pid) / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        return b"sqsdelay.cost.classarchive" in words and os.fsencode(archive) in words
+    try:  # no /proc (macOS)
+        done = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True)
+    except OSError:
+        return False
+    return b"sqsdelay.cost.classarchive" in done.stdout and os.fsencode(archive) in done.stdout
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -68,6 +68,10 @@ def run_report(
     owned = spark is None and not spark_running()
     targets = [output] + ([snapshot_of(r.snapshots, datetime.now(UTC))] if r.snapshots else [])
     remote = any("://" in t for t in targets)  # published through Hadoop's file systems
+    if owned and class_archive is not None:
+        # A dump the last report left would take a core from this report's JVM: stopped
+        # (this run may then record a list and dump after itself, `classarchive.stop_dump`).
+        classarchive.stop_dump(class_archive)
     java = classarchive.use_option(class_archive)
     # No archive yet: this run lists the classes it loads, and one is written from the list.
     classlist = None

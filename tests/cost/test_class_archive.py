@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +70,110 @@ def test_one_report_at_a_time_records_and_dumps(tmp_path: Path) -> None:
     classlist.write_text("java/lang/Object id: 0\n")
     assert classarchive.main([str(archive), str(classlist)]) == 1
     assert list(archive.parent.iterdir()) == []
+
+
+# A stand-in for `java -Xshare:dump`: writes part of its archive, says its pid, then works
+# on (sleeps) until killed.
+FAKE_JAVA = """#!/bin/sh
+for a in "$@"; do case "$a" in -XX:SharedArchiveFile=*) out="${a#*=}";; esac; done
+echo $$ > "$0.pid"
+printf half > "$out"
+exec sleep 600
+"""
+
+
+def fake_dump(tmp_path: Path, archive: Path) -> tuple[int, Path]:
+    """A background dump of `archive`, as a first report leaves it, caught half-way: the
+    pid of its stand-in JVM and its half-written file."""
+    from sqsdelay.cost import classarchive
+
+    java = tmp_path / "java"
+    java.write_text(FAKE_JAVA)
+    java.chmod(0o755)
+    assert classarchive.claim(archive)
+    classlist = classarchive.classlist_for(archive)
+    classlist.write_text("java/lang/Object id: 0\n")
+    assert classarchive.dump_in_background(archive, classlist, str(java), "x.jar")
+    partial = wait_for(lambda: next(archive.parent.glob("*.partial"), None), timeout=60)
+    jvm = int(wait_for(lambda: java.with_name("java.pid").read_text().strip(), timeout=60))
+    return jvm, partial
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (nothing may reap a killed dump's processes in a container)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_a_report_starting_stops_the_dump_and_never_uses_its_half_archive(
+    tmp_path: Path,
+) -> None:
+    """`stop_dump` (what a report does before its JVM starts): the dump and its JVM are
+    killed, its half-written file, list and claim swept, and no archive is there to map: the
+    report may claim, record and dump again. A claim that names no dump (a report still
+    recording) is left alone."""
+    from sqsdelay.cost import classarchive
+
+    archive = tmp_path / "cache" / "spark.jsa"
+    assert not classarchive.stop_dump(archive)  # nothing runs
+    assert classarchive.claim(archive)
+    assert not classarchive.stop_dump(archive)  # a report's claim, recording
+    assert [p.name for p in archive.parent.iterdir()] == ["spark.jsa.lock"]
+    classarchive.release(archive)
+
+    jvm, partial = fake_dump(tmp_path, archive)
+    dumper = int(archive.with_name("spark.jsa.lock").read_text().split()[0])
+    assert running(dumper) and running(jvm) and partial.read_text() == "half"
+    assert classarchive.stop_dump(archive)
+    assert not running(dumper) and not running(jvm)
+    assert list(archive.parent.iterdir()) == []  # no partial, list, arguments or claim
+    assert classarchive.use_option(archive) == ""  # the report starts without sharing
+    assert classarchive.claim(archive)  # and may record and dump again
+    classarchive.release(archive)
+
+    # A dump that died without giving its claim up (killed, out of memory): swept.
+    jvm, partial = fake_dump(tmp_path, archive)
+    dumper = int(archive.with_name("spark.jsa.lock").read_text().split()[0])
+    os.killpg(dumper, signal.SIGKILL)
+    wait_for(lambda: not running(dumper) and not running(jvm), timeout=10)
+    assert classarchive.stop_dump(archive)
+    assert list(archive.parent.iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_report_run_beside_the_dump_stops_it_and_dumps_again(
+    event_log: Path, tmp_path: Path
+) -> None:
+    """The command as a user runs it right after a first report whose dump still runs: the
+    dump is gone before the report's JVM starts (its half archive never mapped, the report
+    records a class list as a first run does) and the report leaves a dump of its own."""
+    from sqsdelay.cost import classarchive
+
+    archive = tmp_path / "cache" / "spark.jsa"
+    jvm, partial = fake_dump(tmp_path, archive)
+    dumper = int(archive.with_name("spark.jsa.lock").read_text().split()[0])
+    env = {**os.environ, "SQSDELAY_SPARK_CLASS_ARCHIVE": str(archive)}
+    args = ["cost-report", "--input", str(event_log), "--output", str(tmp_path / "out")]
+    done = subprocess.run(
+        [sys.executable, "-m", "sqsdelay", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=500,
+    )
+    try:
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert not running(dumper) and not running(jvm) and not partial.exists()
+        assert (tmp_path / "out" / "report.html").exists()
+        # Its own dump (a real one), from the list it recorded: the retry.
+        lock = archive.with_name("spark.jsa.lock")
+        again, listed = lock.read_text().split()
+        assert int(again) != dumper and Path(listed).name.endswith(".classlist")
+    finally:
+        classarchive.stop_dump(archive)  # the suite needs no archive: a core back
 
 
 # Two reports, a dump of 16,000 classes between them (53 s of one core, at nice 19) and the
