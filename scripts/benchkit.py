@@ -108,8 +108,12 @@ def env_for(url: str, prefix: str, **settings: Any) -> dict[str, str]:
 def start_worker(env: dict[str, str], queues: list[str], log: Any) -> subprocess.Popen[str]:
     """`sqsdelay worker` in its own process, its events to the file `log` (a pipe nobody
     reads would fill up and block the worker)."""
+    # BENCH_PROFILE=FILE: the worker under cProfile on its CPU clock (profiled.py), its stats
+    # written to FILE at its stop; its CPU figures are then the profiler's, not the worker's.
+    profile = os.environ.get("BENCH_PROFILE")
+    wrap = [str(Path(__file__).with_name("profiled.py")), profile] if profile else []
     return subprocess.Popen(
-        [sys.executable, "-m", "sqsdelay", "worker", *queues],
+        [sys.executable, *wrap, "-m", "sqsdelay", "worker", *queues],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=log,

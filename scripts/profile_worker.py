@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import bench_worker as bw
 from benchkit import EmulatorProcess, env_for, wait_started
@@ -38,6 +39,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=25)
     parser.add_argument("--per-queue", type=int, default=400)
+    parser.add_argument("--top", type=int, default=15, help="functions by own time to list")
     args = parser.parse_args()
     out = Path(tempfile.mkdtemp()) / "worker.prof"
     emu = EmulatorProcess("fauxqs")
@@ -72,7 +74,35 @@ def main() -> None:
         shares[label] = {"seconds": round(cum, 2), "percent": round(100 * cum / total, 1)}
     if missing:
         raise SystemExit(f"not in the profile: {', '.join(missing)}; update PARTS")
-    print(json.dumps({"profiled_seconds": round(total, 2), "cumulative": shares}, indent=2))
+    print(
+        json.dumps(
+            {
+                "profiled_seconds": round(total, 2),
+                "cumulative": shares,
+                "top_own_time": top(stats, args.top),
+            },
+            indent=2,
+        )
+    )
+
+
+# Waiting, not working: the event loop's and the threads' idle time.
+IDLE = ("poll", "select", "sleep", "acquire", "wait", "_run_once")
+
+
+def top(stats: dict[tuple[str, int, str], tuple[Any, ...]], n: int) -> list[dict[str, Any]]:
+    """The functions with the most time of their own (tottime), waits left out."""
+    rows = [(k, v) for k, v in stats.items() if not any(w in k[2] for w in IDLE)]
+    rows.sort(key=lambda kv: kv[1][2], reverse=True)
+    return [
+        {
+            "function": f"{Path(k[0]).parent.name}/{Path(k[0]).name}:{k[1]}:{k[2]}",
+            "own_seconds": round(v[2], 3),
+            "cumulative_seconds": round(v[3], 3),
+            "calls": v[1],
+        }
+        for k, v in rows[:n]
+    ]
 
 
 if __name__ == "__main__":

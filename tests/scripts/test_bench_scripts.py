@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import pstats
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -46,8 +49,23 @@ def test_bench_taskiq() -> None:
 
 
 def test_profile_worker() -> None:
-    out = run_script("profile_worker.py", "--seconds", "6", "--per-queue", "20")
+    out = run_script("profile_worker.py", "--seconds", "6", "--per-queue", "20", "--top", "5")
     assert out["profiled_seconds"] > 0
+    assert len(out["top_own_time"]) == 5 and all(t["calls"] > 0 for t in out["top_own_time"])
+
+
+def test_profiled_times_a_module_by_its_cpu_and_writes_its_stats(tmp_path: Path) -> None:
+    """What BENCH_PROFILE runs the benchmarks' worker under (benchkit.start_worker)."""
+    out = tmp_path / "help.prof"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / "profiled.py"), str(out), "-m", "sqsdelay", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    stats = pstats.Stats(str(out)).stats  # type: ignore[attr-defined]
+    assert any(k[0].endswith("sqsdelay/cli/app.py") for k in stats)
 
 
 def test_bench_worker() -> None:
