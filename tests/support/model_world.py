@@ -221,6 +221,8 @@ class Config:
     fifo: bool
     lambda_driver: bool = False  # the Lambda handler instead of the ECS worker's loop
     parking: bool = False  # long delays wait in EventBridge Scheduler (the World fires them)
+    nservicebus: bool = False  # SQSDELAY_WIRE_FORMAT=nservicebus: bodies in the envelope
+    fair: bool = False  # a standard destination's sends carry a tenant (an SQS fair queue)
 
 
 class World:
@@ -249,6 +251,8 @@ class World:
         }
         if config.registry:
             values.update(registry="dynamodb", registry_table="m-scheduled")
+        if config.nservicebus:
+            values["wire_format"] = "nservicebus"
         if config.parking:
             values.update(
                 parking="scheduler",
