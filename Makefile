@@ -17,7 +17,7 @@ unexport PYTHONDONTWRITEBYTECODE
 $(STAMP): $(DEPS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip==25.3
-	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e '.[dev,spark,celery,dramatiq,taskiq,console,docs]'
+	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e '.[dev,spark,celery,dramatiq,taskiq,console,docs,otel]'
 	touch $(STAMP)
 
 lint: $(STAMP)

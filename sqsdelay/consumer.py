@@ -7,8 +7,11 @@ once per message however many copies SQS delivers (`aws/guard.py`: `Guard` with 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from sqsdelay import otel
 from sqsdelay.aws.guard import (
     DEFAULT_EXPIRES_AFTER_SECONDS,
     DEFAULT_IN_PROGRESS_SECONDS,
@@ -42,6 +45,21 @@ def powertools_config(fallback: str | None = None, **options: Any) -> Any:
     return IdempotencyConfig(event_key_jmespath=powertools_key_jmespath(fallback), **options)
 
 
+@contextmanager
+def traced(message: object, queue_url: str | None = None, *, settings: Any = None) -> Iterator[Any]:
+    """Run a handler inside `with traced(message):` for its OpenTelemetry span (`process
+    <queue>`, current while it runs), linked to the producer's span whose trace context
+    the message carries, or its child with SQSDELAY_OTEL_PARENT=child (docs/opentelemetry.md).
+    Yields the span, or None without OpenTelemetry (sqsdelay[otel]) or with SQSDELAY_OTEL=off.
+    `settings`: a `Settings` (default: SQSDELAY_* from the environment)."""
+    if settings is None:
+        from sqsdelay.settings import load_settings
+
+        settings = load_settings()
+    with otel.message_span(settings, message, queue_url) as span:
+        yield span
+
+
 __all__ = [
     "DEFAULT_EXPIRES_AFTER_SECONDS",
     "DEFAULT_IN_PROGRESS_SECONDS",
@@ -61,4 +79,5 @@ __all__ = [
     "handle_batch",
     "powertools_config",
     "retry_later",
+    "traced",
 ]

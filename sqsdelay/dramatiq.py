@@ -36,8 +36,9 @@ from base64 import b64encode
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqsdelay import errors
+from sqsdelay import errors, otel
 from sqsdelay.core import delays
+from sqsdelay.core import trace_context as otel_context
 from sqsdelay.extras import require
 
 require("dramatiq", "sqsdelay.dramatiq")
@@ -74,6 +75,8 @@ class SQSBroker(dramatiq_sqs.SQSBroker):
                 f"leave SQSDELAY_QUEUE_PREFIX empty (it is {settings.queue_prefix!r})"
             )
         self.sqsdelay_settings = settings
+        if otel.enabled(settings):  # the handler's span, from the options' trace context
+            self.add_middleware(TraceContext(settings))
         self._sender: Sender | None = None
         self._sending = threading.Lock()  # actors enqueue from many worker threads
 
@@ -81,6 +84,7 @@ class SQSBroker(dramatiq_sqs.SQSBroker):
         self, message: dramatiq.Message[Any], *, delay: int | None = None
     ) -> dramatiq.Message[Any]:
         native = self.sqsdelay_settings.max_native_delay_seconds
+        message = with_trace_context(message, self.sqsdelay_settings)
         # Within the native delay: dramatiq-sqs sends it, rounded up to whole seconds first
         # (`native_delay`). Beyond it, even by a fraction: through sqsdelay.
         if delay is None or not delay > native * 1000:
@@ -117,6 +121,48 @@ class SQSBroker(dramatiq_sqs.SQSBroker):
         if self._sender is None:
             self._sender = Sender(self.sqsdelay_settings, client=self.sqs.meta.client)
         return self._sender
+
+
+def with_trace_context(message: dramatiq.Message[Any], settings: Settings) -> dramatiq.Message[Any]:
+    """The message with the active W3C trace context in its options (its body: dramatiq-sqs
+    reads no message attributes), unless it has one (a retry keeps its producer's)."""
+    if otel_context.TRACEPARENT in message.options:
+        return message
+    carrier = otel.active_context(settings)
+    return message.copy(options={**message.options, **carrier}) if carrier else message
+
+
+class TraceContext(dramatiq.Middleware):
+    """An actor's OpenTelemetry span (`process <queue>`), linked to the enqueuer's trace
+    context in the message's options, or its child (SQSDELAY_OTEL_PARENT=child)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._open = threading.local()  # a worker thread processes one message at a time
+
+    def before_process_message(self, broker: Any, message: Any) -> None:
+        carried: dict[str, Any] = {
+            str(k): {"DataType": "String", "StringValue": str(v)}
+            for k, v in message.options.items()
+            if k in otel_context.FIELDS
+        }
+        span = otel.consumer_span(self.settings, carried, message.queue_name, message.message_id)
+        span.__enter__()
+        self._open.span = span
+
+    def after_process_message(
+        self, broker: Any, message: Any, *, result: Any = None, exception: Any = None
+    ) -> None:
+        self._close()
+
+    def after_skip_message(self, broker: Any, message: Any) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        span = getattr(self._open, "span", None)
+        self._open.span = None
+        if span is not None:
+            span.__exit__(None, None, None)
 
 
 def native_delay(delay: int | None) -> int | None:

@@ -222,6 +222,17 @@ class Settings(BaseSettings):
         le=31 * 86400,
         description="console: a sign-in ends this long after it began, however used",
     )
+    otel: Literal["auto", "off"] = Field(
+        default="auto",
+        description="OpenTelemetry (sqsdelay[otel]): auto traces when opentelemetry-api is "
+        "installed (W3C trace context on every message, the worker's spans, the consumers' "
+        "spans); off imports nothing",
+    )
+    otel_parent: Literal["link", "child"] = Field(
+        default="link",
+        description="OpenTelemetry: a consumer's and the worker's spans link to the "
+        "producer's span (link), or are its children, in its trace (child)",
+    )
     log_format: Literal["json", "console"] = Field(default="json", description="json or console")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", description="DEBUG, INFO, WARNING or ERROR"

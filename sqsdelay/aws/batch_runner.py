@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sqsdelay import otel
 from sqsdelay.aws.queue_urls import ParkTargets, QueueResolver
 from sqsdelay.core.flows import Flow
 from sqsdelay.core.outcomes import Outcome
@@ -32,7 +33,9 @@ class BatchRunner:
             park_concurrency=settings.park_concurrency,
             delete=delete,
             registry_table=settings.registry_table_name(),
+            spans=otel.enabled(settings),
         )
+        self.settings = settings
         self.state = StepState()
         self.park_targets = ParkTargets(settings, resolver)
         # The step's budget and waits are durations: a wall clock that is stepped must not
@@ -53,16 +56,21 @@ class BatchRunner:
         """The step on one batch from `trio`'s delay queue, after the park target lookup
         (`client` names the region of the error queue's ARN)."""
         target = yield from self.park_targets.lookup(trio, client, account)
-        return (
-            yield from handle(
-                received,
-                queues=trio,
-                park_target=target,
-                config=self.config,
-                state=self.state,
-                clock=self.clock,
-                local_ms=local_ms,
-                deadline=deadline,
-                outcome=outcome,
+        outcome = outcome if outcome is not None else Outcome()
+        try:
+            return (
+                yield from handle(
+                    received,
+                    queues=trio,
+                    park_target=target,
+                    config=self.config,
+                    state=self.state,
+                    clock=self.clock,
+                    local_ms=local_ms,
+                    deadline=deadline,
+                    outcome=outcome,
+                )
             )
-        )
+        finally:  # what moved has its span, even when the flow failed half-way
+            otel.record_hops(self.settings, outcome.spans)
+            outcome.spans.clear()

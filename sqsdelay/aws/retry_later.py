@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
+from sqsdelay import otel
 from sqsdelay.aws.queue_urls import ParkTargets, QueueResolver
 from sqsdelay.aws.sender import AsyncSender, Sender
 from sqsdelay.aws.sender_core import SenderCore
@@ -26,6 +27,7 @@ from sqsdelay.core.retries import Backoff
 from sqsdelay.core.send import SendResult
 from sqsdelay.errors import ConfigError, SqsOperationError
 from sqsdelay.logs import get_logger
+from sqsdelay.settings import Settings, load_settings
 
 log = get_logger("sqsdelay.aws.retry_later")
 T = TypeVar("T")
@@ -306,6 +308,17 @@ class RetryLater(Exception):
         self.at = at
 
 
+def _tracing_settings(sender: Sender | None) -> Settings | None:
+    """The settings that say how handlers are traced; None (the defaults) when SQSDELAY_*
+    is invalid: that fails the retries, never the handlers."""
+    if sender is not None:
+        return sender.settings
+    try:
+        return load_settings()
+    except ConfigError:
+        return None
+
+
 def handle_batch(
     event: Mapping[str, Any],
     handler: Callable[[Mapping[str, Any]], object],
@@ -317,16 +330,20 @@ def handle_batch(
     hands it out again); one whose handler raised `RetryLater` and whose retry was sent is a
     success (its retry is a new message), even when its own delete failed: Lambda deletes it.
     On a FIFO queue the records after a failure are failures too, unrun, so that their group
-    keeps its order (as Powertools' `SqsFifoPartialProcessor`)."""
+    keeps its order (as Powertools' `SqsFifoPartialProcessor`). With OpenTelemetry
+    (docs/opentelemetry.md) each handler runs in a `process` span linked to the record's
+    producer, or its child (SQSDELAY_OTEL_PARENT=child)."""
     failures: list[dict[str, str]] = []
     s = sender
+    settings = _tracing_settings(sender)
     for record in event.get("Records", []):
         ident = str(record.get("messageId", ""))
         if failures and str(record.get("eventSourceARN", "")).endswith(".fifo"):
             failures.append({"itemIdentifier": ident})
             continue
         try:
-            handler(record)
+            with otel.message_span(settings, record):
+                handler(record)
         except RetryLater as later:
             try:  # the sender too: a bad SQSDELAY_* setting fails this record, not the batch
                 s = s or Sender()

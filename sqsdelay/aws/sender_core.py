@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypedDict
 
+from sqsdelay import otel
 from sqsdelay.aws.queue_urls import ParkTargets, QueueResolver
 from sqsdelay.core import (
     batch_entries,
@@ -131,6 +132,16 @@ def _collect(
             result.failed.append(SendFailure(index, planned[index].queue, f.code, f.message))
 
 
+def _traced(
+    producer: otel.Producer | None, planned: PlannedSend, result: SendResult, now: float
+) -> SendResult:
+    """End the send's span with what was sent (`sqsdelay.otel`)."""
+    if producer is not None:
+        due_ms = int(now * 1000) + planned.delay_ms
+        producer.sent(result.queue, result.sqs_message_id, result.message_id, due_ms)
+    return result
+
+
 def _fail_batch(
     result: BatchResult, planned: Sequence[PlannedSend], batch: list[int], err: SqsOperationError
 ) -> None:
@@ -242,6 +253,18 @@ class SenderCore:
         self, queue: str, message: Message, *, require_id: bool = False
     ) -> Flow[SendResult]:
         """`require_id`: refuse a direct send without room for its id (`send.plan`)."""
+        producer = otel.Producer.start(self.settings, queue)  # None: OpenTelemetry is off
+        try:
+            result = yield from self._send_one(queue, message, require_id, producer)
+        except BaseException as exc:
+            if producer is not None:
+                producer.failed(exc)
+            raise
+        return result
+
+    def _send_one(
+        self, queue: str, message: Message, require_id: bool, producer: otel.Producer | None
+    ) -> Flow[SendResult]:
         now = self._clock()
         planned = send.plan(
             queue,
@@ -250,10 +273,12 @@ class SenderCore:
             now=now,
             ambient_trace=_ambient_trace(),
             require_id=require_id,
+            trace=producer.carrier if producer is not None else None,
         )
+        otel.placed(planned)
         duplicate = yield from self._register(planned, now, 0)
         if duplicate is not None:
-            return duplicate
+            return _traced(producer, planned, duplicate, now)
         result = yield from self._park(planned, now, 0)
         if result is None:
             url = yield from self._url(planned)
@@ -262,16 +287,44 @@ class SenderCore:
                 raise self.resolver.failure(reply.fault, "SendMessage", planned.queue)
             result = _result(planned, url, reply.response["MessageId"])
         yield from self._confirm([result])
-        return result
+        return _traced(producer, planned, result, now)
 
     def send_batch_flow(
         self, queue: str, messages: Sequence[Message], raise_on_failure: bool
     ) -> Flow[BatchResult]:
         now = self._clock()
         ambient = _ambient_trace()
-        planned = [
-            send.plan(queue, m, self._limits, now=now, ambient_trace=ambient) for m in messages
-        ]
+        producers = [otel.Producer.start(self.settings, queue) for _ in messages]
+        try:
+            planned = [
+                send.plan(
+                    queue,
+                    m,
+                    self._limits,
+                    now=now,
+                    ambient_trace=ambient,
+                    trace=p.carrier if p is not None else None,
+                )
+                for m, p in zip(messages, producers, strict=True)
+            ]
+            result = yield from self._send_planned(planned, now, raise_on_failure)
+        except BaseException as exc:
+            for p in producers:
+                if p is not None:
+                    p.failed(exc)
+            raise
+        for sent in result.sent:
+            _traced(producers[sent.index], planned[sent.index], sent, now)
+        for failed in result.failed:
+            if (p := producers[failed.index]) is not None:
+                p.failed(None)
+        return result
+
+    def _send_planned(
+        self, planned: list[PlannedSend], now: float, raise_on_failure: bool
+    ) -> Flow[BatchResult]:
+        for p in planned:
+            otel.placed(p)
         result = BatchResult()
         done = yield from self._register_batch(planned, now, result)
         # Parks go out `park_concurrency` at a time, and stop as soon as the breaker opens.

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqsdelay.core import identity, parking, registry
+from sqsdelay.core import identity, parking, registry, trace_context
 from sqsdelay.core.decision import HandOver, Requeue
 from sqsdelay.core.metrics import CANCELLED, HELD, lateness_ms
 from sqsdelay.core.outcomes import END, Held, Outcome
@@ -78,6 +78,8 @@ class BatchInHand:
         self.state.stats.events[d.event] += 1
         self._tally(out)
         self.state.failures.forget(out.source.message_id)
+        if self.config.spans:
+            self.outcome.spans.append(self._hop(out))
         getattr(log, d.level)(
             d.event,
             **event_ids(out.source),
@@ -86,6 +88,21 @@ class BatchInHand:
             size_bytes=out.size,
             **fields,
             **d.log_fields(),
+        )
+
+    def _hop(self, out: Outgoing) -> trace_context.Hop:
+        d = out.decision
+        return trace_context.Hop(
+            operation=trace_context.OPERATIONS[d.event],
+            destination=self.queues.delay
+            if d.event == "delay.parked"
+            else self.queues.of(out.target),
+            sqs_message_id=out.source.message_id,
+            message_id=event_ids(out.source)["message_id"],
+            due_ms=getattr(d, "due_ms", None),
+            context=trace_context.carried(out.source.attributes),
+            start_ms=self.local_ms,
+            end_ms=self.local_ms + int((self.clock() - self.budget.start) * 1000),
         )
 
     def _tally(self, out: Outgoing) -> None:

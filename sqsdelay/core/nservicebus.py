@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from sqsdelay.errors import InvalidMessage
@@ -49,8 +50,11 @@ def envelope(
     message_type: str,
     time_sent: datetime,
     content_type: str = DEFAULT_CONTENT_TYPE,
+    trace: Mapping[str, str] | None = None,
 ) -> str:
-    """The SQS body an NServiceBus endpoint of any version processes as `message_type`."""
+    """The SQS body an NServiceBus endpoint of any version processes as `message_type`.
+    `trace`: W3C `traceparent` and `tracestate`, the headers NServiceBus 8+ reads its
+    OpenTelemetry context from (`Headers.DiagnosticsTraceParent`, `DiagnosticsTraceState`)."""
     headers = {
         MESSAGE_ID: message_id,
         ENCLOSED_MESSAGE_TYPES: check_message_type(message_type),
@@ -59,6 +63,7 @@ def envelope(
         MESSAGE_INTENT: "Send",
         CONVERSATION_ID: message_id,
         CORRELATION_ID: message_id,
+        **(trace or {}),
     }
     body = base64.b64encode(payload.encode()).decode()
     # Compact, as System.Text.Json writes it.

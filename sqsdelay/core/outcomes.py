@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from sqsdelay.core.metrics import Tally
 from sqsdelay.core.received import Received
+from sqsdelay.core.trace_context import Hop
 
 End = Literal["handed-over", "requeued", "parked", "dead-lettered", "held", "cancelled", "dropped"]
 END: dict[str, End] = {
@@ -68,3 +69,5 @@ class Outcome:
     released: list[Received] = field(default_factory=list)
     delete_failed: int = 0
     unhidden: int = 0
+    # The worker's spans, when StepConfig.spans asks for them (sqsdelay.otel records them).
+    spans: list[Hop] = field(default_factory=list)

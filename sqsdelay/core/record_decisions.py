@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqsdelay.core import message_shape, tracing
+from sqsdelay.core import message_shape, trace_context, tracing
 from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import (
     Decision,
@@ -21,6 +21,9 @@ from sqsdelay.core.decision import (
 from sqsdelay.core.failures import FailureLog
 from sqsdelay.core.received import Received, parse_natural
 from sqsdelay.core.types import Target
+from sqsdelay.logs import get_logger
+
+_log = get_logger("sqsdelay.step")
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,9 @@ def decide_one(
     decided goes to the error queue with the reason; None when even that cannot be built
     (the step then holds it, and it is never lost)."""
     record = failures.get(r.message_id)
+    r, dropped = trace_context.sanitized(r)
+    if dropped:  # a producer's, never ours: it must not stop the hop, nor travel on
+        _log.warning("delay.trace_context_dropped", sqs_message_id=r.message_id, reason=dropped)
     try:
         # a message from a FIFO destination's staging queue is forwarded
         decision_of: Callable[..., Decision] = (

@@ -22,6 +22,7 @@ from sqsdelay.core import (
     queue_names,
     quotas,
     registry,
+    trace_context,
     tracing,
     wire_format,
 )
@@ -103,6 +104,7 @@ class PlannedSend:
     nservicebus_message_id: str | None = None
     delay_ms: int = 0  # the delay asked for, to the millisecond (rounded up)
     trace_header: str | None = None  # AWSTraceHeader, on every hop
+    trace: trace_context.Placed | None = None  # W3C trace context (docs/opentelemetry.md)
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,7 @@ def plan(
     new_id: Callable[[], str] = identity.new_message_id,
     ambient_trace: str | None = None,
     require_id: bool = False,
+    trace: Mapping[str, str] | None = None,  # W3C trace context (docs/opentelemetry.md)
 ) -> PlannedSend:
     """Validate a message and decide where and how it is sent. No I/O. `ambient_trace` is
     the current trace (_X_AMZN_TRACE_ID), used when the message names none. `require_id`:
@@ -177,9 +180,9 @@ def plan(
     group = group_of(message, destination)
     dedup = deduplication_id_of(message, destination)
     if message.trace_header is not None:
-        trace: str | None = tracing.check(message.trace_header)
+        xray: str | None = tracing.check(message.trace_header)
     else:  # the environment's is not the caller's doing: a bad one is left out, not refused
-        trace = ambient_trace if tracing.is_header(ambient_trace) else None
+        xray = ambient_trace if tracing.is_header(ambient_trace) else None
     millis = delay_milliseconds(message.delay, deliver_at=message.deliver_at, now=now)
     seconds = whole_seconds(millis)
     if seconds > limits.max_delay_seconds:
@@ -211,13 +214,14 @@ def plan(
             message_id=ident,
             message_type=nservicebus.check_message_type(message.message_type),
             time_sent=datetime.fromtimestamp(now, UTC),
+            trace=trace_context.valid(trace),
         )
     elif message.message_type is not None:
         attributes[wire_format.MESSAGE_TYPE_ATTRIBUTE] = message_shape.string_attribute(
             nservicebus.check_message_type(message.message_type)
         )
     request: dict[str, Any] = {"MessageBody": body}
-    request |= tracing.system_attributes(trace)
+    request |= tracing.system_attributes(xray)
     fifo = queue_names.is_fifo(destination)
     staged = False  # through a FIFO destination's staging queue
     # One key per send: a repeated call of this send (boto3's retry of a lost answer) is
@@ -289,6 +293,8 @@ def plan(
     if staged:  # the whole seconds; the forward waits out the fraction it has room for
         exact = wire_format.DELAY_MS_ATTRIBUTE in attributes
         request["DelaySeconds"] = millis // 1000 if exact else seconds
+    placed = trace_context.place_in_send(body, attributes, trace, limits.max_message_bytes, where)
+    attributes = placed.attributes
     message_shape.check_fits(body, attributes, limits.max_message_bytes)
     if attributes:
         request["MessageAttributes"] = attributes
@@ -303,7 +309,8 @@ def plan(
         message_id=ident,
         nservicebus_message_id=nsb_id,
         delay_ms=millis,
-        trace_header=trace,
+        trace_header=xray,
+        trace=placed,
     )
 
 
@@ -422,12 +429,8 @@ def batches(
     planned: Sequence[PlannedSend], limits: SendLimits, skip: set[int] | None = None
 ) -> list[list[int]]:
     """Batches of indexes into `planned`, leaving out `skip` (already parked)."""
-    chunks = batch_entries.chunk(
-        planned,
-        key=lambda p: p.queue,
-        size=lambda p: p.size_bytes,
-        max_bytes=limits.max_message_bytes,
-    )
+    size, most = (lambda p: p.size_bytes), limits.max_message_bytes
+    chunks = batch_entries.chunk(planned, key=lambda p: p.queue, size=size, max_bytes=most)
     return [kept for b in chunks if (kept := [i for i in b if i not in (skip or set())])]
 
 
