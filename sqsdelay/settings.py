@@ -50,6 +50,13 @@ class Settings(BaseSettings):
         description="worker with SQSDELAY_QUEUES=*: how often ListQueues looks for new and "
         "deleted delay queues",
     )
+    pause_check_seconds: float = Field(
+        default=30.0,
+        ge=1,
+        le=900,
+        description="worker, Lambda: how often a destination's pause tag (sqsdelay pause) is "
+        "read, per delay queue; a pause or resume takes effect within this",
+    )
     max_native_delay_seconds: int = Field(
         default=quotas.MAX_NATIVE_DELAY_SECONDS,
         ge=1,

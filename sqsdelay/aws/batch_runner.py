@@ -9,6 +9,7 @@ from typing import Any
 
 from sqsdelay import otel
 from sqsdelay.aws.queue_urls import ParkTargets, QueueResolver
+from sqsdelay.core import pause
 from sqsdelay.core.flows import Flow
 from sqsdelay.core.outcomes import Outcome
 from sqsdelay.core.queue_trios import QueueTrio
@@ -37,6 +38,7 @@ class BatchRunner:
         )
         self.settings = settings
         self.state = StepState()
+        self.state.pauses.check_seconds = settings.pause_check_seconds
         self.park_targets = ParkTargets(settings, resolver)
         # The step's budget and waits are durations: a wall clock that is stepped must not
         # shorten them (the drivers give the wall time of each batch as `local_ms`).
@@ -53,8 +55,10 @@ class BatchRunner:
         account: str = "",
         outcome: Outcome | None = None,
     ) -> Flow[Outcome]:
-        """The step on one batch from `trio`'s delay queue, after the park target lookup
-        (`client` names the region of the error queue's ARN)."""
+        """The step on one batch from `trio`'s delay queue, after reading whether its
+        destination is paused (at most once a period, core/pause.py) and the park target
+        lookup (`client` names the region of the error queue's ARN)."""
+        yield from self.refresh_pauses([pause.tag_queue(trio)])
         target = yield from self.park_targets.lookup(trio, client, account)
         outcome = outcome if outcome is not None else Outcome()
         try:
@@ -74,3 +78,10 @@ class BatchRunner:
         finally:  # what moved has its span, even when the flow failed half-way
             otel.record_hops(self.settings, outcome.spans)
             outcome.spans.clear()
+
+    def refresh_pauses(self, queues: list[str]) -> Flow[list[str]]:
+        """Read the pause tags of `queues` due for a read; release what is held for the
+        destinations found resumed."""
+        pauses = self.state.pauses
+        timeout = self.config.call_timeout
+        return (yield from pause.refresh(pauses, queues, self.clock(), timeout))

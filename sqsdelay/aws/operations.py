@@ -1,11 +1,13 @@
 """Operations: inspect queues, and replay dead-lettered messages once their problem is fixed
-(the replay's flow and record are `core/replay.py` and `core/failure_record.py`), and list a
-destination's dead letters for the console."""
+(the replay's flow and record are `core/replay.py` and `core/failure_record.py`), list a
+destination's dead letters for the console, and pause or resume a destination (its delay
+queue's tag, `core/pause.py`)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,8 +18,8 @@ from sqsdelay.aws.callers import SyncCaller
 from sqsdelay.aws.clients import sync_client, translate
 from sqsdelay.aws.installer import Installer, QueueReport
 from sqsdelay.aws.queue_urls import QueueResolver
-from sqsdelay.core import discovery, queue_names, quotas, replay, wire_format
-from sqsdelay.core.flows import drive
+from sqsdelay.core import discovery, pause, queue_names, quotas, replay, wire_format
+from sqsdelay.core.flows import Fault, drive
 from sqsdelay.core.received import from_boto
 from sqsdelay.core.replay import ReplayResult
 from sqsdelay.core.types import AttributeValue
@@ -103,6 +105,64 @@ def lambda_problems(
         if problem is not None:
             problems.append(problem)
     return problems
+
+
+@dataclass(frozen=True)
+class PauseState:
+    """Whether a destination is paused: `since` is when `sqsdelay pause` tagged it (ISO 8601,
+    UTC), None when it is not paused."""
+
+    destination: str  # as the user named it
+    delay_queue: str
+    since: str | None
+
+    @property
+    def paused(self) -> bool:
+        return self.since is not None
+
+
+def set_paused(
+    settings: Settings, queue: str, paused: bool, *, client: Any = None, now: float | None = None
+) -> PauseState:
+    """Pause (tag its delay queue `sqsdelay:paused`) or resume (untag) a destination. Every
+    worker and Lambda handler sees it within SQSDELAY_PAUSE_CHECK_SECONDS. A missing delay
+    queue stops it with its fix; a refused call (sqs:TagQueue, sqs:UntagQueue) says which."""
+    sqs = client or sync_client(settings)
+    resolver = QueueResolver(settings)
+    trio = resolver.trio(queue)
+    name = pause.tag_queue(trio)
+    caller = SyncCaller({"sqs": sqs}, resolver)
+    drive(resolver.lookup(name), caller)
+    moment = time.time() if now is None else now
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment)) if paused else None
+    fault = drive(pause.set_paused(name, paused, since or ""), caller)
+    if fault is not None:
+        raise resolver.failure(fault, "TagQueue" if paused else "UntagQueue", name)
+    log.info(
+        "destination.paused" if paused else "destination.resumed",
+        queue=name,
+        destination=trio.destination,
+        by="operator",
+    )
+    return PauseState(queue, name, since)
+
+
+def pause_states(
+    settings: Settings, queues: Sequence[str], *, client: Any = None
+) -> list[PauseState]:
+    """Whether each destination is paused (ListQueueTags on its delay queue)."""
+    sqs = client or sync_client(settings)
+    resolver = QueueResolver(settings)
+    caller = SyncCaller({"sqs": sqs}, resolver)
+    states = []
+    for queue in queues:
+        name = pause.tag_queue(resolver.trio(queue))
+        drive(resolver.lookup(name), caller)
+        tags = drive(pause.read(name), caller)
+        if isinstance(tags, Fault):
+            raise resolver.failure(tags, "ListQueueTags", name)
+        states.append(PauseState(queue, name, pause.paused_in(tags)))
+    return states
 
 
 def replay_errors(

@@ -219,13 +219,14 @@ class Worker:
             self._last_receive_ok = self._clock()
             stats_task = asyncio.create_task(self._report_stats())
             lag_task = asyncio.create_task(self._measure_lag())
+            pause_task = asyncio.create_task(self._watch_pauses())
             async with asyncio.TaskGroup() as tg:
                 self._group = tg
                 for q in self.queues:
                     self._spawn(tg, q)
                 if self.discovering:
                     tg.create_task(self._discovery_loop(tg))
-            for task in (stats_task, lag_task):
+            for task in (stats_task, lag_task, pause_task):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -253,6 +254,16 @@ class Worker:
                 **self.stats.as_dict(),
             )
             self.flush_metrics()
+
+    async def _watch_pauses(self) -> None:
+        """Read the pause tag of every destination this worker holds messages for, once a
+        period: a paused queue may have nothing visible, so no batch would read it, and on
+        resume its held messages are released at once (core/pause.py)."""
+        pauses = self.state.pauses
+        while True:
+            await asyncio.sleep(pauses.check_seconds)
+            if pauses.holding():
+                await adrive(self.batches.refresh_pauses(pauses.holding()), self.caller)
 
     def flush_metrics(self) -> None:
         now_ms = int(self._clock() * 1000)

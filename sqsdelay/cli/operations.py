@@ -1,4 +1,4 @@
-"""Operations commands: install, worker, inspect, replay-errors."""
+"""Operations commands: install, worker, inspect, replay-errors, pause, resume, paused."""
 
 from __future__ import annotations
 
@@ -237,3 +237,54 @@ def replay_errors(
         )
     )
     return 1 if result.failed else 0
+
+
+@command
+def pause(
+    ctx: typer.Context,
+    queues: Annotated[list[str], typer.Argument(help="destination queues to pause")],
+) -> int:
+    """Pause destinations: the workers hand nothing over to them (their messages wait in
+    their delay queues) until `sqsdelay resume`; seen within SQSDELAY_PAUSE_CHECK_SECONDS."""
+    from sqsdelay.aws.operations import set_paused
+
+    settings = settings_of(ctx)
+    for queue in queues:
+        state = set_paused(settings, queue, True)
+        print(json.dumps({"destination": queue, "paused": True, "since": state.since}))
+    return 0
+
+
+@command
+def resume(
+    ctx: typer.Context,
+    queues: Annotated[list[str], typer.Argument(help="destination queues to resume")],
+) -> int:
+    """Resume paused destinations: their due messages are handed over at once, in due order."""
+    from sqsdelay.aws.operations import set_paused
+
+    settings = settings_of(ctx)
+    for queue in queues:
+        set_paused(settings, queue, False)
+        print(json.dumps({"destination": queue, "paused": False}))
+    return 0
+
+
+@command
+def paused(
+    ctx: typer.Context,
+    queues: Annotated[list[str] | None, typer.Argument(help="destination queues")] = None,
+    all_queues: Annotated[
+        bool, typer.Option("--all", help="every delay queue under SQSDELAY_QUEUE_PREFIX")
+    ] = False,
+) -> int:
+    """Whether destinations are paused, one JSON line each."""
+    from sqsdelay.aws.operations import discovered, pause_states
+
+    settings = settings_of(ctx)
+    names = discovered(settings) if all_queues else list(queues or [])
+    if not names:
+        raise InvalidInput("name the destination queues, or give --all")
+    for st in pause_states(settings, names):
+        print(json.dumps({"destination": st.destination, "paused": st.paused, "since": st.since}))
+    return 0

@@ -37,6 +37,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "queues",
         "discovery_interval_seconds",
         "idle_counts_lag_seconds",
+        "pause_check_seconds",
         "concurrency",
         "wait_time_seconds",
         "receive_visibility_seconds",

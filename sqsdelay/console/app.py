@@ -442,6 +442,18 @@ def create_app(
         )
         return _outcomes(request, caller, out)
 
+    async def pause(request: Request, caller: Caller) -> Response:
+        form: FormData = request.state.form
+        destination = _one(form, "destination") or ""
+        out = await run_in_threadpool(service.set_paused, caller.who, destination, True)
+        return _outcomes(request, caller, [out])
+
+    async def resume(request: Request, caller: Caller) -> Response:
+        form: FormData = request.state.form
+        destination = _one(form, "destination") or ""
+        out = await run_in_threadpool(service.set_paused, caller.who, destination, False)
+        return _outcomes(request, caller, [out])
+
     # -- signing in ----------------------------------------------------------------------
 
     async def signin_page(request: Request) -> Response:
@@ -484,6 +496,8 @@ def create_app(
         Route("/actions/reschedule", action(reschedule), methods=["POST"]),
         Route("/actions/send-now", action(send_now), methods=["POST"]),
         Route("/actions/replay", action(replay), methods=["POST"]),
+        Route("/actions/pause", action(pause), methods=["POST"]),
+        Route("/actions/resume", action(resume), methods=["POST"]),
     ]
     if service.read_only:  # the pages without any action
         writes = []

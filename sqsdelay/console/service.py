@@ -25,7 +25,7 @@ from sqsdelay.settings import Settings
 log = get_logger("sqsdelay.console")
 MAX_SELECTED = 50  # ids per action: one page
 STATES = (*registry.STATES, "all")
-Action = Literal["cancel", "reschedule", "send-now", "replay"]
+Action = Literal["cancel", "reschedule", "send-now", "replay", "pause", "resume"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class Health:
     metrics: MetricsReport | None
     problems: int = 0
     fixes: list[str] = field(default_factory=list)
+    pauses: list[operations.PauseState] = field(default_factory=list)
 
 
 class ConsoleService:
@@ -125,6 +126,7 @@ class ConsoleService:
         if destinations:
             physical = [self._sender.resolver.trio(d).destination for d in destinations]
             result.metrics = read_metrics(self.settings, physical)
+            result.pauses = operations.pause_states(self.settings, destinations)
         return result
 
     # -- acting ------------------------------------------------------------------------
@@ -188,6 +190,15 @@ class ConsoleService:
         done = {o.message_id for o in out}
         out += [Outcome(i, "unknown", "not in the error queue") for i in chosen if i not in done]
         self._logged(who, "replay", destination, out)
+        return out
+
+    def set_paused(self, who: str, destination: str, paused: bool) -> Outcome:
+        """Pause or resume a destination, as `sqsdelay pause` and `resume` do."""
+        self._writable()
+        self.known(destination)
+        state = operations.set_paused(self.settings, destination, paused)
+        out = Outcome(destination, "paused" if paused else "resumed", state.since or "")
+        self._logged(who, "pause" if paused else "resume", destination, [out])
         return out
 
     def _logged(self, who: str, action: Action, destination: str, out: list[Outcome]) -> None:

@@ -27,6 +27,7 @@ from sqsdelay.core.failures import is_message_fault
 from sqsdelay.core.flows import Call, Fault, Flow, gather, pause
 from sqsdelay.core.metrics import FALLBACKS
 from sqsdelay.core.outcomes import Outcome
+from sqsdelay.core.pause import hold_paused
 from sqsdelay.core.queue_trios import QueueTrio
 from sqsdelay.core.quotas import MAX_BATCH_ENTRIES
 from sqsdelay.core.received import Received
@@ -162,8 +163,9 @@ def handle(
 
 
 def _run(batch: BatchInHand, received: list[Received]) -> Flow[None]:
-    """The phases, in order: the registry's records, the decisions, parking, the registry's
-    claims, sending, then the delivered marks and deletes, then hiding what is held."""
+    """The phases, in order: the registry's records, the decisions, parking, holding the
+    hand-overs of a paused destination (core/pause.py), the registry's claims, sending,
+    then the delivered marks and deletes, then hiding what is held."""
     # A forward's registry record was marked delivered by the hand-over into staging.
     table = None if batch.queues.forwards else batch.config.registry_table
     if table:
@@ -182,7 +184,7 @@ def _run(batch: BatchInHand, received: list[Received]) -> Flow[None]:
     for r in stuck:
         log.error("delay.unhandled", **event_ids(r), queue=batch.queues.delay)
         batch.hold(r, retry_backoff_seconds(r.receive_count), "cannot be handled")
-    rest = yield from park(batch, outs)
+    rest = hold_paused(batch, (yield from park(batch, outs)))
     if table:
         rest = yield from claim(batch, rest, table)
     yield from send(batch, rest)

@@ -14,6 +14,7 @@ from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import Limits
 from sqsdelay.core.failures import FailureLog
 from sqsdelay.core.outcomes import Stats
+from sqsdelay.core.pause import Pauses
 from sqsdelay.core.quotas import MAX_MESSAGE_BYTES
 from sqsdelay.core.received import Received
 from sqsdelay.logs import get_logger
@@ -41,8 +42,8 @@ class StepConfig:
 
 class StepState:
     """What lasts from batch to batch in one runtime: the clock offset, the breakers (sends
-    per target queue; Scheduler), the message failure counts, the statistics, and the SQS
-    messages in hand (by MessageId)."""
+    per target queue; Scheduler), the message failure counts, the statistics, the SQS
+    messages in hand (by MessageId), and the paused destinations with what is held for them."""
 
     def __init__(self) -> None:
         self.offset = ClockOffset()
@@ -55,6 +56,7 @@ class StepState:
         # The receipt handle of the latest copy of a message in hand: SQS deletes (or hides)
         # a message received again only by its newest handle.
         self.newest: dict[str, str] = {}
+        self.pauses = Pauses()
 
     def take(self, received: list[Received]) -> tuple[list[Received], list[Received]]:
         """Split a batch into the messages now in hand and the copies of messages already in

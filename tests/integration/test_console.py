@@ -739,3 +739,25 @@ def test_a_sign_in_ends_after_the_idle_and_the_absolute_lifetime_set(stack: Stac
         began = sign_in()
         wait_for(lambda: not signed_in(), timeout=20, interval=0.3)
         assert time.monotonic() - began >= 3.5
+
+
+def test_a_destination_is_paused_and_resumed_from_the_health_page(
+    stack: Stack, console_url: str, page: Any
+) -> None:
+    from sqsdelay.aws.operations import pause_states
+
+    charlie = stack.dest["c"]
+    page.goto(f"{console_url}/health")
+    row = page.locator("table.health tr", has_text=charlie).filter(has=page.locator("button"))
+    assert "running" in row.inner_text()
+    row.locator("button", has_text="Pause").click()
+    wait_for(lambda: outcomes(page).get(charlie) == "paused", timeout=20)
+    assert [s.paused for s in pause_states(stack.settings, [charlie])] == [True]
+    page.goto(f"{console_url}/health")
+    row = page.locator("table.health tr", has_text=charlie).filter(has=page.locator("button"))
+    assert "paused since" in row.inner_text()
+    row.locator("button", has_text="Resume").click()
+    wait_for(lambda: outcomes(page).get(charlie) == "resumed", timeout=20)
+    assert [s.paused for s in pause_states(stack.settings, [charlie])] == [False]
+    actions = [e["action"] for e in stack.events("console.action")]
+    assert "pause" in actions and "resume" in actions

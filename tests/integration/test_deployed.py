@@ -407,6 +407,7 @@ IAM_ACTION = {
     "DeleteMessageBatch": "sqs:DeleteMessage",
     "ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
     "GetQueueAttributes": "sqs:GetQueueAttributes",
+    "ListQueueTags": "sqs:ListQueueTags",  # whether the destination is paused
 }
 # What Lambda's SQS event source mapping calls with the function's role (AWS Lambda
 # documentation, "Execution role permissions" for SQS event sources).

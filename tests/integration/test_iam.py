@@ -36,6 +36,7 @@ IAM_INLINE_LIMIT = 10_240  # a role's inline policies together, white space not 
 DRAIN = ["GetQueueUrl", "ReceiveMessage", "DeleteMessage", "ChangeMessageVisibility"]
 DRAIN += ["SendMessage", "GetQueueAttributes"]
 SEND = ["GetQueueUrl", "SendMessage"]
+PAUSE = ["ListQueueTags"]  # on the delay queue only: its tag pauses the destination
 
 
 def render(template: str, **params: Any) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def sqs(actions: list[str], queue: str, arn: str = "") -> list[Request]:
 def worker_calls(destination: str, prefix: str = PREFIX) -> list[Request]:
     """The SQS calls a worker makes for one destination, named as core/queue_names.py names it."""
     trio = queue_trios.trio(destination, prefix, "error")
-    calls = sqs(DRAIN, trio.delay) + sqs(SEND, trio.error)
+    calls = sqs(DRAIN + PAUSE, trio.delay) + sqs(SEND, trio.error)
     if trio.staging is None:
         return calls + sqs(SEND, trio.destination)
     # a FIFO destination: hand-over into the staging queue, drained and forwarded from there
