@@ -107,6 +107,12 @@ class Settings(BaseSettings):
         pattern=r"^[0-9a-zA-Z-_.]{1,64}$",
         description="parking: the EventBridge Scheduler schedule group",
     )
+    recurring_group: str = Field(
+        default="sqsdelay-recurring",
+        pattern=r"^[0-9a-zA-Z-_.]{1,64}$",
+        description="recurring schedules (`sqsdelay schedule`): their schedule group, apart "
+        "from parking's so that install --check counts only parked messages",
+    )
     registry: Literal["off", "dynamodb"] = Field(
         default="off",
         description="dynamodb: record every delayed message, so that it can be listed, "

@@ -54,7 +54,7 @@ class ScheduleFlows:
 
     def __init__(self, settings: Settings, group: str | None = None) -> None:
         self.settings = settings
-        self.group = recurring.check_name(group or recurring.DEFAULT_GROUP, "group name")
+        self.group = recurring.check_name(group or settings.recurring_group, "group name")
 
     def _role(self) -> str:
         role = self.settings.scheduler_role_arn

@@ -16,7 +16,7 @@ import yaml
 
 from sqsdelay.cli.app import app, command
 from sqsdelay.cli.settings_flags import settings_of
-from sqsdelay.core.recurring import DEFAULT_GROUP, RecurringSchedule
+from sqsdelay.core.recurring import RecurringSchedule
 from sqsdelay.core.recurring_sync import read_set
 from sqsdelay.errors import InvalidSchedule
 
@@ -32,12 +32,12 @@ on_schedule: Callable[[Callable[..., int]], Callable[..., None]] = functools.par
 )
 
 Group = Annotated[
-    str,
-    typer.Option("--group", envvar="SQSDELAY_RECURRING_GROUP", help="the Scheduler schedule group"),
+    str | None,
+    typer.Option("--group", help="the schedule group (default: SQSDELAY_RECURRING_GROUP)"),
 ]
 
 
-def _schedules(ctx: typer.Context, group: str) -> Any:
+def _schedules(ctx: typer.Context, group: str | None) -> Any:
     from sqsdelay.aws.recurring import Schedules
 
     return Schedules(settings_of(ctx), group=group)
@@ -78,7 +78,7 @@ def put(
     group_id: Annotated[
         str | None, typer.Option("--group-id", help="FIFO group (default: the name)")
     ] = None,
-    group: Group = DEFAULT_GROUP,
+    group: Group = None,
 ) -> int:
     """Create or replace a recurring schedule; prints its next fire times."""
     schedule = RecurringSchedule.of(
@@ -102,7 +102,7 @@ def put(
 
 
 @on_schedule
-def list_(ctx: typer.Context, group: Group = DEFAULT_GROUP) -> int:
+def list_(ctx: typer.Context, group: Group = None) -> int:
     """The group's recurring schedules (sqsdelay's only)."""
     for s in _schedules(ctx, group).list():
         owner = "put" if s.set_name == "" else f"set {s.set_name}"
@@ -111,7 +111,7 @@ def list_(ctx: typer.Context, group: Group = DEFAULT_GROUP) -> int:
 
 
 @on_schedule
-def get(ctx: typer.Context, name: str, group: Group = DEFAULT_GROUP) -> int:
+def get(ctx: typer.Context, name: str, group: Group = None) -> int:
     """One schedule, as Scheduler holds it (JSON)."""
     found = _schedules(ctx, group).get(name)
     if found is None:
@@ -122,7 +122,7 @@ def get(ctx: typer.Context, name: str, group: Group = DEFAULT_GROUP) -> int:
 
 
 @on_schedule
-def pause(ctx: typer.Context, name: str, group: Group = DEFAULT_GROUP) -> int:
+def pause(ctx: typer.Context, name: str, group: Group = None) -> int:
     """Disable a schedule (its occurrences are skipped until resumed)."""
     changed = _schedules(ctx, group).pause(name)
     print(f"paused {name}" if changed else f"{name} was paused already")
@@ -136,7 +136,7 @@ def resume(
     catch_up: Annotated[
         bool, typer.Option("--catch-up", help="send the latest occurrence missed while paused")
     ] = False,
-    group: Group = DEFAULT_GROUP,
+    group: Group = None,
 ) -> int:
     """Enable a schedule. Missed occurrences are skipped, unless --catch-up."""
     sent = _schedules(ctx, group).resume(name, catch_up=catch_up)
@@ -147,7 +147,7 @@ def resume(
 
 
 @on_schedule
-def delete(ctx: typer.Context, name: str, group: Group = DEFAULT_GROUP) -> int:
+def delete(ctx: typer.Context, name: str, group: Group = None) -> int:
     """Delete a schedule."""
     gone = _schedules(ctx, group).delete(name)
     print(f"deleted {name}" if gone else f"{name} was gone already")
@@ -164,7 +164,7 @@ def sync(
     ] = None,
     group: Annotated[
         str | None,
-        typer.Option("--group", envvar="SQSDELAY_RECURRING_GROUP", help="schedule group"),
+        typer.Option("--group", help="schedule group (default: the file's, then the setting)"),
     ] = None,
 ) -> int:
     """Make the group's schedules of this set exactly the file's: create, update, delete."""
@@ -173,7 +173,7 @@ def sync(
     except (OSError, yaml.YAMLError) as exc:
         raise InvalidSchedule(f"cannot read {file}: {exc}") from None
     named, file_group, schedules = read_set(data, set_name or file.stem)
-    result = _schedules(ctx, group or file_group or DEFAULT_GROUP).sync(
+    result = _schedules(ctx, group or file_group).sync(
         schedules, set_name or named, dry_run=dry_run
     )
     for line in result.plan.lines():

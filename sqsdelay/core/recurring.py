@@ -42,7 +42,6 @@ SCHEDULED_TIME_ATTRIBUTE: Final = "sqsdelay.ScheduledTime"
 # schedule, and the name is the user's); a sync set adds its name.
 MARK: Final = "sqsdelay recurring schedule"
 _SET_MARK: Final = re.compile(re.escape(MARK) + r"; sync set ([0-9A-Za-z_.-]{1,64})")
-DEFAULT_GROUP: Final = "sqsdelay-recurring"
 # Scheduler's names (schedule and group): 1-64 of these.
 _NAME: Final = re.compile(r"[0-9A-Za-z_.-]{1,64}")
 # parking's schedules are named sqsdelay-<48 hex digits> (identity.schedule_name)
