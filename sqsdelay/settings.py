@@ -57,6 +57,15 @@ class Settings(BaseSettings):
         description="worker, Lambda: how often a destination's pause tag (sqsdelay pause) is "
         "read, per delay queue; a pause or resume takes effect within this",
     )
+    pause_hold_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=43_000,
+        description="worker, Lambda: how long a paused destination's due message is held out "
+        "of sight before it is received (and held) again; unset: one cycle "
+        "(SQSDELAY_MAX_NATIVE_DELAY_SECONDS). Longer costs fewer requests in a long pause, "
+        "but a message held by a worker that restarted returns that much after the resume",
+    )
     max_native_delay_seconds: int = Field(
         default=quotas.MAX_NATIVE_DELAY_SECONDS,
         ge=1,

@@ -39,6 +39,7 @@ class BatchRunner:
         self.settings = settings
         self.state = StepState()
         self.state.pauses.check_seconds = settings.pause_check_seconds
+        self.state.pauses.hold_seconds = settings.pause_hold_seconds
         self.park_targets = ParkTargets(settings, resolver)
         # The step's budget and waits are durations: a wall clock that is stepped must not
         # shorten them (the drivers give the wall time of each batch as `local_ms`).

@@ -38,6 +38,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "discovery_interval_seconds",
         "idle_counts_lag_seconds",
         "pause_check_seconds",
+        "pause_hold_seconds",
         "concurrency",
         "wait_time_seconds",
         "receive_visibility_seconds",

@@ -5,8 +5,12 @@ state below and flows of the calls (`sqsdelay.core.flows`).
 
 Why a tag on the delay queue: every worker of a fleet already has the queue, so it needs
 no registry, no table and no new resource; ListQueueTags is one cheap call a period.
-Why hold rather than requeue: a held message costs nothing while it waits, and a due
-message requeued would come straight back (a FIFO delay queue takes no DelaySeconds).
+Why hold rather than requeue: a held message keeps its receipt handle, so the runtime that
+holds it can release it the moment the destination resumes; a requeue cannot be called back.
+It is held for one cycle (the native delay limit, 900 s): it cycles no faster than a requeue
+does today, and a message held by a runtime that restarts (or by Lambda, which keeps no
+handles) is back within one cycle of the resume, not the 12 hours SQS's largest visibility
+would allow.
 """
 
 from __future__ import annotations
@@ -28,9 +32,6 @@ if TYPE_CHECKING:  # the step's types: the step imports this module
 log = get_logger("sqsdelay.pause")
 
 PAUSED_TAG = "sqsdelay:paused"
-# A held message stays out of sight this long: the largest visibility SQS takes (counted
-# from the receive), so a paused destination's messages cycle no faster than a requeue.
-HOLD_SECONDS = quotas.MAX_BACKOFF_VISIBILITY_SECONDS
 HOLD_REASON = "destination paused"
 DEFAULT_CHECK_SECONDS = 30.0
 
@@ -68,8 +69,11 @@ class Pauses:
     this runtime holds for them (a runtime that restarts forgets them: they come back when
     their hold ends)."""
 
-    def __init__(self, check_seconds: float = DEFAULT_CHECK_SECONDS) -> None:
+    def __init__(
+        self, check_seconds: float = DEFAULT_CHECK_SECONDS, hold_seconds: int | None = None
+    ) -> None:
         self.check_seconds = check_seconds
+        self.hold_seconds = hold_seconds  # None: one cycle (the native delay limit)
         self._seen: dict[str, _Seen] = {}
         self._held: dict[str, dict[str, Held]] = {}
 
@@ -123,17 +127,19 @@ class Pauses:
 
 
 def hold_paused(batch: BatchInHand, outs: list[Outgoing]) -> list[Outgoing]:
-    """While the destination is paused, hold every hand-over and forward for HOLD_SECONDS
-    (remembering its receipt handle, to release it on resume); the rest goes on."""
+    """While the destination is paused, hold every hand-over and forward for one cycle, or
+    SQSDELAY_PAUSE_HOLD_SECONDS (remembering its receipt handle, to release it on resume);
+    the rest goes on."""
     queue = tag_queue(batch.queues)
     pauses = batch.state.pauses
     if not pauses.paused(queue):
         return outs
+    hold = pauses.hold_seconds or batch.config.limits.max_native_delay_seconds
     rest: list[Outgoing] = []
     for out in outs:
         d = out.decision
         if isinstance(d, HandOver | Forward):
-            batch.hold(out.source, HOLD_SECONDS, HOLD_REASON)
+            batch.hold(out.source, hold, HOLD_REASON)
             handle = batch.state.handle_of(out.source)
             # a forward has no due time of its own: it was handed over into staging in order
             due = d.due_ms if isinstance(d, HandOver) else _sent_ms(out)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqsdelay.core import pause
+from sqsdelay.core.decision import Limits
 from sqsdelay.core.flows import Call, Fault, Reply, drive
 from sqsdelay.core.step import StepState
 from tests.support.logs import capture_logs, events
@@ -38,7 +39,8 @@ def test_a_paused_destination_gets_nothing_its_requeues_go_on() -> None:
     timeouts = {
         e["ReceiptHandle"]: e["VisibilityTimeout"] for c in hides for e in c.params["Entries"]
     }
-    assert timeouts == {"rh1": pause.HOLD_SECONDS, "rh2": pause.HOLD_SECONDS}
+    cycle = Limits().max_native_delay_seconds  # one cycle: no faster than a requeue
+    assert timeouts == {"rh1": cycle, "rh2": cycle} and cycle == 900
     assert state.pauses.held("orders-delay.fifo") == 2
     assert state.stats.events["delay.held_paused"] == 2
 
@@ -135,3 +137,12 @@ def test_pause_and_resume_are_a_tag_and_its_removal() -> None:
         "x": "y",
     }
     assert isinstance(drive(pause.read("q"), answer(None, [])), Fault)
+
+
+def test_a_hold_is_one_cycle_unless_the_setting_says_longer() -> None:
+    state = paused_state()
+    state.pauses.hold_seconds = 3_600
+    stub = StubAws()
+    run([message(1, 0)], stub, state=state)
+    [hide] = [c for c in stub.calls if c.api == "ChangeMessageVisibilityBatch"]
+    assert hide.params["Entries"][0]["VisibilityTimeout"] == 3_600
