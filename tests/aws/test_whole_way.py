@@ -1,18 +1,24 @@
 """A model of the whole way (issue 58, section 2), checked by hypothesis's stateful testing:
-messages sent with any delay, cancelled, carried by the worker, handled by a consumer that
-succeeds, fails, retries later or gives up (with or without the guard), refused by a
-destination and dead-lettered by the worker, and replayed; with calls failing, answers
-lost and flows dying half-way; under every configuration drawn (registry on or off, guard
-on or off, standard or FIFO destination, the ECS worker's step or the Lambda handler).
-Every flow is production's, driven over moto in this process on a virtual clock
+messages sent with any delay, with a key or without, again with a used key, cancelled,
+rescheduled, sent now, carried by the worker, parked and fired, handled by a consumer
+(boto3's, or Lambda's through `handle_batch`) that succeeds, fails, retries later or gives
+up (with or without the guard), refused by a destination and dead-lettered by the worker,
+and replayed, all of the error queue or a selection; with calls failing, answers lost,
+flows dying half-way and schedules firing twice; under a configuration drawn for each
+example (registry, guard, parking: on or off; standard, fair-queue or FIFO destination;
+raw or NServiceBus wire format; the ECS worker's step or the Lambda handler). Every flow
+is production's, driven over moto in this process on a virtual clock
 (tests/support/model_world.py).
 
-Invariants, after every step: nothing is handed to its consumer before it is due; an
-acknowledged cancel is never delivered; with the guard, a handler completes once per
-delivery (message id, attempt, replay) unless a fault hit a consumer's flow; without any fault, no
-delivery is duplicated. At the end, with the faults gone and the destination taking
-everything: every message sent and not cancelled was handled, after one replay of the
-error queue at most.
+Invariants, after every step: nothing is handed to its consumer before it is due (the
+due time of its latest acknowledged reschedule; a replay, not before the message it
+replays); an acknowledged cancel is never delivered, nor the body of any send of that id
+before it; every delivery is in a group (tenant) it was sent in; with the guard, a
+handler completes once per delivery (message id, attempt, replay) unless a fault hit a
+consumer's flow; a duplicate delivery only where a met fault explains it; a replay of a
+selection moves only the selected, and every one it could see. At the end, with the
+faults gone and the destination taking everything: every message sent and not cancelled
+was handled, after one replay of the error queue at most.
 
 `make test` runs it small (SQSDELAY_MODEL_EXAMPLES, default 30: about 30 s on a quiet
 machine, as the drawn sequences' lengths vary); `make test-model` 20 times as many.
@@ -100,8 +106,12 @@ class Model:
     left: Counter[tuple[str, str | None, str | None]] = field(default_factory=Counter)
     handled: set[str] = field(default_factory=set)
     consumer_faulted: bool = False
-    bodies: dict[str, set[str]] = field(default_factory=dict)  # by id, since its last cancel
-    dead_bodies: set[tuple[str, str]] = field(default_factory=set)  # (id, body) cancelled
+    # The copies a cancel can stop (sent through the delay queue), by id: (attempt, body);
+    # and those an acknowledged cancel stopped, (id, attempt, body), never to be delivered.
+    bodies: dict[str, set[tuple[str | None, str]]] = field(default_factory=dict)
+    dead: set[tuple[str, str | None, str]] = field(default_factory=set)
+    # Deliveries with a copy sent straight to the destination: no reschedule moves those.
+    straight: set[tuple[str, str | None, str | None]] = field(default_factory=set)
     groups: dict[str, set[str]] = field(default_factory=dict)  # FIFO groups, fair tenants
     copies: Counter[tuple[str, str | None, str | None]] = field(default_factory=Counter)
 
@@ -202,7 +212,7 @@ class WholeWay(RuleBasedStateMachine):
         except (SqsDelayError, Crashed):
             if ident is not None:  # the user sees the failure; it may have gone out
                 self.model.maybe.add(ident)
-                self._may_come(ident, due, body, options.get("group_id"))
+                self._may_come(ident, delay, body, options.get("group_id"))
             return
         if result.duplicate:  # the registry holds this id scheduled: nothing was sent
             return
@@ -211,12 +221,16 @@ class WholeWay(RuleBasedStateMachine):
         self.model.cancelled.discard(ident)  # a new message of this id
         self.model.handled.discard(ident)  # it is handled again (a guard skips it: done)
         self.model.sent[ident] = Sent(due, big)
-        self._may_come(ident, due, body, options.get("group_id"))
+        self._may_come(ident, delay, body, options.get("group_id"))
 
-    def _may_come(self, ident: str, due: int, body: str, group: str | None) -> None:
+    def _may_come(self, ident: str, delay: int, body: str, group: str | None) -> None:
         key = (ident, None, None)
+        due = int(self.clock() * 1000) + delay * 1000
         self.model.due[key] = min(due, self.model.due.get(key, due))
-        self.model.bodies.setdefault(ident, set()).add(body)
+        if delay > World.CYCLE:  # not sent straight: a cancel can stop it
+            self.model.bodies.setdefault(ident, set()).add((None, body))
+        else:
+            self.model.straight.add(key)
         if group is not None:
             self.model.groups.setdefault(ident, set()).add(group)
 
@@ -233,7 +247,7 @@ class WholeWay(RuleBasedStateMachine):
         if outcome == "cancelled":
             self.model.cancelled.add(ident)
             # What was sent with this id before is never delivered, whatever is sent after.
-            self.model.dead_bodies |= {(ident, b) for b in self.model.bodies.pop(ident, set())}
+            self.model.dead |= {(ident, a, b) for a, b in self.model.bodies.pop(ident, set())}
 
     @precondition(lambda self: self.world is not None and _findable(self.w))
     @rule(data=st.data(), delay=st.sampled_from(DELAYS))
@@ -253,7 +267,11 @@ class WholeWay(RuleBasedStateMachine):
             return
         ident = data.draw(st.sampled_from(sorted(self.model.sent)))
         due = int(self.clock() * 1000) + delay * 1000
-        waiting = [k for k in self.model.due if k[0] == ident and not self.model.deliveries[k]]
+        waiting = [
+            k
+            for k in self.model.due
+            if k[0] == ident and not self.model.deliveries[k] and k not in self.model.straight
+        ]
         try:
             flow = self.w.sender.reschedule_flow(self.w.queue, ident, delay=delay)
             outcome, due = self.w.run(flow)
@@ -305,9 +323,8 @@ class WholeWay(RuleBasedStateMachine):
             # (dead-lettered at a hop, it waits out its record's due time).
             due = self.model.due.get((key[0], key[1], None))
         assert due is None or now_ms >= due, f"{key} delivered {due - now_ms} ms early"
-        assert key[0] not in self.model.cancelled, f"{key} delivered after its cancel"
-        assert (key[0], _body(message)) not in self.model.dead_bodies, (
-            f"{key} delivered the body of a cancelled send"
+        assert (key[0], key[1], _body(message)) not in self.model.dead, (
+            f"{key} delivered after its cancel"
         )
         groups = self.model.groups.get(key[0])
         if groups:  # its FIFO group, or its tenant, on every delivery
@@ -373,10 +390,18 @@ class WholeWay(RuleBasedStateMachine):
                 attempt = retries.attempt_of(from_boto(m).attributes) + 1
                 later = (key[0], str(attempt), key[2])
                 self.model.due[later] = min(now_ms + wait * 1000, self.model.due.get(later, 2**62))
+                self._retry_copy(key[0], str(attempt), m, wait)
             if m["MessageId"] not in deleted:
                 self.model.left[key] += 1
         if len(self.w.faults.met) > met:
             self.model.consumer_faulted = True
+
+    def _retry_copy(self, ident: str, attempt: str, message: dict[str, Any], wait: int) -> None:
+        """A retry through the delay queue is a copy a cancel can stop."""
+        if wait > World.CYCLE:
+            self.model.bodies.setdefault(ident, set()).add((attempt, _body(message)))
+        else:
+            self.model.straight.add((ident, attempt, _key(message)[2]))
 
     def _deliver(self, message: dict[str, Any], action: str, wait: int) -> None:
         key = self._arrived(message)
@@ -408,6 +433,7 @@ class WholeWay(RuleBasedStateMachine):
                 elif action == "retry":
                     retried = self.w.run(retry_flow(self.w.sender, incoming, delay=wait, at=None))
                     self.model.due[(key[0], str(retried.attempt), key[2])] = now_ms + wait * 1000
+                    self._retry_copy(key[0], str(retried.attempt), message, wait)
                 elif action == "give-up":
                     self.w.run(backoff_flow(self.w.sender, incoming, GIVE_UP, 0.5, "gave up"))
                 finished = True
