@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from sqsdelay.core import message_shape, queue_names, quotas, wire_format
+from sqsdelay.core import message_shape, queue_names, quotas, trace_context, wire_format
 from sqsdelay.core.received import Received, parse_natural
 from sqsdelay.core.types import Attributes
 from sqsdelay.errors import InvalidMessage, InvalidQueueName
@@ -98,6 +98,8 @@ def plan_replay(message: Received, delay_queue: str) -> Replay | str:
     if len(attrs) > quotas.MAX_MESSAGE_ATTRIBUTES and seconds == 0:
         # Nothing left to wait (a give-up's record): the due time adds nothing but a slot.
         attrs.pop(wire_format.DUE_AT_ATTRIBUTE, None)
+    # The trace context gives way next: a replay without it is a replay.
+    attrs = trace_context.make_room(attrs, quotas.MAX_MESSAGE_ATTRIBUTES)
     if len(attrs) > quotas.MAX_MESSAGE_ATTRIBUTES:
         # Without its token a replay is dropped as a duplicate where the registry or the
         # guard is on: it stays in the error queue rather than be lost there.

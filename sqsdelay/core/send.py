@@ -17,6 +17,7 @@ from sqsdelay.core import (
     defaults,
     identity,
     message_shape,
+    message_tags,
     nservicebus,
     parking,
     queue_names,
@@ -31,6 +32,7 @@ from sqsdelay.core.types import Attributes, Route, Sent, WireFormat
 from sqsdelay.errors import (
     InvalidDelay,
     InvalidMessage,
+    InvalidTag,
     MessageDelayTooLong,
     MessageTooLarge,
     TooManyAttributes,
@@ -76,6 +78,13 @@ class Message:
     # one that reached the destination in the last five minutes is dropped there, on every
     # route (docs/fifo-destinations.md). Refused for a standard destination, as SQS does.
     deduplication_id: str | None = None
+    # Tags a bulk cancel selects by (`core/message_tags.py`; with the registry only).
+    tags: Mapping[str, str] | None = None
+    # Debounce by `id` (`core/debounce.py`; with the registry only): a send whose id is still
+    # scheduled moves it to now + debounce, never past its first send + max_wait, with this
+    # body. Instead of `delay`/`deliver_at`.
+    debounce: DelayLike | None = None
+    max_wait: DelayLike | None = None
 
 
 class MessageOptions(TypedDict, total=False):
@@ -89,6 +98,9 @@ class MessageOptions(TypedDict, total=False):
     group_id: str | None
     trace_header: str | None
     deduplication_id: str | None
+    tags: Mapping[str, str] | None
+    debounce: DelayLike | None
+    max_wait: DelayLike | None
 
 
 @dataclass(frozen=True)
@@ -105,6 +117,7 @@ class PlannedSend:
     delay_ms: int = 0  # the delay asked for, to the millisecond (rounded up)
     trace_header: str | None = None  # AWSTraceHeader, on every hop
     trace: trace_context.Placed | None = None  # W3C trace context (docs/opentelemetry.md)
+    tags: message_tags.Tags = ()  # sorted (core/message_tags.py)
 
 
 @dataclass(frozen=True)
@@ -179,6 +192,7 @@ def plan(
     destination = queue_names.destination_name(queue, limits.queue_prefix)
     group = group_of(message, destination)
     dedup = deduplication_id_of(message, destination)
+    tags = message_tags.check(message.tags)
     if message.trace_header is not None:
         xray: str | None = tracing.check(message.trace_header)
     else:  # the environment's is not the caller's doing: a bad one is left out, not refused
@@ -200,8 +214,15 @@ def plan(
         )
     except MessageDelayTooLong as exc:
         raise MessageDelayTooLong(f"{exc} ({limits.install_hint(queue)})") from None
+    if tags and where != "delay-queue":
+        raise InvalidTag(
+            f"a tagged message needs the delay queue's route and its record, but a delay of "
+            f"{seconds} s goes straight to the destination (SQSDELAY_MAX_NATIVE_DELAY_SECONDS="
+            f"{limits.max_native_delay_seconds}), where no cancel can reach it: send it "
+            "without tags, or with a longer delay"
+        )
     message_shape.check_body(message.body)
-    attributes: Attributes = dict(message.attributes)
+    attributes, trace = trace_context.split(message.attributes, trace)
     message_shape.check_user_attributes(attributes)
     # One id names the message everywhere: envelope, NServiceBus.MessageId (on every send
     # that has room for it), group, dedup.
@@ -311,6 +332,7 @@ def plan(
         delay_ms=millis,
         trace_header=xray,
         trace=placed,
+        tags=tags,
     )
 
 

@@ -16,7 +16,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from sqsdelay.core import message_shape, quotas, wire_format
 from sqsdelay.core.received import Received
@@ -121,7 +121,8 @@ def place(
     the tracestate, each only if the message still fits SQS's ten attributes less `reserve`
     (kept for sqsdelay's own later hops) and the size limit. An attribute named
     traceparent already there is kept as it is (no second injection: it is the context of
-    whoever put it there)."""
+    whoever put it there; the sender takes a valid one out first and places it here as the
+    context, `split`, so that it too takes only room nothing else needs)."""
     if TRACEPARENT in attributes:
         return Placed(attributes, kept=True)
     given = {k: v for k, v in (context or {}).items() if k in FIELDS and v}
@@ -140,6 +141,33 @@ def place(
         else:
             skipped.append(name)
     return Placed(out, tuple(added), skipped=tuple(skipped))
+
+
+def without(attributes: Attributes) -> Attributes:
+    """`attributes` less the trace context."""
+    return {k: v for k, v in attributes.items() if k not in FIELDS}
+
+
+def split(
+    given: Mapping[str, Any], context: Mapping[str, str] | None
+) -> tuple[Attributes, Mapping[str, str] | None]:
+    """A send's own attributes, and the trace context to place: the one its attributes
+    carry (a retry of a traced message), taken out so that it is placed as the sender's own
+    is, last and into room nothing else needs (`place`); else `context`, the sender's."""
+    attributes: Attributes = dict(given)
+    own = carried(attributes)
+    return (without(attributes), own) if own else (attributes, context)
+
+
+def make_room(attributes: Attributes, limit: int) -> Attributes:
+    """`attributes` within `limit` attributes by dropping the trace context first (its
+    tracestate, then its traceparent): the one kind of attribute a message may lose, never a
+    caller's own nor sqsdelay's."""
+    out = dict(attributes)
+    for name in (TRACESTATE, TRACEPARENT):
+        if len(out) > limit:
+            out.pop(name, None)
+    return out
 
 
 def place_in_send(

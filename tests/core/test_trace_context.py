@@ -109,7 +109,46 @@ def test_a_traceparent_already_there_is_kept_not_injected_again() -> None:
     )
     assert attrs_of(planned)["traceparent"]["StringValue"] == mine
     assert "tracestate" not in attrs_of(planned)
-    assert planned.trace is not None and planned.trace.kept and not planned.trace.added
+
+
+def test_a_carried_context_gives_way_to_the_callers_attributes_and_sqsdelays() -> None:
+    """A retry of a traced message whose own attributes fill SQS's ten (8 of the caller's,
+    the trace context): before, the retry was refused (no room for its id); the context
+    is placed last, into the room that is left, and the send goes without it."""
+    carried = {k: {"DataType": "String", "StringValue": v} for k, v in TRACE.items()}
+    full = {**user(8), **carried}
+    planned = send.plan(
+        "orders", Message("b", delay=5, attributes=full), limits(), now=NOW, require_id=True
+    )
+    attrs = attrs_of(planned)
+    assert set(user(8)) <= set(attrs) and wire_format.MESSAGE_ID_ATTRIBUTE in attrs
+    assert "tracestate" not in attrs and len(attrs) <= quotas.MAX_MESSAGE_ATTRIBUTES
+    roomy = send.plan("orders", Message("b", delay=5, attributes=carried), limits(), now=NOW)
+    assert {k: attrs_of(roomy)[k]["StringValue"] for k in TRACE} == TRACE  # kept as carried
+
+
+def test_a_replay_drops_the_trace_context_before_it_refuses() -> None:
+    """A traced message (6 of the caller's, its delay, the trace context, its due time at
+    the first hop: 10) dead-lettered and replayed: its replay needs its delay, due time and
+    token; the trace context gives way, not the replay."""
+    from sqsdelay.core import failure_record
+
+    carried = {k: {"DataType": "String", "StringValue": v} for k, v in TRACE.items()}
+    at_hop = {
+        **user(6),
+        **carried,
+        wire_format.DELAY_ATTRIBUTE: {"DataType": "String", "StringValue": "5000"},
+        wire_format.DUE_AT_ATTRIBUTE: {"DataType": "Number", "StringValue": "1700000005000"},
+    }
+    hop = Received("sqs-1", "rh", "b", at_hop, {"ApproximateReceiveCount": "1"})
+    dead = failure_record.attributes(hop, "refused", "orders-delay.fifo", quotas.MAX_MESSAGE_BYTES)
+    replay = failure_record.plan_replay(
+        Received("err-1", "rh2", "b", dead, {}), "orders-delay.fifo"
+    )
+    assert isinstance(replay, failure_record.Replay), replay
+    assert replay.attributes[wire_format.REPLAY_ATTRIBUTE]["StringValue"] == "err-1"
+    assert set(user(6)) <= set(replay.attributes) and "tracestate" not in replay.attributes
+    assert len(replay.attributes) <= quotas.MAX_MESSAGE_ATTRIBUTES
 
 
 def test_no_context_no_attributes_and_a_bad_one_is_not_sent() -> None:
