@@ -182,3 +182,41 @@ def _milliseconds(delay: float) -> timedelta:
         raise errors.InvalidDelay(
             f"a delay of {delay} ms is longer than the maximum (SQSDELAY_MAX_DELAY_SECONDS)"
         ) from None
+
+
+def periodic(
+    *,
+    cron: str | None = None,
+    rate: str | None = None,
+    timezone: str = "UTC",
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    name: str | None = None,
+) -> Any:
+    """Declare a recurring schedule on an actor, as periodiq's `periodic=` does, for
+    `sqsdelay schedule sync --dramatiq-module MODULE` to put on EventBridge Scheduler (no
+    scheduler process runs):
+
+        @sqsdelay.dramatiq.periodic(cron="0 9 * * MON-FRI", timezone="Europe/Berlin")
+        @dramatiq.actor
+        def report(): ...
+
+    Stack it for several schedules (each needs `name=` then). The cron or rate is checked
+    at sync, with every other entry, before any call (docs/schedules.md, "Moving off beat").
+    """
+    declared = {
+        "cron": cron,
+        "rate": rate,
+        "timezone": timezone,
+        "args": tuple(args),
+        "kwargs": dict(kwargs or {}),
+        "name": name,
+    }
+
+    def decorate(actor: Any) -> Any:
+        # an attribute, not an actor option: the broker refuses options no middleware knows
+        found = list(getattr(actor, "sqsdelay_periodic", ()))
+        actor.sqsdelay_periodic = [declared, *found]
+        return actor
+
+    return decorate

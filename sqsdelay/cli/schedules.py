@@ -157,7 +157,23 @@ def delete(ctx: typer.Context, name: str, group: Group = None) -> int:
 @on_schedule
 def sync(
     ctx: typer.Context,
-    file: Annotated[pathlib.Path, typer.Argument(help="YAML or JSON: set, group, schedules")],
+    file: Annotated[
+        pathlib.Path | None, typer.Argument(help="YAML or JSON: set, group, schedules")
+    ] = None,
+    celery_app: Annotated[
+        str | None,
+        typer.Option("--celery-app", help="module:app: its beat_schedule (set: celery-beat)"),
+    ] = None,
+    taskiq_broker: Annotated[
+        str | None,
+        typer.Option(
+            "--taskiq-broker", help="module:broker: its tasks' schedule labels (set: taskiq)"
+        ),
+    ] = None,
+    dramatiq_module: Annotated[
+        str | None,
+        typer.Option("--dramatiq-module", help="module: its actors' periodic(...) (set: dramatiq)"),
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the diff only")] = False,
     set_name: Annotated[
         str | None, typer.Option("--set", help="the set's name (default: the file's, or stem)")
@@ -167,12 +183,24 @@ def sync(
         typer.Option("--group", help="schedule group (default: the file's, then the setting)"),
     ] = None,
 ) -> int:
-    """Make the group's schedules of this set exactly the file's: create, update, delete."""
-    try:
-        data = yaml.safe_load(file.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise InvalidSchedule(f"cannot read {file}: {exc}") from None
-    named, file_group, schedules = read_set(data, set_name or file.stem)
+    """Make the group's schedules of this set exactly the file's (or a Celery app's beat
+    schedule, a taskiq broker's schedule labels, a Dramatiq module's periodic actors):
+    create, update, delete."""
+    sources = [x for x in (file, celery_app, taskiq_broker, dramatiq_module) if x is not None]
+    if len(sources) != 1:
+        raise InvalidSchedule(
+            "give one of FILE, --celery-app module:app, --taskiq-broker module:broker or "
+            "--dramatiq-module module"
+        )
+    file_group = None
+    if file is not None:
+        try:
+            data = yaml.safe_load(file.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise InvalidSchedule(f"cannot read {file}: {exc}") from None
+        named, file_group, schedules = read_set(data, set_name or file.stem)
+    else:
+        named, schedules = _from_scheduler(celery_app, taskiq_broker, dramatiq_module)
     result = _schedules(ctx, group or file_group).sync(
         schedules, set_name or named, dry_run=dry_run
     )
@@ -184,6 +212,26 @@ def sync(
     else:
         print(f"{len(result.changed)} changed, {unchanged} unchanged")
     return 0
+
+
+def _from_scheduler(
+    celery_app: str | None, taskiq_broker: str | None, dramatiq_module: str | None
+) -> tuple[str, list[RecurringSchedule]]:
+    """A scheduler's own declarations, read as-is (sqsdelay/schedule_sources.py)."""
+    import sys
+
+    from sqsdelay import schedule_sources
+
+    sys.path.insert(0, str(pathlib.Path.cwd()))  # module:app from here, as celery -A reads it
+    if celery_app is not None:
+        app = schedule_sources.load(celery_app, "--celery-app")
+        return "celery-beat", schedule_sources.from_celery(app)
+    if taskiq_broker is not None:
+        broker = schedule_sources.load(taskiq_broker, "--taskiq-broker")
+        return "taskiq", schedule_sources.from_taskiq(broker)
+    assert dramatiq_module is not None
+    module = schedule_sources.load(dramatiq_module, "--dramatiq-module")
+    return "dramatiq", schedule_sources.from_dramatiq(module)
 
 
 def describe(found: dict[str, Any]) -> dict[str, Any]:
