@@ -16,7 +16,6 @@ Nothing else in the package imports this module (pyproject.toml's import-linter 
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,8 +35,9 @@ try:
 except ImportError as e:  # pragma: no cover - the message is the point
     raise ImportError(f"sqsdelay.cdk needs aws-cdk-lib: pip install 'sqsdelay[cdk]' ({e})") from e
 
-# The templates: infra/ of a source checkout, or SQSDELAY_INFRA_DIR (a copy of infra/).
-INFRA = Path(os.environ.get("SQSDELAY_INFRA_DIR") or Path(__file__).resolve().parents[1] / "infra")
+# The templates the package ships (sqsdelay/data/infra: in a checkout a link to infra/, in
+# the wheel a copy of it), so the construct and the templates are one source at one version.
+INFRA = Path(__file__).resolve().parent / "data" / "infra"
 
 # What a send calls (sqsdelay/aws/sender_core.py, queue_urls.py, core/registry.py put and
 # mark_sent, core/schedules.py create): SendMessageBatch is authorised as sqs:SendMessage.

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,10 @@ def test_the_wheel_with_no_extras_then_each_extra(
         timeout=300,
     )
     (wheel,) = dist.glob("sqsdelay-*.whl")
+    # the templates the CDK constructs include ship in it, every one (docs/cdk.md)
+    with zipfile.ZipFile(wheel) as shipped:
+        names = {Path(n).name for n in shipped.namelist() if n.startswith("sqsdelay/data/infra/")}
+    assert names == {p.name for p in (ROOT / "infra").glob("*.yaml")}
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     # a user's environment: none of the test venv's packages, nothing from this checkout
