@@ -131,8 +131,15 @@ def _celery_timing(app: Any, entry: str, spec: dict[str, Any], s: Any) -> dict[s
             entry,
         )
         return {"cron": expression, "timezone": celery_zone(app, entry)}
-    if isinstance(when, s.schedule) and type(when) is s.schedule:
+    if type(when) is s.schedule:
         seconds = when.run_every.total_seconds()
+    elif isinstance(when, s.BaseSchedule):
+        raise rules.refused(
+            "beat entry",
+            entry,
+            f"{type(when).__name__} is a schedule class of its own, with no cron or rate "
+            "Scheduler knows: give a crontab or an interval",
+        )
     elif isinstance(when, int | float) and not isinstance(when, bool):
         seconds = float(when)
     else:
