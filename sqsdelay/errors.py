@@ -133,3 +133,8 @@ class ScheduleSyncError(SqsDelayError):
             f"{failed} failed: {code}: {detail[:300]}. Already changed: {done}. Fix the cause "
             "and run the same sync again: it changes only what still differs"
         )
+
+
+class InvalidTag(InvalidInput):
+    """A send's tag (`tags=`, `--tag NAME=VALUE`) outside the rules: too many, or a name or
+    value too long or with characters the registry's index does not take."""

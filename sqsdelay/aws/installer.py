@@ -23,7 +23,7 @@ from sqsdelay.aws.clients import (
     translate,
 )
 from sqsdelay.aws.queue_urls import QueueResolver, check_queue, trio
-from sqsdelay.core import registry, tags
+from sqsdelay.core import message_tags, registry, tags
 from sqsdelay.core.lambda_checks import visibility_problem
 from sqsdelay.core.queue_checks import Problem
 from sqsdelay.core.queue_trios import QueueSpec, expected_attributes, specs
@@ -327,6 +327,10 @@ class Installer:
                     "UpdateContinuousBackups", TableName=name, PointInTimeRecoverySpecification=spec
                 )
                 report.fixed.append("point-in-time recovery enabled")
+            if registry.TAG_INDEX_MISSING in problems:  # a table from before tags
+                call("UpdateTable", **registry.add_tag_index_request(name))
+                report.fixed.append(f"index {message_tags.TAG_INDEX} added (tagged sends)")
+                described = db.describe_table(TableName=name)["Table"]
         if report.fixed:
             problems = problems_of(described)
         rebuild = (
@@ -334,5 +338,10 @@ class Installer:
             f"table with SQSDELAY_REGISTRY_TABLE and run {fix}"
         )
         switchable = (registry.TTL_OFF, registry.RECOVERY_OFF)
-        report.problems = [Problem(name, p, fix if p in switchable else rebuild) for p in problems]
+        report.problems = [
+            Problem(name, p, f"{fix} adds it in place (untagged sends go on)", warning=True)
+            if p == registry.TAG_INDEX_MISSING  # untagged sends work without it
+            else Problem(name, p, fix if p in switchable else rebuild)
+            for p in problems
+        ]
         return report

@@ -14,7 +14,7 @@ from typing import Any, TypeVar, Unpack
 from sqsdelay.aws.callers import AsyncCaller, SyncCaller
 from sqsdelay.aws.clients import async_clients, sync_clients
 from sqsdelay.aws.sender_core import NewDueTime, ScheduledQuery, SenderCore, plan
-from sqsdelay.core import registry, registry_pages
+from sqsdelay.core import message_tags, registry, registry_pages
 from sqsdelay.core.flows import Flow, adrive, drive
 from sqsdelay.core.parked import ParkedList
 from sqsdelay.core.send import BatchResult, Message, MessageOptions, SendFailure, SendResult
@@ -44,8 +44,10 @@ class Sender(SenderCore):
 
     def send(self, queue: str, body: str, **options: Unpack[MessageOptions]) -> SendResult:
         """Send one message; `options` are `Message`'s: `delay` or `deliver_at`,
-        `attributes`, `message_type`, `id`, `group_id`, `trace_header`, and for a FIFO
-        destination `deduplication_id` (SQS's MessageDeduplicationId, kept on every hop)."""
+        `attributes`, `message_type`, `id`, `group_id`, `trace_header`, for a FIFO
+        destination `deduplication_id` (SQS's MessageDeduplicationId, kept on every hop);
+        with the registry, `tags` (a bulk cancel's selection) and `debounce`/`max_wait`
+        (by `id`: docs/operator-controls.md)."""
         return drive(self.send_flow(queue, Message(body, **options)), self._caller)
 
     def send_batch(
@@ -62,6 +64,13 @@ class Sender(SenderCore):
     def cancel(self, queue: str, message_id: str) -> CancelOutcome:
         """Cancel a scheduled message by its id: `cancelled`, `too-late` or `unknown`."""
         return drive(self.cancel_flow(queue, message_id), self._caller)
+
+    def cancel_tagged(
+        self, queue: str, tag: tuple[str, str], *, dry_run: bool = False
+    ) -> message_tags.BulkCancel:
+        """Cancel every message of `queue` sent with `tag` ((name, value)), each by its id;
+        `dry_run`: only count them (and name a sample)."""
+        return drive(self.cancel_tagged_flow(queue, tag, dry_run=dry_run), self._caller)
 
     def reschedule(
         self, queue: str, message_id: str, **when: Unpack[NewDueTime]
@@ -136,6 +145,12 @@ class AsyncSender(SenderCore):
     async def cancel(self, queue: str, message_id: str) -> CancelOutcome:
         """As `Sender.cancel`."""
         return await adrive(self.cancel_flow(queue, message_id), self.caller)
+
+    async def cancel_tagged(
+        self, queue: str, tag: tuple[str, str], *, dry_run: bool = False
+    ) -> message_tags.BulkCancel:
+        """As `Sender.cancel_tagged`."""
+        return await adrive(self.cancel_tagged_flow(queue, tag, dry_run=dry_run), self.caller)
 
     async def reschedule(
         self, queue: str, message_id: str, **when: Unpack[NewDueTime]

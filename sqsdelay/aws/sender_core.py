@@ -16,6 +16,7 @@ from sqsdelay.aws.queue_urls import ParkTargets, QueueResolver
 from sqsdelay.core import (
     batch_entries,
     identity,
+    message_tags,
     parked,
     parking,
     registry,
@@ -204,6 +205,13 @@ class SenderCore:
         url = yield from self._url(planned)
         return _result(planned, url, None, index, parked=True)
 
+    def _check_tagged(self, planned: Sequence[PlannedSend]) -> None:
+        if self._table is None and any(p.tags for p in planned):
+            raise ConfigError(
+                "tags need the registry, which indexes them for cancel --tag: set "
+                "SQSDELAY_REGISTRY=dynamodb (and run sqsdelay install), or send without tags"
+            )
+
     def _register(self, planned: PlannedSend, now: float, index: int) -> Flow[SendResult | None]:
         """Record a delay-queue send in the registry before it is sent; a result (nothing to
         send) when the id is scheduled already. Raises RegistryError: nothing is sent."""
@@ -222,9 +230,15 @@ class SenderCore:
             size_bytes=planned.size_bytes,
             # the caller's names only (the console shows them; values and body stay out)
             attribute_names=tuple(sorted(set(given) - wire_format.SENDER_ATTRIBUTES)),
+            tags=tuple(message_tags.as_strings(planned.tags)),
         )
         timeout = self.settings.call_timeout_seconds
         if (yield from registry.put(self._table, record, now_ms, timeout)):
+            if planned.tags:  # indexed before the send: a bulk cancel finds what went out
+                expires = record.due_ms // 1000 + registry.KEEP_AFTER_DUE_SECONDS
+                yield from message_tags.write(
+                    self._table, planned.destination, ident, planned.tags, expires, timeout
+                )
             return None
         url = yield from self._url(planned)
         return _result(planned, url, None, index, duplicate=True)
@@ -276,6 +290,7 @@ class SenderCore:
             trace=producer.carrier if producer is not None else None,
         )
         otel.placed(planned)
+        self._check_tagged([planned])
         duplicate = yield from self._register(planned, now, 0)
         if duplicate is not None:
             return _traced(producer, planned, duplicate, now)
@@ -325,6 +340,7 @@ class SenderCore:
     ) -> Flow[BatchResult]:
         for p in planned:
             otel.placed(p)
+        self._check_tagged(planned)
         result = BatchResult()
         done = yield from self._register_batch(planned, now, result)
         # Parks go out `park_concurrency` at a time, and stop as soon as the breaker opens.
@@ -443,6 +459,31 @@ class SenderCore:
                 outcome = "too-late"
         log.info("delay.cancel", message_id=message_id, queue=trio.delay, outcome=outcome)
         return outcome
+
+    def cancel_tagged_flow(
+        self, queue: str, tag: tuple[str, str], *, dry_run: bool = False, sample: int = 10
+    ) -> Flow[message_tags.BulkCancel]:
+        """Cancel every message of a destination sent with `tag` (or, `dry_run`, only count
+        them and name a `sample`): each with `cancel_flow`'s conditional cancel, its outcome
+        counted (`cancelled`, `too-late`, `unknown`), `park_concurrency` at a time."""
+        message_tags.parse(f"{tag[0]}={tag[1]}")
+        if self._table is None:
+            raise ConfigError("cancel --tag needs the registry: set SQSDELAY_REGISTRY=dynamodb")
+        trio = yield from self._destination(queue)
+        timeout = self.settings.call_timeout_seconds
+        ids = yield from message_tags.matching(self._table, trio.destination, tag, timeout)
+        shown = f"{tag[0]}={tag[1]}"
+        found = message_tags.BulkCancel(shown, len(ids), ids[:sample], dry_run)
+        log.info("delay.cancel_tagged", queue=trio.delay, tag=shown, matched=len(ids))
+        if dry_run:
+            return found
+        step = max(1, self.settings.park_concurrency)
+        for start in range(0, len(ids), step):
+            chunk = ids[start : start + step]
+            for outcome in (yield from gather([self.cancel_flow(queue, i) for i in chunk])):
+                found.count(outcome)
+        log.info("delay.cancelled_tagged", queue=trio.delay, tag=shown, **found.outcomes)
+        return found
 
     def reschedule_flow(
         self,

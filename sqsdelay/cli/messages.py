@@ -15,6 +15,7 @@ from rich.table import Table
 
 from sqsdelay.cli.app import command
 from sqsdelay.cli.settings_flags import settings_of
+from sqsdelay.core import message_tags
 from sqsdelay.core.delays import parse_delay, parse_exact_delay
 from sqsdelay.errors import InvalidInput, InvalidMessage
 
@@ -54,6 +55,14 @@ def send(
             "of an id still scheduled sends nothing and prints duplicate: true",
         ),
     ] = None,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tag",
+            help="NAME=VALUE, repeatable (with the registry): cancel --tag NAME=VALUE "
+            "cancels every message sent with it",
+        ),
+    ] = None,
     group_id: Annotated[
         str | None,
         typer.Option(
@@ -76,6 +85,7 @@ def send(
             raise InvalidMessage(f"cannot read --body-file {body_file}: {exc}") from None
     assert body is not None
     attributes = dict(_attribute(a) for a in attribute or [])
+    tags = message_tags.parse_all(tag or [])
     result = Sender(settings).send(
         queue,
         body,
@@ -84,6 +94,7 @@ def send(
         message_type=message_type,
         id=id,
         group_id=group_id,
+        tags=tags or None,
     )
     print(json.dumps(result.as_dict()))
     return 0
@@ -97,18 +108,51 @@ STATUS_EXIT = {"cancelled": 0, "rescheduled": 0, "too-late": 3, "unknown": 4}
 def cancel(
     ctx: typer.Context,
     queue: Queue,
-    message_id: MessageId,
+    message_id: Annotated[
+        str | None,
+        typer.Argument(help="the message's id: send's --id, or the group_id it printed"),
+    ] = None,
+    tag: Annotated[
+        str | None,
+        typer.Option(
+            "--tag", help="NAME=VALUE: every message sent with this tag, instead of one id"
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="with --tag: only count them and show some ids")
+    ] = False,
 ) -> int:
-    """Cancel a scheduled message (with the registry, or a parked one).
+    """Cancel a scheduled message (with the registry, or a parked one), or with --tag every
+    message sent with that tag (with the registry).
 
     Prints one JSON line with status: cancelled (exit 0: it will never be delivered),
-    too-late (exit 3: handed over, it will arrive) or unknown (exit 4: no record of it)."""
+    too-late (exit 3: handed over, it will arrive) or unknown (exit 4: no record of it).
+    With --tag: first a line with the count (matched), then one with each outcome's count
+    (exit 0; 3 when some were too late); --dry-run prints the count and a sample of ids."""
     from sqsdelay.aws.sender import Sender
 
+    if (message_id is None) == (tag is None):
+        raise InvalidInput("give a message id or --tag NAME=VALUE, not both")
+    if dry_run and tag is None:
+        raise InvalidInput("--dry-run goes with --tag (one id's cancel has nothing to count)")
+    if tag is not None:
+        return _cancel_tagged(Sender(settings_of(ctx)), queue, message_tags.parse(tag), dry_run)
+    assert message_id is not None
     with _known_queue():
         outcome = Sender(settings_of(ctx)).cancel(queue, message_id)
     print(json.dumps({"status": outcome, "message_id": message_id, "queue": queue}))
     return STATUS_EXIT[outcome]
+
+
+def _cancel_tagged(sender: Any, queue: str, tag: tuple[str, str], dry_run: bool) -> int:
+    with _known_queue():
+        counted = sender.cancel_tagged(queue, tag, dry_run=True)
+        print(json.dumps({**counted.as_dict(), "queue": queue, "dry_run": dry_run}), flush=True)
+        if dry_run:
+            return 0
+        done = sender.cancel_tagged(queue, tag)
+    print(json.dumps({**done.as_dict(), "queue": queue}))
+    return STATUS_EXIT["too-late"] if done.outcomes["too-late"] else 0
 
 
 @contextlib.contextmanager

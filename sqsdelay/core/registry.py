@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from sqsdelay.core.flows import Call, Fault, Flow
+from sqsdelay.core.message_tags import TAG_ATTRIBUTE, TAG_INDEX
 from sqsdelay.core.types import CancelOutcome
 from sqsdelay.errors import RegistryError
 
@@ -72,6 +73,11 @@ TTL_ATTRIBUTE: Final = "expires_at"
 # The table's problems that `install` can switch off in place.
 TTL_OFF: Final = f"time to live is not enabled on {TTL_ATTRIBUTE}"
 RECOVERY_OFF: Final = "point-in-time recovery is off"
+# An older table, from before tags: untagged sends work; tagged ones and `cancel --tag` need
+# it, and `install` adds it in place (a warning, not a problem).
+TAG_INDEX_MISSING: Final = (
+    f"no index {TAG_INDEX} by {TAG_ATTRIBUTE} (HASH): tagged sends and cancel --tag need it"
+)
 
 
 def iso_utc(epoch_ms: int) -> str:
@@ -101,6 +107,7 @@ class Record:
     # What the console shows of the message (never its body or attribute values).
     size_bytes: int = 0
     attribute_names: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()  # NAME=VALUE, sorted (core/message_tags.py)
 
     def held_by_another_receive(self, sqs_message_id: str) -> bool:
         """Claimed by this SQS message but not delivered: a redelivery may take it over once
@@ -151,6 +158,7 @@ def record_of(item: Mapping[str, Any]) -> Record | None:
             dead_lettered=frozenset(item.get("dead_lettered", {}).get("SS", ())),
             size_bytes=int(item.get("size_bytes", {}).get("N", "0")),
             attribute_names=tuple(item.get("attribute_names", {}).get("SS", ())),
+            tags=tuple(sorted(item.get("tags", {}).get("SS", ()))),
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -190,6 +198,8 @@ def put(table: str, record: Record, now_ms: int, timeout: float | None) -> Flow[
         item["size_bytes"] = _n(record.size_bytes)
     if record.attribute_names:  # a string set may not be empty
         item["attribute_names"] = {"SS": sorted(record.attribute_names)}
+    if record.tags:
+        item["tags"] = {"SS": sorted(record.tags)}
     params = {
         "TableName": table,
         "Item": item,
@@ -533,6 +543,7 @@ def create_table_request(table: str) -> dict[str, Any]:
             {"AttributeName": "id", "AttributeType": "S"},
             {"AttributeName": "destination", "AttributeType": "S"},
             {"AttributeName": "due_ms", "AttributeType": "N"},
+            {"AttributeName": TAG_ATTRIBUTE, "AttributeType": "S"},
         ],
         "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
         "GlobalSecondaryIndexes": [
@@ -548,8 +559,27 @@ def create_table_request(table: str) -> dict[str, Any]:
                     "ProjectionType": "INCLUDE",
                     "NonKeyAttributes": ["message_id", "state", "route"],
                 },
-            }
+            },
+            tag_index(),
         ],
+    }
+
+
+def tag_index() -> dict[str, Any]:
+    """The sparse index of tag items (`core/message_tags.py`): only they carry `tag`."""
+    return {
+        "IndexName": TAG_INDEX,
+        "KeySchema": [{"AttributeName": TAG_ATTRIBUTE, "KeyType": "HASH"}],
+        "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["message_id"]},
+    }
+
+
+def add_tag_index_request(table: str) -> dict[str, Any]:
+    """UpdateTable that adds the tag index to a table made before tags (`install`)."""
+    return {
+        "TableName": table,
+        "AttributeDefinitions": [{"AttributeName": TAG_ATTRIBUTE, "AttributeType": "S"}],
+        "GlobalSecondaryIndexUpdates": [{"Create": tag_index()}],
     }
 
 
@@ -575,6 +605,12 @@ def table_problems(
     wanted = {("destination", "HASH"), ("due_ms", "RANGE")}
     if index is None or _key_schema(index["KeySchema"]) != wanted:
         problems.append(f"no index {DUE_INDEX} by destination (HASH) and due_ms (RANGE)")
+    tagged = next(
+        (i for i in description.get("GlobalSecondaryIndexes", []) if i["IndexName"] == TAG_INDEX),
+        None,
+    )
+    if tagged is None or _key_schema(tagged["KeySchema"]) != {(TAG_ATTRIBUTE, "HASH")}:
+        problems.append(TAG_INDEX_MISSING)
     mode = description.get("BillingModeSummary", {}).get("BillingMode", "PROVISIONED")
     if mode != "PAY_PER_REQUEST":
         problems.append(f"billing mode is {mode}, not PAY_PER_REQUEST (on-demand)")

@@ -32,7 +32,6 @@ from sqsdelay.core.types import Attributes, Route, Sent, WireFormat
 from sqsdelay.errors import (
     InvalidDelay,
     InvalidMessage,
-    InvalidTag,
     MessageDelayTooLong,
     MessageTooLarge,
     TooManyAttributes,
@@ -78,11 +77,8 @@ class Message:
     # one that reached the destination in the last five minutes is dropped there, on every
     # route (docs/fifo-destinations.md). Refused for a standard destination, as SQS does.
     deduplication_id: str | None = None
-    # Tags a bulk cancel selects by (`core/message_tags.py`; with the registry only).
-    tags: Mapping[str, str] | None = None
-    # Debounce by `id` (`core/debounce.py`; with the registry only): a send whose id is still
-    # scheduled moves it to now + debounce, never past its first send + max_wait, with this
-    # body. Instead of `delay`/`deliver_at`.
+    tags: Mapping[str, str] | None = None  # a bulk cancel's selection (core/message_tags.py)
+    # Instead of a delay: debounce by `id`, at most `max_wait` after the first (core/debounce.py)
     debounce: DelayLike | None = None
     max_wait: DelayLike | None = None
 
@@ -192,7 +188,6 @@ def plan(
     destination = queue_names.destination_name(queue, limits.queue_prefix)
     group = group_of(message, destination)
     dedup = deduplication_id_of(message, destination)
-    tags = message_tags.check(message.tags)
     if message.trace_header is not None:
         xray: str | None = tracing.check(message.trace_header)
     else:  # the environment's is not the caller's doing: a bad one is left out, not refused
@@ -214,13 +209,7 @@ def plan(
         )
     except MessageDelayTooLong as exc:
         raise MessageDelayTooLong(f"{exc} ({limits.install_hint(queue)})") from None
-    if tags and where != "delay-queue":
-        raise InvalidTag(
-            f"a tagged message needs the delay queue's route and its record, but a delay of "
-            f"{seconds} s goes straight to the destination (SQSDELAY_MAX_NATIVE_DELAY_SECONDS="
-            f"{limits.max_native_delay_seconds}), where no cancel can reach it: send it "
-            "without tags, or with a longer delay"
-        )
+    tags = message_tags.check(message.tags, where, seconds, limits.max_native_delay_seconds)
     message_shape.check_body(message.body)
     attributes, trace = trace_context.split(message.attributes, trace)
     message_shape.check_user_attributes(attributes)

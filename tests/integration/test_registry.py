@@ -89,8 +89,14 @@ def test_install_creates_the_table_as_documented_and_check_finds_it(
     assert (created.created, created.problems) == (True, [])
     table = dynamodb.describe_table(TableName=looping.registry_table)["Table"]
     assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
-    [index] = table["GlobalSecondaryIndexes"]
-    assert index["IndexName"] == registry.DUE_INDEX
+    indexes = {i["IndexName"]: i["KeySchema"] for i in table["GlobalSecondaryIndexes"]}
+    assert indexes == {
+        registry.DUE_INDEX: [
+            {"AttributeName": "destination", "KeyType": "HASH"},
+            {"AttributeName": "due_ms", "KeyType": "RANGE"},
+        ],
+        "by-tag": [{"AttributeName": "tag", "KeyType": "HASH"}],  # docs/operator-controls.md
+    }
     ttl = dynamodb.describe_time_to_live(TableName=looping.registry_table)
     assert ttl["TimeToLiveDescription"]["AttributeName"] == "expires_at"
     backups = dynamodb.describe_continuous_backups(TableName=looping.registry_table)
@@ -723,6 +729,8 @@ def test_the_sender_policy_grants_exactly_what_send_cancel_reschedule_list_and_t
     sender.cancel("orders", "b")
     sender.scheduled("orders")
     sender.scheduled_page(registry_pages.PageQuery("orders", state=None))  # the console's page
+    sender.send("orders", "t", delay=600, id="t", tags={"customer": "42"})
+    sender.cancel_tagged("orders", ("customer", "42"))
     resources = cfn.Renderer(
         cfn.load("registry.yaml"), {"TableName": looping.registry_table}
     ).resources()
@@ -730,13 +738,15 @@ def test_the_sender_policy_grants_exactly_what_send_cancel_reschedule_list_and_t
     arn = table_arn(looping.registry_table)
     resolved = {(a, r.replace("<Table.Arn>", arn)) for a, r in dynamodb_grants(statements)}
     expected = {(c, arn) for c in calls if c != "dynamodb:Query"} | {
-        ("dynamodb:Query", f"{arn}/index/{registry.DUE_INDEX}")
+        ("dynamodb:Query", f"{arn}/index/{registry.DUE_INDEX}"),
+        ("dynamodb:Query", f"{arn}/index/by-tag"),
     }
     assert calls == {
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
         "dynamodb:Query",
         "dynamodb:BatchGetItem",
+        "dynamodb:BatchWriteItem",  # a tagged send's tag items
     }
     assert resolved == expected
     assert resources["Table"]["DeletionPolicy"] == "Retain"

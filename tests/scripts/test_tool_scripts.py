@@ -24,6 +24,7 @@ RUN_BY = {
     "render_report.py": "test_tool_scripts.py",
     "timing_tests_in_a_row.sh": "test_tool_scripts.py",
     "aws_smoke.py": "test_tool_scripts.py",
+    "bench_bulk_cancel.py": "test_tool_scripts.py",
     "bench_sender.py": "test_bench_scripts.py",
     "bench_dramatiq.py": "test_bench_scripts.py",
     "bench_taskiq.py": "test_bench_scripts.py",
@@ -61,6 +62,23 @@ def test_moto_races() -> None:
     assert ddb["items_with_more_than_one_winner"] == 0  # the emulator's remedy holds
     fifo = run_script("moto_fifo_race.py", "--trials", "1")
     assert isinstance(fifo, dict) and fifo
+
+
+def test_bench_bulk_cancel() -> None:
+    """Its counts are the figures docs/operator-controls.md quotes: one Query for a small
+    tag, one UpdateItem per tagged message, untagged ones untouched."""
+    out = run_script("bench_bulk_cancel.py", "--messages", "5")
+    assert out["dry_run"]["matched"] == 5
+    assert out["dry_run"]["dynamodb_requests"] == {"Query": 1}
+    cancel = out["cancel"]
+    assert (cancel["cancelled"], cancel["too-late"], cancel["unknown"]) == (5, 0, 0)
+    assert cancel["dynamodb_requests"] == {"Query": 1, "UpdateItem": 5}
+    # per tagged send: PutItem, BatchWriteItem (its tag), UpdateItem (sent); untagged: two
+    assert out["send_both"]["dynamodb_requests"] == {
+        "BatchWriteItem": 5,
+        "PutItem": 10,
+        "UpdateItem": 10,
+    }
 
 
 def test_aws_smoke_dry_run() -> None:
