@@ -30,9 +30,9 @@ from pydantic import (
     model_validator,
 )
 
-from sqsdelay.core import cron, message_shape, parking, queue_names, send
+from sqsdelay.core import cron, message_shape, parking, queue_names, quotas, send
 from sqsdelay.core.types import Attributes
-from sqsdelay.errors import InvalidInput, InvalidSchedule
+from sqsdelay.errors import InvalidInput, InvalidSchedule, TooManyAttributes
 
 # Scheduler's context keyword, replaced by the occurrence's time (e.g. 2026-03-29T01:00:00Z)
 SCHEDULED_TIME: Final = "<aws.scheduler.scheduled-time>"
@@ -250,7 +250,22 @@ def message_input(schedule: RecurringSchedule, target: Target, limits: send.Send
     # A fixed clock: the same schedule plans the same input (sync compares them). It is
     # NServiceBus's TimeSent, which is informational: the schedule's start, or 1970.
     anchor = schedule.start.timestamp() if schedule.start else 0.0
-    planned = send.plan(schedule.queue, message, limits, now=anchor)
+    try:
+        # The occurrence's id must ride along: the guard keys on it (an envelope has it
+        # inside); without room it would be dropped and every occurrence refused by the guard.
+        planned = send.plan(
+            schedule.queue,
+            message,
+            limits,
+            now=anchor,
+            require_id=limits.wire_format != "nservicebus",
+        )
+    except TooManyAttributes as exc:
+        raise InvalidSchedule(
+            f"an occurrence of {schedule.name!r} cannot carry its id ({exc}): give the "
+            f"schedule at most {quotas.MAX_MESSAGE_ATTRIBUTES - 3} attributes (one fewer with a "
+            "message type)"
+        ) from None
     if planned.route != "direct" or planned.delay_seconds:
         raise InvalidSchedule(
             f"an occurrence of {schedule.name!r} would not go straight to "

@@ -115,6 +115,19 @@ def test_a_body_over_the_limit_is_refused() -> None:
         recurring.request(schedule(body="x" * 2_000_000), TARGET, limits())
 
 
+def test_every_occurrence_carries_its_id_or_the_schedule_is_refused() -> None:
+    """Beside sqsdelay.Schedule and sqsdelay.ScheduledTime, the id needs a slot: with 8
+    attributes of the schedule's own it was dropped (the guard then refused every
+    occurrence); now the schedule is refused before any call, saying how many fit."""
+    seven = {f"a{i}": "v" for i in range(7)}
+    sent = json.loads(
+        recurring.request(schedule(attributes=seven), TARGET, limits())["Target"]["Input"]
+    )
+    assert "NServiceBus.MessageId" in sent["MessageAttributes"]
+    with pytest.raises(InvalidSchedule, match="at most 7 attributes"):
+        recurring.request(schedule(attributes={**seven, "a7": "v"}), TARGET, limits())
+
+
 def test_dates_against_schedulers_clock() -> None:
     now = datetime(2026, 11, 28, 12, tzinfo=UTC).timestamp()
     with pytest.raises(InvalidSchedule, match=r"start .* is in the past"):

@@ -185,3 +185,11 @@ def test_sync_creates_updates_and_deletes_only_its_set(
     names = [line.split("\t")[0] for line in run(cli_env, "schedule", "list").stdout.splitlines()]
     assert names == ["a", "by-hand"]
     assert run(cli_env, "schedule", "sync", str(file)).stdout == "0 changed, 1 unchanged\n"
+    # A put of a name the set owns is refused (it took the schedule out of its set before,
+    # and the set's next sync failed); a put of its own name is put again.
+    taken = run(cli_env, "schedule", "put", "a", "--rate", "1 hour", "--queue", "orders",
+                "--body", "x")  # fmt: skip
+    assert taken.returncode == 2 and "belongs to sync set 'jobs'" in taken.stderr, taken.stderr
+    assert run(cli_env, "schedule", "sync", str(file)).stdout == "0 changed, 1 unchanged\n"
+    assert run(cli_env, "schedule", "put", "by-hand", "--rate", "2 hours", "--queue", "orders",
+               "--body", "h").returncode == 0  # fmt: skip
