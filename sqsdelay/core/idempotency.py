@@ -111,6 +111,14 @@ def key_data(
             "json.loads(message.received.body)['order_id'], one that every copy of the "
             "message shares (not SQS's MessageId, which is new on every send)"
         )
+    if "<aws.scheduler." in ident:
+        # A recurring schedule's occurrence whose time Scheduler did not fill in: every
+        # occurrence would share this key, and all but the first be skipped as duplicates.
+        raise InvalidInput(
+            f"this message's id {ident[:100]!r} still holds a Scheduler keyword: EventBridge "
+            "Scheduler did not fill in the occurrence's time. Check the schedule's target "
+            "(docs/schedules.md); until then every occurrence would look like the first"
+        )
     data = {"attempt": _string(incoming, wire_format.ATTEMPT_ATTRIBUTE), "id": ident}
     replay = _string(incoming, wire_format.REPLAY_ATTRIBUTE)
     if replay:  # a replay runs again, whatever its first delivery's run left

@@ -403,3 +403,15 @@ def test_a_guard_is_refused_without_a_table_or_with_durations_that_are_not_posit
     with pytest.raises(ConfigError, match="positive durations"):
         idempotency.guard_config("t", name=None, expires_after_seconds=0, in_progress_seconds=1)
     assert CONFIG.in_progress_for(None) == 5000 and CONFIG.in_progress_for(1234) == 1234
+
+
+def test_an_occurrence_scheduler_did_not_fill_in_is_refused_not_skipped() -> None:
+    """A recurring schedule's id with Scheduler's keyword still in it would key every
+    occurrence alike, and the guard skip all but the first: it says so instead."""
+    unfilled = s("nightly@<aws.scheduler.scheduled-time>")
+    record = lambda_record(boto3_message({wire_format.MESSAGE_ID_ATTRIBUTE: unfilled}), "q")
+    with pytest.raises(InvalidInput, match="did not fill in"):
+        idempotency.key_data(consumed.read(record))
+    filled = s("nightly@2026-03-30T07:00:00Z")
+    record = lambda_record(boto3_message({wire_format.MESSAGE_ID_ATTRIBUTE: filled}), "q")
+    assert idempotency.key_data(consumed.read(record))["id"] == "nightly@2026-03-30T07:00:00Z"
