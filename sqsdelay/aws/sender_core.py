@@ -8,13 +8,14 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypedDict
 
 from sqsdelay import otel
 from sqsdelay.aws.queue_urls import ParkTargets, QueueResolver
 from sqsdelay.core import (
     batch_entries,
+    debounce,
     identity,
     message_tags,
     parked,
@@ -219,19 +220,7 @@ class SenderCore:
             return None
         ident = planned.request["MessageGroupId"]
         now_ms = int(now * 1000)
-        route = send.written_route(planned.delay_seconds, self._after)
-        given = planned.request.get("MessageAttributes", {})
-        record = registry.Record(
-            planned.destination,
-            ident,
-            now_ms + planned.delay_ms,
-            "scheduled",
-            route,
-            size_bytes=planned.size_bytes,
-            # the caller's names only (the console shows them; values and body stay out)
-            attribute_names=tuple(sorted(set(given) - wire_format.SENDER_ATTRIBUTES)),
-            tags=tuple(message_tags.as_strings(planned.tags)),
-        )
+        record = self._record(planned, now)
         timeout = self.settings.call_timeout_seconds
         if (yield from registry.put(self._table, record, now_ms, timeout)):
             if planned.tags:  # indexed before the send: a bulk cancel finds what went out
@@ -279,6 +268,8 @@ class SenderCore:
     def _send_one(
         self, queue: str, message: Message, require_id: bool, producer: otel.Producer | None
     ) -> Flow[SendResult]:
+        if message.debounce is not None or message.max_wait is not None:
+            return (yield from self._debounced(queue, message, producer))
         now = self._clock()
         planned = send.plan(
             queue,
@@ -304,9 +295,135 @@ class SenderCore:
         yield from self._confirm([result])
         return _traced(producer, planned, result, now)
 
+    def _debounced(
+        self, queue: str, message: Message, producer: otel.Producer | None
+    ) -> Flow[SendResult]:
+        """Debounce by key (`core/debounce.py`): move the key to its next generation in one
+        transaction (cancelling the pending one while it is movable), then send this body
+        as that generation, due at now + debounce but never past the window's cap."""
+        if self._table is None:
+            raise ConfigError("debounce needs the registry: set SQSDELAY_REGISTRY=dynamodb")
+        if message.debounce is None:
+            raise InvalidInput("max_wait goes with debounce: send(..., debounce=..., max_wait=...)")
+        if message.delay is not None or message.deliver_at is not None:
+            raise InvalidInput("give debounce instead of delay or deliver_at, not both")
+        cycle = self.settings.max_native_delay_seconds
+        wait_ms = delay_milliseconds(message.debounce, deliver_at=None, now=0)
+        cap_ms = (
+            delay_milliseconds(message.max_wait, deliver_at=None, now=0)
+            if message.max_wait is not None
+            else None
+        )
+        key = debounce.check(message.id, wait_ms, cap_ms, cycle)
+        table, timeout = self._table, self.settings.call_timeout_seconds
+        trio = yield from self._destination(queue)
+        for _ in range(debounce.ATTEMPTS):
+            now = self._clock()
+            now_ms = int(now * 1000)
+            before = yield from debounce.read(table, trio.destination, key, timeout)
+            movable = debounce.movable(before, now_ms, cycle)
+            for replace in (True, False) if movable else (False,):
+                after = debounce.next_window(
+                    before,
+                    key=key,
+                    now_ms=now_ms,
+                    debounce_ms=wait_ms,
+                    max_wait_ms=cap_ms,
+                    replace=replace,
+                )
+                one = dataclasses.replace(
+                    message,
+                    id=after.message_id,
+                    delay=timedelta(milliseconds=after.due_ms - now_ms),
+                    debounce=None,
+                    max_wait=None,
+                )
+                planned = send.plan(
+                    queue,
+                    one,
+                    self._limits,
+                    now=now,
+                    ambient_trace=_ambient_trace(),
+                    trace=producer.carrier if producer is not None else None,
+                )
+                record = self._record(planned, now)
+                moved = yield from debounce.advance(
+                    table,
+                    planned.destination,
+                    key,
+                    before,
+                    after,
+                    record,
+                    now_ms,
+                    cancel_old=replace,
+                    timeout=timeout,
+                )
+                if moved == "done":
+                    log.info(
+                        "delay.debounced",
+                        key=key,
+                        message_id=after.message_id,
+                        replaced=before.message_id if replace and before else None,
+                        due_at=registry.iso_utc(after.due_ms),
+                    )
+                    return (yield from self._send_recorded(planned, record, now, producer))
+                if moved == "raced":
+                    break  # another send moved the key: read it again
+        raise RegistryError(
+            "TransactWriteItems",
+            table,
+            "DebounceContended",
+            f"{debounce.ATTEMPTS} sends of key {key!r} raced this one: send it again",
+        )
+
+    def _record(self, planned: PlannedSend, now: float) -> registry.Record:
+        given = planned.request.get("MessageAttributes", {})
+        return registry.Record(
+            planned.destination,
+            planned.message_id,
+            int(now * 1000) + planned.delay_ms,
+            "scheduled",
+            send.written_route(planned.delay_seconds, self._after),
+            size_bytes=planned.size_bytes,
+            # the caller's names only (the console shows them; values and body stay out)
+            attribute_names=tuple(sorted(set(given) - wire_format.SENDER_ATTRIBUTES)),
+            tags=tuple(message_tags.as_strings(planned.tags)),
+        )
+
+    def _send_recorded(
+        self,
+        planned: PlannedSend,
+        record: registry.Record,
+        now: float,
+        producer: otel.Producer | None,
+    ) -> Flow[SendResult]:
+        """The send of a message whose record is written: its tags, park or send, mark."""
+        otel.placed(planned)
+        if planned.tags and self._table is not None:
+            expires = record.due_ms // 1000 + registry.KEEP_AFTER_DUE_SECONDS
+            yield from message_tags.write(
+                self._table,
+                planned.destination,
+                planned.message_id,
+                planned.tags,
+                expires,
+                self.settings.call_timeout_seconds,
+            )
+        result = yield from self._park(planned, now, 0)
+        if result is None:
+            url = yield from self._url(planned)
+            [reply] = yield [Call("sqs", "SendMessage", planned.request, planned.queue)]
+            if reply.fault is not None:
+                raise self.resolver.failure(reply.fault, "SendMessage", planned.queue)
+            result = _result(planned, url, reply.response["MessageId"])
+        yield from self._confirm([result])
+        return _traced(producer, planned, result, now)
+
     def send_batch_flow(
         self, queue: str, messages: Sequence[Message], raise_on_failure: bool
     ) -> Flow[BatchResult]:
+        if any(m.debounce is not None or m.max_wait is not None for m in messages):
+            raise InvalidInput("debounce goes one message at a time: use send, not send_batch")
         now = self._clock()
         ambient = _ambient_trace()
         producers = [otel.Producer.start(self.settings, queue) for _ in messages]

@@ -183,6 +183,21 @@ def _faulted(fault: Fault | None) -> Fault | None:
 def put(table: str, record: Record, now_ms: int, timeout: float | None) -> Flow[bool]:
     """Write a new record, not yet sent. False: a record with this key is scheduled and was
     sent (a duplicate: send nothing)."""
+    params = {
+        "TableName": table,
+        "Item": item_of(record, now_ms),
+        "ConditionExpression": "attribute_not_exists(id) OR #s <> :scheduled OR sent = :false",
+        "ExpressionAttributeNames": {"#s": "state"},
+        "ExpressionAttributeValues": {":scheduled": {"S": "scheduled"}, ":false": {"BOOL": False}},
+    }
+    [reply] = yield [Call("dynamodb", "PutItem", params, timeout=timeout)]
+    if (fault := _faulted(reply.fault)) is not None:
+        raise RegistryError("PutItem", table, fault.code, fault.detail)
+    return reply.fault is None
+
+
+def item_of(record: Record, now_ms: int) -> dict[str, Any]:
+    """A new record's item: scheduled, not yet sent."""
     item = {
         **key(record.destination, record.message_id),
         "destination": {"S": record.destination},
@@ -200,17 +215,7 @@ def put(table: str, record: Record, now_ms: int, timeout: float | None) -> Flow[
         item["attribute_names"] = {"SS": sorted(record.attribute_names)}
     if record.tags:
         item["tags"] = {"SS": sorted(record.tags)}
-    params = {
-        "TableName": table,
-        "Item": item,
-        "ConditionExpression": "attribute_not_exists(id) OR #s <> :scheduled OR sent = :false",
-        "ExpressionAttributeNames": {"#s": "state"},
-        "ExpressionAttributeValues": {":scheduled": {"S": "scheduled"}, ":false": {"BOOL": False}},
-    }
-    [reply] = yield [Call("dynamodb", "PutItem", params, timeout=timeout)]
-    if (fault := _faulted(reply.fault)) is not None:
-        raise RegistryError("PutItem", table, fault.code, fault.detail)
-    return reply.fault is None
+    return item
 
 
 def mark_sent(

@@ -181,7 +181,64 @@ class StubAws:
             return self._delivered(p)
         if call.api == "UpdateItem" and p["UpdateExpression"] == "ADD dead_lettered :mids":
             return self._dead_lettered(p)
+        if call.api == "UpdateItem" and p["UpdateExpression"].startswith("SET sent = :true"):
+            return self._mark_sent(p)
+        if call.api == "GetItem":
+            found = self.items.get(p["Key"]["id"]["S"])
+            return {"Item": dict(found)} if found is not None else {}
+        if call.api == "TransactWriteItems":
+            return self._transact(p["TransactItems"])
         raise AssertionError(f"the stub does not answer {call.api}")
+
+    def _mark_sent(self, p: dict[str, Any]) -> dict[str, Any] | Fault:
+        """`registry.mark_sent`: on condition that the record exists."""
+        assert p["ConditionExpression"] == "attribute_exists(id)"
+        item = self.items.get(p["Key"]["id"]["S"])
+        if item is None:
+            return Fault("ConditionalCheckFailedException", "The conditional request failed", 400)
+        item["sent"] = {"BOOL": True}
+        if ":route" in p["ExpressionAttributeValues"]:
+            item["route"] = p["ExpressionAttributeValues"][":route"]
+        return {}
+
+    def _transact(self, actions: list[dict[str, Any]]) -> dict[str, Any] | Fault:
+        """`core/debounce.py`'s transaction, all or nothing, with DynamoDB's reasons: a
+        Put on `attribute_not_exists(id)` or `generation = :g`, the cancel's Update on
+        `#s = :scheduled`."""
+        reasons = [self._holds(a) for a in actions]
+        if not all(reasons):
+            shown = ", ".join("None" if ok else "ConditionalCheckFailed" for ok in reasons)
+            detail = (
+                "Transaction cancelled, please refer cancellation reasons for specific "
+                f"reasons [{shown}]"
+            )
+            return Fault("TransactionCanceledException", detail, 400)
+        for action in actions:
+            if "Put" in action:
+                item = action["Put"]["Item"]
+                self.items[item["id"]["S"]] = dict(item)
+            else:
+                update = action["Update"]
+                assert update["UpdateExpression"] == "SET #s = :cancelled, updated_ms = :now"
+                item = self.items[update["Key"]["id"]["S"]]
+                item["state"] = {"S": "cancelled"}
+                item["updated_ms"] = update["ExpressionAttributeValues"][":now"]
+        return {}
+
+    def _holds(self, action: dict[str, Any]) -> bool:
+        [(kind, body)] = action.items()
+        ident = (body["Item"] if kind == "Put" else body["Key"])["id"]["S"]
+        item = self.items.get(ident)
+        condition = body["ConditionExpression"]
+        if condition == "attribute_not_exists(id)":
+            return item is None
+        if condition == "generation = :g":
+            return (
+                item is not None
+                and item.get("generation") == body["ExpressionAttributeValues"][":g"]
+            )
+        assert condition == "#s = :scheduled", condition
+        return item is not None and item.get("state") == {"S": "scheduled"}
 
     def _receive(self, queue: str, most: int) -> dict[str, Any]:
         """The queue's messages that are neither deleted nor in flight, oldest first, each
