@@ -84,6 +84,12 @@ class Sender(SenderCore):
         in `state` (default scheduled; None: all), at most `limit` (default 100)."""
         return drive(self.scheduled_flow(queue, **query), self._caller)
 
+    def tagged(
+        self, queue: str, tag: tuple[str, str], *, limit: int = 100
+    ) -> tuple[int, list[registry.Record]]:
+        """How many messages of `queue` carry `tag`, and up to `limit` of their records."""
+        return drive(self.tagged_flow(queue, tag, limit=limit), self._caller)
+
     def run(self, flow: Flow[T]) -> T:
         """Make a flow's calls with this sender's clients (`consumer.retry_later`'s flow: a
         send of this sender's, then calls of its own)."""

@@ -602,6 +602,22 @@ class SenderCore:
         log.info("delay.cancelled_tagged", queue=trio.delay, tag=shown, **found.outcomes)
         return found
 
+    def tagged_flow(
+        self, queue: str, tag: tuple[str, str], *, limit: int = 100
+    ) -> Flow[tuple[int, list[registry.Record]]]:
+        """How many messages of a destination carry `tag`, and the records of up to `limit`
+        of them, soonest first (the console's tag filter)."""
+        message_tags.parse(f"{tag[0]}={tag[1]}")
+        if self._table is None:
+            raise ConfigError("tags need the registry: set SQSDELAY_REGISTRY=dynamodb")
+        trio = yield from self._destination(queue)
+        timeout = self.settings.call_timeout_seconds
+        ids = yield from message_tags.matching(self._table, trio.destination, tag, timeout)
+        found = yield from registry.read(self._table, trio.destination, ids[:limit], timeout)
+        if found.fault is not None:
+            raise RegistryError("BatchGetItem", self._table, found.fault.code, found.fault.detail)
+        return len(ids), sorted(found.records.values(), key=lambda r: (r.due_ms, r.message_id))
+
     def reschedule_flow(
         self,
         queue: str,

@@ -318,7 +318,8 @@ def create_app(
         q = request.query_params
         destinations = await run_in_threadpool(service.destinations)
         destination = q.get("destination") or (destinations[0] if destinations else "")
-        filters_form = {k: q.get(k, "") for k in ("state", "due_after", "due_before", "id_prefix")}
+        fields = ("state", "due_after", "due_before", "id_prefix", "tag")
+        filters_form = {k: q.get(k, "") for k in fields}
         filters_form["state"] = filters_form["state"] or "scheduled"
         context: dict[str, Any] = {
             "destinations": destinations,
@@ -330,6 +331,7 @@ def create_app(
             "error": None,
             "now_ms": _now_ms(),
             "parked": None,
+            "tagged": None,  # with a tag: how many carry it (the rows: up to 100 of them)
         }
         if destination and not service.registry_on:
             if destination not in destinations:
@@ -339,6 +341,13 @@ def create_app(
             try:
                 if destination not in destinations:
                     service.known(destination)
+                tag = filters_form["tag"].strip()
+                if tag:  # the tag's messages, from its index: no due-time paging
+                    matched, records = await run_in_threadpool(
+                        service.tagged, destination, tag, filters_form["state"]
+                    )
+                    context.update(records=records, tagged={"tag": tag, "matched": matched})
+                    return render(request, caller, "scheduled.html", **context)
                 filters = Filters(
                     state=filters_form["state"],
                     due_after=_time(filters_form["due_after"], "'due after'"),
@@ -414,6 +423,17 @@ def create_app(
             service.cancel, caller.who, _one(form, "destination") or "", ids
         )
         return _outcomes(request, caller, out)
+
+    async def cancel_tagged(request: Request, caller: Caller) -> Response:
+        form: FormData = request.state.form
+        out = await run_in_threadpool(
+            service.cancel_tagged,
+            caller.who,
+            _one(form, "destination") or "",
+            (_one(form, "tag") or "").strip(),
+            _one(form, "confirmed") or "",
+        )
+        return _outcomes(request, caller, [out])
 
     async def reschedule(request: Request, caller: Caller) -> Response:
         form: FormData = request.state.form
@@ -493,6 +513,7 @@ def create_app(
 
     writes = [
         Route("/actions/cancel", action(cancel), methods=["POST"]),
+        Route("/actions/cancel-tagged", action(cancel_tagged), methods=["POST"]),
         Route("/actions/reschedule", action(reschedule), methods=["POST"]),
         Route("/actions/send-now", action(send_now), methods=["POST"]),
         Route("/actions/replay", action(replay), methods=["POST"]),

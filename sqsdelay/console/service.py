@@ -15,7 +15,7 @@ from typing import Any, Literal, cast
 from sqsdelay.aws import operations
 from sqsdelay.aws.cloudwatch import MetricsReport, read_metrics
 from sqsdelay.aws.sender import Sender
-from sqsdelay.core import identity, page_tokens, registry
+from sqsdelay.core import identity, message_tags, page_tokens, registry
 from sqsdelay.core.parked import ParkedList
 from sqsdelay.core.registry_pages import Page, PageQuery
 from sqsdelay.errors import InvalidInput
@@ -25,7 +25,8 @@ from sqsdelay.settings import Settings
 log = get_logger("sqsdelay.console")
 MAX_SELECTED = 50  # ids per action: one page
 STATES = (*registry.STATES, "all")
-Action = Literal["cancel", "reschedule", "send-now", "replay", "pause", "resume"]
+Action = Literal["cancel", "cancel-tag", "reschedule", "send-now", "replay", "pause", "resume"]
+TAGGED_SHOWN = 100  # rows the tag filter lists (the count is of all)
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Filters:
     due_after: datetime | None = None
     due_before: datetime | None = None
     id_prefix: str = ""
+    tag: str = ""  # NAME=VALUE: the messages sent with it (core/message_tags.py)
 
 
 @dataclass
@@ -107,6 +109,16 @@ class ConsoleService:
         )
         return page, following
 
+    def tagged(self, destination: str, tag: str, state: str) -> tuple[int, list[registry.Record]]:
+        """How many messages carry `tag` (NAME=VALUE), and up to `TAGGED_SHOWN` of their
+        records in `state` (or all), soonest first."""
+        if state not in STATES:
+            raise InvalidInput(f"state {state[:40]!r}: give one of {', '.join(STATES)}")
+        chosen = message_tags.parse(tag)
+        with self._lock:
+            matched, records = self._sender.tagged(destination, chosen, limit=TAGGED_SHOWN)
+        return matched, [r for r in records if state in ("all", r.state)]
+
     def parked(self, destination: str) -> ParkedList | None:
         """Without the registry: the destination's parked messages (None: parking is off)."""
         if self.settings.parking != "scheduler":
@@ -153,6 +165,35 @@ class ConsoleService:
         with self._lock:
             out = [Outcome(i, self._sender.cancel(destination, i)) for i in chosen]
         self._logged(who, "cancel", destination, out)
+        return out
+
+    def cancel_tagged(self, who: str, destination: str, tag: str, confirmed: str) -> Outcome:
+        """Cancel every message sent with `tag`, as `cancel --tag` does, once the user
+        confirmed the count the page showed: refused when it changed since (reload)."""
+        self._writable()
+        chosen = message_tags.parse(tag)
+        self.known(destination)
+        if not confirmed.isdigit():
+            raise InvalidInput("confirm the count first: the button asks before it cancels")
+        with self._lock:
+            counted = self._sender.cancel_tagged(destination, chosen, dry_run=True)
+            if counted.matched != int(confirmed):
+                raise InvalidInput(
+                    f"{counted.matched} messages carry {tag} now, not the {confirmed} you "
+                    "confirmed: reload the page and confirm again; nothing was cancelled"
+                )
+            done = self._sender.cancel_tagged(destination, chosen)
+        shown = ", ".join(f"{k} {n}" for k, n in done.outcomes.items())
+        out = Outcome(f"tag {tag}", f"{done.outcomes['cancelled']} cancelled", shown)
+        log.info(
+            "console.action",
+            who=who,
+            action="cancel-tag",
+            destination=destination,
+            tag=tag,
+            matched=done.matched,
+            outcomes=done.outcomes,
+        )
         return out
 
     def reschedule(self, who: str, destination: str, message_id: str, at: datetime) -> Outcome:

@@ -761,3 +761,77 @@ def test_a_destination_is_paused_and_resumed_from_the_health_page(
     assert [s.paused for s in pause_states(stack.settings, [charlie])] == [False]
     actions = [e["action"] for e in stack.events("console.action")]
     assert "pause" in actions and "resume" in actions
+
+
+def test_a_tag_filters_the_page_and_cancel_all_matching_asks_with_the_count(
+    stack: Stack, console_url: str, chromium: Any
+) -> None:
+    """Last in this module: it adds charlie's tagged messages (docs/operator-controls.md)."""
+    sender = Sender(stack.settings)
+    tagged = [f"t-{i:02d}" for i in range(12)]
+    sender.send_batch(
+        "charlie",
+        [Message("x", delay=9000 + i, id=m, tags={"customer": "42"}) for i, m in enumerate(tagged)],
+    )
+    sender.send_batch(
+        "charlie",
+        [Message("x", delay=9000, id=f"o-{i}", tags={"customer": "43"}) for i in range(3)],
+    )
+    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    asked: list[str] = []
+    page.on("dialog", lambda d: (asked.append(d.message), d.accept()))
+    try:
+        page.goto(f"{console_url}/scheduled?destination={stack.dest['c']}")
+        page.fill("input[name=tag]", "customer=42")
+        page.click("form.filters button")
+        page.wait_for_selector("#tag-count")
+        assert "12 message(s)" in page.locator("#tag-count").inner_text()
+        assert ids_on(page) == tagged  # soonest first, only the tag's
+        assert fits_1280(page)
+        page.click("#cancel-tagged")  # not confirmed: the form does not go
+        assert asked == [] and outcomes(page) == {}
+        page.check("#confirm-tagged")
+        page.click("#cancel-tagged")
+        wait_for(lambda: outcomes(page), timeout=30)
+        assert asked and "Cancel all 12 message(s)" in asked[0]
+        assert outcomes(page) == {"tag customer=42": "12 cancelled"}
+    finally:
+        context.close()
+    assert {stack.state("c", m) for m in tagged} == {"cancelled"}
+    assert {stack.state("c", f"o-{i}") for i in range(3)} == {"scheduled"}
+    [event] = [e for e in stack.events("console.action") if e["action"] == "cancel-tag"]
+    assert (event["tag"], event["matched"], event["outcomes"]["cancelled"]) == (
+        "customer=42",
+        12,
+        12,
+    )
+    # a count that changed since the page showed it: refused, nothing cancelled
+    s = requests.Session()
+    shown = s.get(f"{console_url}/scheduled?destination={stack.dest['c']}&tag=customer%3D43")
+    assert "3 message(s)" in shown.text
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', shown.text)
+    assert csrf is not None
+    stale = s.post(
+        f"{console_url}/actions/cancel-tagged",
+        data={
+            "csrf": csrf.group(1),
+            "destination": stack.dest["c"],
+            "tag": "customer=43",
+            "confirmed": "2",
+        },
+        timeout=30,
+    )
+    assert stale.status_code == 400 and "not the 2 you confirmed" in stale.text
+    bad = s.post(
+        f"{console_url}/actions/cancel-tagged",
+        data={
+            "csrf": csrf.group(1),
+            "destination": stack.dest["c"],
+            "tag": "customer 43",
+            "confirmed": "3",
+        },
+        timeout=30,
+    )
+    assert bad.status_code == 400 and "NAME=VALUE" in bad.text
+    assert {stack.state("c", f"o-{i}") for i in range(3)} == {"scheduled"}

@@ -33,6 +33,7 @@ def looping(make_settings: Callable[..., Settings], prefix: str) -> Settings:
     )
 
 
+@pytest.mark.slow  # about 2 minutes: 1,040 sends with the registry, then the worker's hops
 def test_bulk_cancel_of_1000_tagged_messages_delivers_none_of_them_and_all_the_rest(
     looping: Settings, sqs: Any, dynamodb: Any
 ) -> None:
