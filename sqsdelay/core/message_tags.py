@@ -107,6 +107,21 @@ def item_id(destination: str, name: str, value: str, message_id: str) -> str:
     return f"{ITEM_PREFIX}{index_key(destination, name, value)}/{message_id}"
 
 
+def tag_items(
+    destination: str, message_id: str, tags: Tags, expires_at: int
+) -> list[dict[str, Any]]:
+    """A message's tag items, one per tag."""
+    return [
+        {
+            "id": {"S": item_id(destination, k, v, message_id)},
+            TAG_ATTRIBUTE: {"S": index_key(destination, k, v)},
+            "message_id": {"S": message_id},
+            "expires_at": {"N": str(expires_at)},
+        }
+        for k, v in tags
+    ]
+
+
 def write(
     table: str,
     destination: str,
@@ -119,17 +134,7 @@ def write(
     tag, unconditional (a retried send writes the same items). Raises RegistryError when
     they cannot all be written: the send stops there and nothing is sent."""
     items = [
-        {
-            "PutRequest": {
-                "Item": {
-                    "id": {"S": item_id(destination, k, v, message_id)},
-                    TAG_ATTRIBUTE: {"S": index_key(destination, k, v)},
-                    "message_id": {"S": message_id},
-                    "expires_at": {"N": str(expires_at)},
-                }
-            }
-        }
-        for k, v in tags
+        {"PutRequest": {"Item": i}} for i in tag_items(destination, message_id, tags, expires_at)
     ]
     for _ in range(WRITE_ROUNDS):
         if not items:

@@ -67,7 +67,10 @@ def test_moto_races() -> None:
 def test_bench_bulk_cancel() -> None:
     """Its counts are the figures docs/operator-controls.md quotes: one Query for a small
     tag, one UpdateItem per tagged message, untagged ones untouched."""
-    out = run_script("bench_bulk_cancel.py", "--messages", "5")
+    seeded = run_script("bench_bulk_cancel.py", "--messages", "5")  # as the figures are made
+    assert seeded["cancel"]["dynamodb_requests"] == {"Query": 1, "UpdateItem": 5}
+    assert seeded["cancel"]["cancelled"] == 5 and seeded["dry_run"]["matched"] == 5
+    out = run_script("bench_bulk_cancel.py", "--messages", "5", "--send")
     assert out["dry_run"]["matched"] == 5
     assert out["dry_run"]["dynamodb_requests"] == {"Query": 1}
     cancel = out["cancel"]
