@@ -181,3 +181,27 @@ def test_a_table_from_before_tags_works_untagged_and_install_adds_the_index(
     assert not [p for p in fixed.problems if "tag" in p.problem]
     found = sender.cancel_tagged("orders", ("k", "v"))
     assert (found.matched, found.outcomes["cancelled"]) == (1, 1)
+
+
+def test_the_async_sender_tags_cancels_by_tag_and_debounces_the_same_way(
+    looping: Settings, sqs: Any, dynamodb: Any
+) -> None:
+    import asyncio
+
+    from sqsdelay.aws.sender import AsyncSender
+
+    install(looping, sqs, dynamodb=dynamodb)
+
+    async def main() -> tuple[Any, Any, Any]:
+        async with AsyncSender(looping) as sender:
+            for i in range(3):
+                await sender.send("orders", "b", delay=600, id=f"a{i}", tags={"k": "v"})
+            first = await sender.send("orders", "one", id="deb", debounce=600)
+            second = await sender.send("orders", "two", id="deb", debounce=600)
+            return await sender.cancel_tagged("orders", ("k", "v")), first, second
+
+    done, first, second = asyncio.run(main())
+    assert (done.matched, done.outcomes["cancelled"]) == (3, 3)
+    assert (first.message_id, second.message_id) == ("deb#1", "deb#2")
+    found = states(Sender(looping, client=sqs, dynamodb=dynamodb))
+    assert (found["deb#1"], found["deb#2"]) == ("cancelled", "scheduled")
