@@ -19,7 +19,7 @@ from sqsdelay.core import parking, recurring, recurring_sync, tags
 from sqsdelay.core.flows import Call, Fault, Flow, adrive, drive
 from sqsdelay.core.recurring import RecurringSchedule
 from sqsdelay.core.recurring_sync import SyncPlan
-from sqsdelay.errors import ConfigError, InvalidSchedule, ScheduleSyncError, SqsOperationError
+from sqsdelay.errors import ConfigError, ScheduleSyncError, SqsOperationError
 from sqsdelay.logs import get_logger
 from sqsdelay.settings import Settings
 
@@ -126,16 +126,9 @@ class ScheduleFlows:
             return "created"
         if made.fault.code != "ConflictException":
             _raise(made.fault, "CreateSchedule", schedule.name)
-        # Only a schedule `put` made is put again: one a sync set or someone else owns is
-        # theirs (taking it over moved it out of its set, and the set's next sync failed).
-        found = yield from self.get(schedule.name)
-        owner = recurring.managed_set(found) if found is not None else ""
-        if owner != "":
-            held = "no sqsdelay set" if owner is None else f"sync set {owner!r}"
-            raise InvalidSchedule(
-                f"{schedule.name!r} exists in group {self.group!r} and belongs to {held}: "
-                f"change it there, or delete it first (sqsdelay schedule delete {schedule.name})"
-            )
+        found = yield from self.get(schedule.name)  # only what `put` made: not a set's
+        if refused := recurring_sync.taken(schedule.name, self.group, found, ""):
+            raise refused
         [updated] = yield [Call("scheduler", "UpdateSchedule", request)]
         _raise(updated.fault, "UpdateSchedule", schedule.name)
         return "updated"

@@ -75,13 +75,8 @@ def plan_sync(
         if found is None:
             plan.create.append(dict(r))
             continue
-        owner = managed_set(found)
-        if owner != set_name:
-            held = "no sqsdelay set" if owner is None else f"set {owner!r}" if owner else "put"
-            raise InvalidSchedule(
-                f"{name!r} exists in group {r['GroupName']!r} and belongs to {held}, not to "
-                f"set {set_name!r}: delete it (sqsdelay schedule delete {name}) or rename yours"
-            )
+        if refused := taken(name, r["GroupName"], found, set_name):
+            raise refused
         changed = differences(r, found)
         if changed:
             plan.update.append({**r, "_changed": changed})
@@ -120,3 +115,19 @@ def read_set(data: Any, default_name: str) -> tuple[str, str | None, list[Recurr
         except TypeError as exc:
             raise InvalidSchedule(f"schedules[{i}]: {exc}") from None
     return set_name, (None if group is None else check_name(str(group), "group name")), out
+
+
+def taken(
+    name: str, group: str, found: Mapping[str, Any] | None, mine: str
+) -> InvalidSchedule | None:
+    """Why a schedule that exists may not be changed by the set `mine` ("": `put`): it
+    belongs to another set, to `put`, or to no sqsdelay set; None when it is mine (or gone)."""
+    owner = None if found is None else managed_set(found)
+    if found is None or owner == mine:
+        return None
+    held = "no sqsdelay set" if owner is None else f"set {owner!r}" if owner else "put"
+    wanted = f"set {mine!r}" if mine else "put"
+    return InvalidSchedule(
+        f"{name!r} exists in group {group!r} and belongs to {held}, not to {wanted}: "
+        f"delete it (sqsdelay schedule delete {name}) or rename yours"
+    )

@@ -189,7 +189,9 @@ def test_sync_creates_updates_and_deletes_only_its_set(
     # and the set's next sync failed); a put of its own name is put again.
     taken = run(cli_env, "schedule", "put", "a", "--rate", "1 hour", "--queue", "orders",
                 "--body", "x")  # fmt: skip
-    assert taken.returncode == 2 and "belongs to sync set 'jobs'" in taken.stderr, taken.stderr
+    assert taken.returncode == 2 and "belongs to set 'jobs', not to put" in taken.stderr, (
+        taken.stderr
+    )
     assert run(cli_env, "schedule", "sync", str(file)).stdout == "0 changed, 1 unchanged\n"
     assert run(cli_env, "schedule", "put", "by-hand", "--rate", "2 hours", "--queue", "orders",
                "--body", "h").returncode == 0  # fmt: skip
