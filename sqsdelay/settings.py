@@ -61,10 +61,8 @@ class Settings(BaseSettings):
         default=None,
         ge=1,
         le=43_000,
-        description="worker, Lambda: how long a paused destination's due message is held out "
-        "of sight before it is received (and held) again; unset: one cycle "
-        "(SQSDELAY_MAX_NATIVE_DELAY_SECONDS). Longer costs fewer requests in a long pause, "
-        "but a message held by a worker that restarted returns that much after the resume",
+        description="worker, Lambda: how long a paused destination's message is held at a "
+        "time (unset: one cycle; docs/operator-controls.md)",
     )
     max_native_delay_seconds: int = Field(
         default=quotas.MAX_NATIVE_DELAY_SECONDS,
