@@ -80,6 +80,9 @@ def test_unrestricted_delays_disabled(env: dict[str, str]) -> None:
 
 def test_every_install_check_problem_is_fixed_by_its_hint(env: dict[str, str], sqs: Any) -> None:
     prefix = env["SQSDELAY_QUEUE_PREFIX"]
+    # A schedule group of its own: the emulator's default group holds what other tests
+    # parked, and install --check rightly warns of any parked message in its group.
+    env = {**env, "SQSDELAY_SCHEDULE_GROUP": prefix + "parked"}
     sqs.create_queue(QueueName=prefix + "orders")
     delay = sqs.create_queue(
         QueueName=prefix + "orders-delay.fifo",

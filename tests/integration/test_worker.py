@@ -539,12 +539,19 @@ def test_a_mangled_due_time_does_not_stop_the_worker(fast: Settings, sqs: Any) -
             },
         )
     collector = Collector(sqs, urls["orders"])
+
+    def bodies() -> set[str]:
+        return {g.body for g in collector.got}
+
     with RunningWorker(fast, ["orders"]) as running:
-        collector.until(2, timeout=30)
+        wait_for(lambda: collector.poll() or {"mangled 0", "mangled 1"} <= bodies(), 30)
         Sender(fast, client=sqs).send("orders", "after", delay=CYCLE + 1)
-        got = collector.until(3, timeout=30)
+        wait_for(lambda: collector.poll() or "after" in bodies(), 30)
         assert running._thread.is_alive()
-    assert sorted(g.body for g in got) == ["after", "mangled 0", "mangled 1"]
+    # Each once, unless a hand-over's answer was lost (a saturated machine timed one out and
+    # it was sent again: at least once, docs/worker.md), which the worker logs as a failure.
+    assert bodies() == {"after", "mangled 0", "mangled 1"}
+    assert len(collector.got) <= 4, [g.body for g in collector.got]
 
 
 def teardown_module() -> None:
