@@ -285,6 +285,12 @@ class SenderCore:
         duplicate = yield from self._register(planned, now, 0)
         if duplicate is not None:
             return _traced(producer, planned, duplicate, now)
+        return (yield from self._deliver(planned, now, producer))
+
+    def _deliver(
+        self, planned: PlannedSend, now: float, producer: otel.Producer | None
+    ) -> Flow[SendResult]:
+        """A planned send, registered: parked, or sent; then confirmed."""
         result = yield from self._park(planned, now, 0)
         if result is None:
             url = yield from self._url(planned)
@@ -409,15 +415,7 @@ class SenderCore:
                 expires,
                 self.settings.call_timeout_seconds,
             )
-        result = yield from self._park(planned, now, 0)
-        if result is None:
-            url = yield from self._url(planned)
-            [reply] = yield [Call("sqs", "SendMessage", planned.request, planned.queue)]
-            if reply.fault is not None:
-                raise self.resolver.failure(reply.fault, "SendMessage", planned.queue)
-            result = _result(planned, url, reply.response["MessageId"])
-        yield from self._confirm([result])
-        return _traced(producer, planned, result, now)
+        return (yield from self._deliver(planned, now, producer))
 
     def send_batch_flow(
         self, queue: str, messages: Sequence[Message], raise_on_failure: bool
