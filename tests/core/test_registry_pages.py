@@ -1,19 +1,18 @@
-"""The console's pages of the registry: filters, DynamoDB's continuation keys, and sealed
-page tokens (pure: a small in-memory index answers the flow's Query and BatchGetItem)."""
+"""The console's pages of the registry: filters and DynamoDB's continuation keys (pure: a
+small in-memory index answers the flow's Query and BatchGetItem). The sealed page tokens
+are `test_page_tokens.py`'s."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sqsdelay.core import page_tokens, registry
+from sqsdelay.core import registry
 from sqsdelay.core.flows import Call, Reply, drive
 from sqsdelay.core.registry_pages import MAX_QUERIES, PageQuery, is_start_key, page, start_key
-from sqsdelay.errors import PageTokenInvalid
 
 TABLE = "scheduled"
 DEST = "p-orders"
@@ -187,40 +186,3 @@ def test_a_start_key_is_the_index_key_of_the_last_row_and_nothing_else() -> None
     assert not is_start_key({**key, "due_ms": {"N": "5; DROP"}}, DEST)
     assert not is_start_key({**key, "id": {"S": "p-other/x"}}, DEST)
     assert not is_start_key(["id"], DEST)
-
-
-SECRET = b"s" * 32
-
-
-@given(st.dictionaries(st.text(max_size=8), st.text(max_size=20), max_size=4), st.text())
-def test_a_sealed_key_opens_only_for_the_query_it_was_made_for(
-    key: dict[str, str], fingerprint: str
-) -> None:
-    token = page_tokens.seal(key, fingerprint, SECRET)
-    assert page_tokens.opened(token, fingerprint, SECRET) == key
-    with pytest.raises(PageTokenInvalid):
-        page_tokens.opened(token, fingerprint + "x", SECRET)
-    with pytest.raises(PageTokenInvalid):
-        page_tokens.opened(token, fingerprint, b"t" * 32)
-
-
-@given(st.data())
-def test_any_change_to_a_token_is_refused(data: st.DataObject) -> None:
-    key = start_key(registry.Record(DEST, "m1", 5, "scheduled", "delay-queue"))
-    token = page_tokens.seal(key, "q", SECRET)
-    at = data.draw(st.integers(0, len(token) - 1))
-    char = data.draw(st.sampled_from("AZaz09-_.=!"))
-    changed = token[:at] + char + token[at + 1 :]
-    if changed != token:
-        try:
-            opened = page_tokens.opened(changed, "q", SECRET)
-        except PageTokenInvalid:
-            return
-        # base64 may decode two spellings to the same bytes: then it is the same key
-        assert opened == key
-
-
-@pytest.mark.parametrize("token", ["", ".", "abc", "abc.def", "!!.??", "e30.AAAA"])
-def test_garbage_tokens_are_refused_with_what_to_do(token: str) -> None:
-    with pytest.raises(PageTokenInvalid, match="start again from the first page"):
-        page_tokens.opened(token, "q", SECRET)
