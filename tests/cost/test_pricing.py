@@ -1,3 +1,6 @@
+"""The formulas of cost/pricing.py: the price list, each message's quantities and each
+model's requests (what they cost is test_money.py's)."""
+
 import math
 import subprocess
 import sys
@@ -9,7 +12,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqsdelay.cost.money import estimate, tiered_cost
 from sqsdelay.cost.pricing import (
     AT_SEND,
     PythonOps,
@@ -23,25 +25,6 @@ from sqsdelay.cost.pricing import (
 from sqsdelay.errors import ConfigError
 
 OPS = PythonOps()
-
-
-def test_reference_example_one_year() -> None:
-    e = estimate(31_536_000)
-    assert e.reference_cycles == 35_040 and e.reference_ops == 70_080
-    assert e.reference_cost == pytest.approx(0.03504)
-
-
-def test_exact_counts_first_send_plus_three_requests_per_pass() -> None:
-    assert estimate(31_536_000).exact_requests == 1 + 3 * 35_039
-    assert estimate(1925).cycles == 2 and estimate(1925).exact_requests == 7
-    assert estimate(901).exact_requests == 4
-    direct = estimate(900)
-    assert direct.exact_requests == 1 and direct.reference_ops == 0 and direct.cycles == 0
-
-
-def test_exact_cost_prices_the_hand_over_as_standard() -> None:
-    e = estimate(1925)
-    assert e.exact_cost == pytest.approx(6 * 0.5e-6 + 1 * 0.4e-6)
 
 
 def test_every_started_64_kib_is_a_request() -> None:
@@ -79,15 +62,6 @@ def test_batch_fill_is_bounded() -> None:
 def test_idle_polling_is_about_130_thousand_a_month() -> None:
     assert idle_polls_per_month() == 129_600
     assert idle_polls_per_month(3) == 388_800
-
-
-def test_tiers_and_free_tier() -> None:
-    p = load_pricing()
-    assert tiered_cost(1_000_000, 0, p) == 0
-    assert tiered_cost(2_000_000, 0, p) == pytest.approx(0.5)
-    assert tiered_cost(500_000, 1_500_000, p) == pytest.approx(0.4)
-    big = tiered_cost(150e9, 0, p)  # 100 B at 0.50, the rest at 0.40, minus 1 M free
-    assert big == pytest.approx((100e9 - 1e6) * 0.5e-6 + 50e9 * 0.4e-6)
 
 
 META = "currency: USD\nregion: r\neffective_date: 2026-01-01\nsources: [x]\n"
@@ -129,38 +103,11 @@ def test_missing_pricing_file(tmp_path: Path) -> None:
         load_pricing(tmp_path / "nope.yaml")
 
 
-def test_a_changed_price_file_changes_the_figures(tmp_path: Path) -> None:
-    text = (
-        Path("sqsdelay/data/pricing.yaml")
-        .read_text()
-        .replace("fifo_per_million: 0.50", "fifo_per_million: 1.00")
-    )
-    path = tmp_path / "p.yaml"
-    path.write_text(text)
-    assert estimate(31_536_000, pricing=load_pricing(path)).reference_cost == pytest.approx(0.07008)
-
-
-def test_the_registry_costs_six_writes_and_half_a_read_per_pass() -> None:
-    year = estimate(31_536_000)
-    assert (year.registry_write_units, year.registry_read_units) == (6, 0.5 * 35_039)
-    assert year.registry_cost == pytest.approx(6 * 0.625e-6 + 0.5 * 35_039 * 0.125e-6)
-    # Parked at send: one pass, the last.
-    assert year.parked_registry_cost == pytest.approx(6 * 0.625e-6 + 0.5 * 0.125e-6)
-    direct = estimate(600)  # straight to the destination: no record
-    assert (direct.registry_write_units, direct.registry_cost) == (0, 0)
-
-
 def test_the_price_list_says_where_when_and_from_where() -> None:
     p = load_pricing()
     assert p.region == "us-east-1" and p.effective_date.year >= 2026
     assert any("sqs/pricing" in u for u in p.sources)
     assert p.scheduler_free_invocations_per_month == 14_000_000
-
-
-def test_no_free_tier_unless_asked() -> None:
-    p = load_pricing()
-    assert tiered_cost(2_000_000, 0, p, free=0) == pytest.approx(1.0)
-    assert tiered_cost(2_000_000, 0, p) == pytest.approx(0.5)  # the price list's free tier
 
 
 def test_another_currency_needs_a_rate() -> None:
