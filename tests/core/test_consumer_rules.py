@@ -202,16 +202,6 @@ def test_attempts_are_counted_from_the_attribute_and_a_foreign_value_counts_as_n
     assert retries.attempt_of({wire_format.ATTEMPT_ATTRIBUTE: s("four")}) == 0
 
 
-def test_backoff_is_exponential_with_full_jitter_capped_then_gives_up() -> None:
-    b = retries.Backoff(base_seconds=10, cap_seconds=100, max_attempts=3)
-    assert [b.ceiling(n) for n in (1, 2, 3, 4, 5)] == [10, 20, 40, 80, 100]
-    assert b.delay(3, 0.0) == 0 and b.delay(3, 0.5) == 20 and b.delay(9, 0.999) < 100
-    assert not b.gives_up(3) and b.gives_up(4)
-    assert "max_attempts=3" in b.reason(4, "partner down")
-    with pytest.raises(InvalidInput, match="cap at least as long"):
-        retries.Backoff(base_seconds=10, cap_seconds=1)
-
-
 def _powertools_key(record: dict[str, Any], prefix: str, jmespath: str) -> str | None:
     layer = _Layer()
     layer.configure(IdempotencyConfig(event_key_jmespath=jmespath), key_prefix=prefix)

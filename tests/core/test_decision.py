@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sqsdelay.core import defaults, identity, message_shape, quotas, wire_format
-from sqsdelay.core.backoff import BackoffTimer, retry_backoff_seconds
 from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import (
     Forward,
@@ -258,20 +257,6 @@ def test_clock_offset_is_a_median_that_follows_a_jump_of_the_local_clock() -> No
     assert off.estimate() == -9000
     off.observe(T + 1000, T - 20_000)  # and 20 s back
     assert off.estimate() == 21_000
-
-
-def test_backoff_timer_backs_off_exponentially_and_caps() -> None:
-    b = BackoffTimer(base_seconds=1, cap_seconds=10)
-    assert b.retry_in("q", 0) == 0
-    assert [b.failure("q", 0) for _ in range(6)] == [1, 2, 4, 8, 10, 10]
-    assert b.retry_in("q", 3) == 7 and b.retry_in("other", 3) == 0
-    b.success("q")
-    assert b.retry_in("q", 3) == 0 and b.failure("q", 0) == 1
-
-
-def test_retry_backoff_grows_and_caps() -> None:
-    assert [retry_backoff_seconds(n) for n in (1, 2, 3)] == [2, 4, 8]
-    assert retry_backoff_seconds(50) == 900
 
 
 @pytest.mark.parametrize("skew_ms", [-60_000, 60_000])

@@ -13,6 +13,7 @@ from sqsdelay.core import consumed, message_shape, retries, send, wire_format
 from sqsdelay.core.failure_record import Replay, plan_replay
 from sqsdelay.core.received import Received
 from sqsdelay.core.types import Attributes, AttributeValue
+from sqsdelay.errors import InvalidInput
 
 DELAY_QUEUE = "p-orders-delay-fifo.fifo"
 MAX_BYTES = 1_048_576
@@ -157,3 +158,13 @@ def test_where_a_message_came_from_its_queue_account_and_region(
 ) -> None:
     ref = consumed.read(message, url).queue
     assert (ref.name, ref.account, ref.region) == where
+
+
+def test_backoff_is_exponential_with_full_jitter_capped_then_gives_up() -> None:
+    b = retries.Backoff(base_seconds=10, cap_seconds=100, max_attempts=3)
+    assert [b.ceiling(n) for n in (1, 2, 3, 4, 5)] == [10, 20, 40, 80, 100]
+    assert b.delay(3, 0.0) == 0 and b.delay(3, 0.5) == 20 and b.delay(9, 0.999) < 100
+    assert not b.gives_up(3) and b.gives_up(4)
+    assert "max_attempts=3" in b.reason(4, "partner down")
+    with pytest.raises(InvalidInput, match="cap at least as long"):
+        retries.Backoff(base_seconds=10, cap_seconds=1)
