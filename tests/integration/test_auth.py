@@ -1,5 +1,5 @@
-"""The console's rules without a server: tokens, binding, sessions and CSRF tokens, the times
-its forms take and show."""
+"""The console's rules without a server (console/auth.py): tokens, binding, host names,
+sessions and CSRF tokens. The times its forms take and show are test_timefmt.py's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqsdelay.console import auth, timefmt
+from sqsdelay.console import auth
 from sqsdelay.console.auth import (
     Sessions,
     Throttle,
@@ -23,7 +23,7 @@ from sqsdelay.console.auth import (
     load_tokens,
     public_origin,
 )
-from sqsdelay.errors import ConfigError, InvalidDelay
+from sqsdelay.errors import ConfigError
 from sqsdelay.settings import load_settings
 
 LONG = "t" * 20
@@ -255,52 +255,6 @@ def test_each_port_has_its_own_cookie() -> None:
     assert cookie_name("example.com", None) == "sqsdelay_console_80"
     assert cookie_name("anything:1", "https://console.example.com") == "sqsdelay_console_443"
     assert cookie_name("x:1", "https://c.example:8443") == "sqsdelay_console_8443"
-
-
-@pytest.mark.parametrize(
-    ("ms", "ok"),
-    [
-        (0, True),
-        (1_900_000_000_000, True),
-        (-(10**12), True),
-        (10**20, False),
-        (253_402_300_800_000, False),
-        (-(10**18), False),
-        (None, False),
-        (True, False),
-    ],
-)
-def test_a_time_is_readable_within_the_years_1_to_9999(ms: object, ok: bool) -> None:
-    assert timefmt.readable(ms) is ok
-
-
-@pytest.mark.parametrize(
-    ("delta_s", "shown"),
-    [
-        (0, "now"),
-        (0.4, "now"),
-        (42, "in 42 s"),
-        (3 * 3600 + 12 * 60 + 5, "in 3 h 12 min"),
-        (-300, "5 min ago"),
-        (2 * 86400 + 3 * 3600 + 60, "in 2 d 3 h"),
-        (3600, "in 1 h"),
-    ],
-)
-def test_relative_times(delta_s: float, shown: str) -> None:
-    now = 1_800_000_000_000
-    assert timefmt.relative(now + int(delta_s * 1000), now) == shown
-
-
-def test_a_time_needs_a_zone() -> None:
-    assert timefmt.parse_time(" 2027-01-31T09:00:00Z ", "x").isoformat() == (
-        "2027-01-31T09:00:00+00:00"
-    )
-    assert timefmt.parse_time("2027-01-31T09:00:00+01:00", "x").utcoffset() is not None
-    with pytest.raises(InvalidDelay, match="has no time zone: add Z"):
-        timefmt.parse_time("2027-01-31T09:00:00", "the new time")
-    with pytest.raises(InvalidDelay, match="not an ISO 8601 time"):
-        timefmt.parse_time("tomorrow", "the new time")
-    assert timefmt.utc(0) == "1970-01-01 00:00:00 UTC"
 
 
 @pytest.mark.parametrize(
