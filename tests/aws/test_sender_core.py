@@ -1,4 +1,5 @@
-"""The senders' shared flows driven by the stub SQS and Scheduler, call by call."""
+"""The senders' shared flows (aws/sender_core.py) driven by the stub SQS and Scheduler,
+call by call."""
 
 from __future__ import annotations
 
