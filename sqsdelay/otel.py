@@ -5,7 +5,9 @@ SQSDELAY_OTEL=off) every function here is a no-op and nothing is imported.
 - the sender's `send` span and the W3C trace context it injects (`Producer`);
 - the worker's spans, from the records the pure step keeps (`record_hops`);
 - a consumer's handler span, a link to the producer's context or its child
-  (`consumer_span`, SQSDELAY_OTEL_PARENT).
+  (`consumer_span`, SQSDELAY_OTEL_PARENT); a task queue's, from the context its task
+  message carries in its body (`headers_span`: Dramatiq's options, Celery's headers,
+  taskiq's labels), which the publisher puts there (`missing_context`).
 
 The rules (the carrier's names, its room, a malformed one) are `core/trace_context.py`'s.
 """
@@ -186,24 +188,37 @@ def record_hops(settings: Any, hops: Sequence[trace_context.Hop]) -> None:
 
 @contextlib.contextmanager
 def consumer_span(
-    settings: Any, attributes: Attributes, queue: str, sqs_message_id: str | None = None
+    settings: Any,
+    attributes: Attributes,
+    queue: str,
+    sqs_message_id: str | None = None,
+    *,
+    message_id: str | None = None,
 ) -> Iterator[Any]:
     """A handler's span (`process <queue>`, kind CONSUMER, current while it runs), linked to
     the context the message carries (default) or its child (SQSDELAY_OTEL_PARENT=child). A
-    malformed context is left out with a warning; yields None when OpenTelemetry is off."""
+    malformed context is left out with a warning; yields None when OpenTelemetry is off.
+    `message_id`: sqsdelay's id when the attributes do not say it (a task's id, also its
+    `messaging.message.id` when the SQS id is not known)."""
     api = _load(settings)
     if api is None:
         yield None
         return
     reason = trace_context.malformed(attributes)
     if reason:
-        log.warning("consumer.trace_context_dropped", sqs_message_id=sqs_message_id, reason=reason)
+        log.warning(
+            "consumer.trace_context_dropped",
+            sqs_message_id=sqs_message_id,
+            message_id=message_id,
+            queue=queue,
+            reason=reason,
+        )
     carried = trace_context.carried(attributes)
-    ident = message_shape.string_value(attributes, wire_format.MESSAGE_ID_ATTRIBUTE)
+    ident = message_shape.string_value(attributes, wire_format.MESSAGE_ID_ATTRIBUTE) or message_id
     attrs = messaging(
         "process",
         queue,
-        **{"messaging.message.id": sqs_message_id, "sqsdelay.message_id": ident},
+        **{"messaging.message.id": sqs_message_id or message_id, "sqsdelay.message_id": ident},
     )
     with api.tracer().start_as_current_span(
         f"process {queue}",
@@ -212,6 +227,39 @@ def consumer_span(
         **_placement(api, carried, _child(settings)),
     ) as span:
         yield span
+
+
+def headers_span(
+    settings: Any, headers: Mapping[str, object], queue: str, message_id: str | None
+) -> contextlib.AbstractContextManager[Any]:
+    """`consumer_span` of a task whose message carries the trace context in its body as
+    headers (`traceparent`, `tracestate`; any other key is ignored). `message_id` (the
+    task's id, which is sqsdelay's message id on the delayed route) is its
+    `messaging.message.id`: the SQS id does not reach a task."""
+    carried: Attributes = {
+        k: message_shape.string_attribute(str(v))
+        for k, v in headers.items()
+        if k in trace_context.FIELDS and v is not None
+    }
+    return consumer_span(settings, carried, queue, message_id=message_id)
+
+
+def failed(span: Any, exc: BaseException) -> None:
+    """Mark a handler's span (from `consumer_span`; None when off) as failed with `exc`."""
+    api = _api if _api is not _NOT_LOADED else None
+    if span is None or api is None:
+        return
+    span.record_exception(exc)
+    span.set_status(api.trace.Status(api.trace.StatusCode.ERROR, type(exc).__name__))
+
+
+def missing_context(settings: Any, headers: Mapping[str, object]) -> dict[str, str]:
+    """The active W3C trace context to add to a task message's headers or labels, or {}:
+    OpenTelemetry off, no active span, or a `traceparent` there already (a retry keeps its
+    original's; the task queue's own instrumentation put its own: never a second)."""
+    if trace_context.TRACEPARENT in headers:
+        return {}
+    return active_context(settings)
 
 
 def active_context(settings: Any) -> dict[str, str]:

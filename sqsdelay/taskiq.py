@@ -31,6 +31,11 @@ What this relies on in taskiq-aio-sqs 2.1 (`taskiq_aio_sqs/sqs_broker.py`, `SQSB
 - `s3_extended_bucket_name` and `_s3_client` (private, opened by `startup`) write a large
   task's object, inside `handle_exceptions`, as `_send_single_message` does.
 
+With OpenTelemetry (`sqsdelay[otel]`, docs/opentelemetry.md) the broker adds a middleware
+(`TraceContext`) that puts the active W3C trace context into a kicked task's labels (its
+body: taskiq-aio-sqs hands a task no message attributes), whatever the route, and runs each
+task in a `process <queue>` span linked to it, or its child (SQSDELAY_OTEL_PARENT=child).
+
 The task id is sqsdelay's message id: with SQSDELAY_REGISTRY=dynamodb, `await
 broker.cancel(task_id)` (or `sqsdelay cancel <queue> <task_id>`) cancels a scheduled task.
 A retry keeps its task id and is a new send: never deduplicated away. With
@@ -41,6 +46,7 @@ A retry keeps its task id and is a new send: never deduplicated away. With
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import heapq
 import time
 import uuid
@@ -49,20 +55,21 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
-from sqsdelay import errors
+from sqsdelay import errors, otel
 from sqsdelay.core import delays, taskiq_delay, taskiq_offload
 from sqsdelay.extras import require
 
 require("taskiq", "sqsdelay.taskiq")
 
 import taskiq_aio_sqs  # noqa: E402
-from taskiq import ScheduledTask, ScheduleSource  # noqa: E402
+from taskiq import ScheduledTask, ScheduleSource, TaskiqMiddleware  # noqa: E402
 from taskiq.kicker import AsyncKicker  # noqa: E402
 from taskiq_aio_sqs import exceptions as sqs_exceptions  # noqa: E402
 
 from sqsdelay.settings import Settings  # noqa: E402
 
 if TYPE_CHECKING:
+    from taskiq import TaskiqMessage, TaskiqResult
     from taskiq.message import BrokerMessage
 
     from sqsdelay.aws.sender import AsyncSender, Message
@@ -123,6 +130,8 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
                 f"SQSDELAY_QUEUE_PREFIX empty (it is {settings.queue_prefix!r})"
             )
         self.sqsdelay_settings = settings
+        if otel.enabled(settings):  # the context into the labels, the task's span from them
+            self.add_middlewares(TraceContext(settings))
         self._sqsdelay_sender: AsyncSender | None = None
         self._sqsdelay_opening = asyncio.Lock()
         self._dedup_warned = False
@@ -300,6 +309,48 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
                     )
                 self._sqsdelay_sender = await sender.__aenter__()
             return self._sqsdelay_sender
+
+
+# The span of the task a receiver's callback runs: taskiq runs each message's pre_execute,
+# task and post_execute in one asyncio task of its own, so a context variable is the task's.
+_TASK_SPAN: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.ContextVar(
+    "sqsdelay_taskiq_span", default=None
+)
+
+
+class TraceContext(TaskiqMiddleware):
+    """A task's OpenTelemetry span (`process <queue>`), linked to the kicker's trace context
+    in the task's labels, or its child (SQSDELAY_OTEL_PARENT=child). The kick puts the
+    active context there (`pre_send`) unless the labels have one: a retry keeps its
+    original's, taskiq's own OpenTelemetryMiddleware writes the same names."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__()
+        self.settings = settings
+
+    def pre_send(self, message: TaskiqMessage) -> TaskiqMessage:
+        message.labels.update(otel.missing_context(self.settings, message.labels))
+        return message
+
+    def pre_execute(self, message: TaskiqMessage) -> TaskiqMessage:
+        default = getattr(getattr(self.broker, "_default_queue", None), "name", "")
+        queue = str(message.labels.get("queue") or default)
+        opened = otel.headers_span(self.settings, message.labels, queue, message.task_id)
+        _TASK_SPAN.set((opened, opened.__enter__()))
+        return message
+
+    def on_error(
+        self, message: TaskiqMessage, result: TaskiqResult[Any], exception: BaseException
+    ) -> None:
+        held = _TASK_SPAN.get()
+        if held is not None:
+            otel.failed(held[1], exception)
+
+    def post_execute(self, message: TaskiqMessage, result: TaskiqResult[Any]) -> None:
+        held = _TASK_SPAN.get()
+        _TASK_SPAN.set(None)
+        if held is not None:
+            held[0].__exit__(None, None, None)
 
 
 class ScheduleNotCancelled(errors.SqsDelayError):

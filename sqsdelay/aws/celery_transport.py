@@ -13,6 +13,9 @@ What this relies on in kombu 5.x (`kombu/transport/SQS/__init__.py`, `Channel`):
   there is none, and drops `delay_seconds` with a warning: sqsdelay delays every countdown
   into it, in that group (docs/fifo-destinations.md). A standard queue takes the property too
   (SQS fair queues): sqsdelay sets it on the hand-over of a long countdown.
+- `message["headers"]` are Celery's message headers (protocol 2), which a Celery worker
+  makes attributes of `task.request`: with OpenTelemetry on, the active W3C trace context
+  goes there on every route (`sqsdelay.celery` runs each task in a span linked to it).
 Only publishing changes: a Celery worker that uses this transport receives as before.
 """
 
@@ -26,6 +29,7 @@ from kombu.asynchronous.aws.sqs.message import AsyncMessage
 from kombu.transport import SQS
 from kombu.utils.json import dumps
 
+from sqsdelay import otel
 from sqsdelay.aws.sender import Sender
 from sqsdelay.core import celery_eta
 from sqsdelay.errors import ConfigError
@@ -50,6 +54,9 @@ class Channel(SQS.Channel):
                 "of setting broker_transport by hand"
             )
         settings: Settings = options["settings"]
+        headers = message.get("headers")
+        if isinstance(headers, dict):  # in the body: the worker reads no message attributes
+            headers.update(otel.missing_context(settings, headers))
         publish = celery_eta.plan(
             message.get("headers"),
             options["timezone"],
