@@ -18,9 +18,19 @@ from sqsdelay.aws.callers import SyncCaller
 from sqsdelay.aws.clients import sync_client, translate
 from sqsdelay.aws.installer import Installer, QueueReport
 from sqsdelay.aws.queue_urls import QueueResolver
-from sqsdelay.core import discovery, pause, queue_names, quotas, replay, wire_format
+from sqsdelay.core import (
+    discovery,
+    message_shape,
+    parking,
+    pause,
+    queue_names,
+    quotas,
+    replay,
+    wire_format,
+)
 from sqsdelay.core.flows import Fault, drive
-from sqsdelay.core.received import from_boto
+from sqsdelay.core.parking import NotReplayable
+from sqsdelay.core.received import Received, from_boto
 from sqsdelay.core.replay import ReplayResult
 from sqsdelay.core.types import AttributeValue
 from sqsdelay.errors import InvalidQueueName
@@ -175,8 +185,10 @@ def replay_errors(
     only: frozenset[str] | None = None,
 ) -> ReplayResult:
     """Drive `core.replay.replay_errors` for a destination with boto3 (`sqsdelay
-    replay-errors`; the console's selection: `only` these error-queue message ids). A
-    missing error or delay queue stops it first, with its fix."""
+    replay-errors`; the console's selection: `only` these error-queue message ids): the
+    worker's dead letters and EventBridge Scheduler's (parked messages and recurring
+    occurrences its schedules could not deliver). A missing error or delay queue stops it
+    first, with its fix."""
     sqs = client or sync_client(settings)
     resolver = QueueResolver(settings)
     trio = resolver.trio(queue)
@@ -246,13 +258,12 @@ def _list(
         fresh = [m for m in batch if m.message_id not in seen]
         for m in fresh:
             seen.add(m.message_id)
-            failure = m.attributes.get(wire_format.FAILURE_ATTRIBUTE)
-            record = _failure_record(failure.get("StringValue") if failure else None)
-            if record.get("queue") != delay_queue:
+            reason = _reason(m, delay_queue)
+            if reason is None:
                 continue
             found[m.message_id] = DeadLetter(
                 message_id=m.message_id,
-                reason=str(record.get("reason", "unknown reason")),
+                reason=reason,
                 size_bytes=len(m.body.encode()),
                 attributes={k: _shown(v) for k, v in m.attributes.items()},
                 sent_ms=int(m.system.get("SentTimestamp", 0)),
@@ -260,6 +271,28 @@ def _list(
         held += [m.receipt_handle for m in batch]
         if not fresh:
             break
+
+
+def _reason(message: Received, delay_queue: str) -> str | None:
+    """Why a dead letter of this destination failed, or None for another's: the worker's
+    record, or what EventBridge Scheduler said of a schedule that sends to it."""
+    if not parking.is_scheduler_dead_letter(message.attributes):
+        failure = message.attributes.get(wire_format.FAILURE_ATTRIBUTE)
+        record = _failure_record(failure.get("StringValue") if failure else None)
+        if record.get("queue") != delay_queue:
+            return None
+        return str(record.get("reason", "unknown reason"))
+    try:
+        queue = parking.resend_of_dead_letter(message.body).queue
+    except NotReplayable:
+        return None  # whose it is cannot be read: replay-errors lists it as skipped
+    if queue not in replay.own_queues(delay_queue):
+        return None
+    said = [
+        message_shape.string_value(message.attributes, name) or ""
+        for name in ("ERROR_CODE", "ERROR_MESSAGE")
+    ]
+    return "EventBridge Scheduler could not deliver it: " + (": ".join(filter(None, said)) or "?")
 
 
 def _shown(value: AttributeValue) -> str:

@@ -9,15 +9,16 @@ the last hop is the ordinary loop, exact to the second. See docs/parking.md.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from sqsdelay.core import message_shape, tracing, wire_format
+from sqsdelay.core import message_shape, quotas, trace_context, tracing, wire_format
 from sqsdelay.core.delays import whole_seconds
-from sqsdelay.core.types import Attributes
+from sqsdelay.core.types import Attributes, AttributeValue
 from sqsdelay.errors import InvalidMessage
 
 # The universal target for SQS SendMessage (Scheduler user guide, "Using universal targets").
@@ -202,3 +203,190 @@ def send_message_of(input_text: str) -> dict[str, Any]:
         if "BinaryValue" in value:
             value["BinaryValue"] = base64.b64decode(value["BinaryValue"])
     return request
+
+
+# ---- a schedule's dead letter, read back for `replay-errors` ----
+
+# What Scheduler writes to a schedule's dead-letter queue once its retry policy is spent
+# (user guide, "Configuring a dead-letter queue"): the target's input as the body, and
+# attributes of its own about the failure. SCHEDULE_ARN is how sqsdelay tells such a dead
+# letter from the worker's (which carry sqsdelay.Failure instead).
+SCHEDULER_DEAD_LETTER_ATTRIBUTES: Final = (
+    "ERROR_CODE",
+    "ERROR_MESSAGE",
+    "EXECUTION_ID",
+    "SCHEDULE_ARN",
+    "TARGET_ARN",
+)
+_SCHEDULE_ARN: Final = "SCHEDULE_ARN"
+# The universal target's SendMessage request, as parking and recurring schedules write it;
+# MessageDeduplicationId is replaced by the replay's own.
+_REQUEST_KEYS: Final = frozenset(
+    {
+        "QueueUrl",
+        "MessageBody",
+        "MessageAttributes",
+        "MessageSystemAttributes",
+        "MessageGroupId",
+        "MessageDeduplicationId",
+        "DelaySeconds",
+    }
+)
+_KEYWORD: Final = "<aws.scheduler."  # a context keyword Scheduler did not fill in
+_SHOWN: Final = 80  # characters of a foreign value quoted in a refusal
+
+
+class NotReplayable(InvalidMessage):
+    """A Scheduler dead letter that `replay-errors` cannot send again as its schedule would
+    have: it stays in the error queue, and this says why and what to do."""
+
+
+def is_scheduler_dead_letter(attributes: Mapping[str, Any]) -> bool:
+    """Whether an error-queue message is Scheduler's dead letter: it carries the schedule's
+    ARN and no sqsdelay.Failure (the worker's dead letters have that record)."""
+    return _SCHEDULE_ARN in attributes and wire_format.FAILURE_ATTRIBUTE not in attributes
+
+
+@dataclass(frozen=True)
+class Resend:
+    """What a schedule would have sent: the queue (its name, from the input's QueueUrl), the
+    body, the attributes (binary values decoded) and the rest of the SendMessage request."""
+
+    queue: str
+    body: str
+    attributes: Attributes
+    group_id: str | None = None
+    delay_seconds: int | None = None
+    system: dict[str, Any] = field(default_factory=dict)  # MessageSystemAttributes
+
+
+def resend_of_dead_letter(body: str) -> Resend:
+    """The SendMessage request a schedule's dead letter holds (its body is the target's
+    input), checked field by field. Raises NotReplayable for anything else: a body that is
+    not such a request, a value of the wrong type, or a context keyword Scheduler left
+    unfilled (an occurrence whose time is unknown)."""
+    try:
+        request = json.loads(body)
+    except (ValueError, RecursionError):
+        raise NotReplayable(
+            "its body is not JSON, so not a SendMessage target's input: receive it from the "
+            "error queue yourself"
+        ) from None
+    if not isinstance(request, dict):
+        raise NotReplayable("its body is not a SendMessage request (a JSON object)")
+    unknown = sorted(str(k)[:_SHOWN] for k in set(request) - _REQUEST_KEYS)
+    if unknown:
+        raise NotReplayable(
+            f"its SendMessage request has fields sqsdelay does not write ({', '.join(unknown)}):"
+            " not one of sqsdelay's schedules; receive it from the error queue yourself"
+        )
+    url, text = request.get("QueueUrl"), request.get("MessageBody")
+    if not isinstance(url, str) or not url.rstrip("/").rpartition("/")[2]:
+        raise NotReplayable("its SendMessage request has no QueueUrl naming a queue")
+    if not isinstance(text, str) or not text:
+        raise NotReplayable("its SendMessage request has no MessageBody")
+    if _KEYWORD in body:
+        raise NotReplayable(
+            "it still holds a Scheduler context keyword (<aws.scheduler.…>): the occurrence's "
+            "time is unknown, and sent as it is every occurrence would share one id. Send it "
+            "yourself with the time filled in, or let the next occurrence run"
+        )
+    group = request.get("MessageGroupId")
+    if group is not None and (not isinstance(group, str) or not group):
+        raise NotReplayable("its MessageGroupId is not a string")
+    delay = request.get("DelaySeconds")
+    if delay is not None and (
+        isinstance(delay, bool) or not isinstance(delay, int) or not 0 <= delay <= 900
+    ):
+        raise NotReplayable("its DelaySeconds is not a whole number of 0 to 900")
+    return Resend(
+        queue=url.rstrip("/").rpartition("/")[2],
+        body=text,
+        attributes=_attributes_of(request.get("MessageAttributes", {})),
+        group_id=group,
+        delay_seconds=delay,
+        system=_system_of(request.get("MessageSystemAttributes", {})),
+    )
+
+
+def _attributes_of(raw: object) -> Attributes:
+    """Message attributes from the API's JSON form (binary values base64), each checked."""
+    if not isinstance(raw, dict) or len(raw) > quotas.MAX_MESSAGE_ATTRIBUTES:
+        raise NotReplayable(
+            f"its MessageAttributes are not a map of at most {quotas.MAX_MESSAGE_ATTRIBUTES}"
+        )
+    out: Attributes = {}
+    for name, value in raw.items():
+        shown = repr(str(name)[:_SHOWN])
+        if not isinstance(name, str) or not name or not isinstance(value, dict):
+            raise NotReplayable(f"its message attribute {shown} is not a name and a value")
+        kind, string, binary = (
+            value.get("DataType"),
+            value.get("StringValue"),
+            value.get("BinaryValue"),
+        )
+        if not isinstance(kind, str) or set(value) - {"DataType", "StringValue", "BinaryValue"}:
+            raise NotReplayable(f"its message attribute {shown} has no DataType, or extra fields")
+        if kind.startswith("Binary") and isinstance(binary, str) and string is None:
+            try:
+                out[name] = {
+                    "DataType": kind,
+                    "BinaryValue": base64.b64decode(binary, validate=True),
+                }
+            except (binascii.Error, ValueError):
+                raise NotReplayable(f"its message attribute {shown} is not base64") from None
+        elif kind.startswith(("String", "Number")) and isinstance(string, str) and binary is None:
+            out[name] = AttributeValue(DataType=kind, StringValue=string)
+        else:
+            raise NotReplayable(
+                f"its message attribute {shown} has no value of its DataType ({kind[:_SHOWN]!r})"
+            )
+    return out
+
+
+def _system_of(raw: object) -> dict[str, Any]:
+    """MessageSystemAttributes: only the trace header, which parking may carry."""
+    if raw == {}:
+        return {}
+    header = raw.get(tracing.ATTRIBUTE) if isinstance(raw, dict) else None
+    if (
+        not isinstance(raw, dict)
+        or set(raw) != {tracing.ATTRIBUTE}
+        or not isinstance(header, dict)
+        or header.get("DataType") != "String"
+        or not isinstance(header.get("StringValue"), str)
+    ):
+        raise NotReplayable(
+            f"its MessageSystemAttributes hold more than a {tracing.ATTRIBUTE} string"
+        )
+    return {tracing.ATTRIBUTE: {"DataType": "String", "StringValue": header["StringValue"]}}
+
+
+def replay_of_dead_letter(body: str, token: str, queues: Collection[str]) -> Resend | str:
+    """How a schedule's dead letter is sent again: to the queue its schedule would have sent
+    it to, when that is one of `queues` (the destination's delay queue, where a parked
+    message goes back; the destination, where a recurring occurrence goes), with the
+    attributes its schedule carried and a replay token (`token`, new for each replay: the
+    registry lets it claim a handed-over record and the guard keys on it, as for the
+    worker's own dead letters); no retry count. A string when it is another queue's (not
+    ours to move); raises NotReplayable for what cannot be read or sent as it was."""
+    resend = resend_of_dead_letter(body)
+    if resend.queue not in queues:
+        return f"belongs to {resend.queue!r} (a schedule's dead letter)"
+    attrs = {k: v for k, v in resend.attributes.items() if k != wire_format.ATTEMPT_ATTRIBUTE}
+    attrs[wire_format.REPLAY_ATTRIBUTE] = message_shape.string_attribute(token)
+    attrs = trace_context.make_room(attrs, quotas.MAX_MESSAGE_ATTRIBUTES)
+    if len(attrs) > quotas.MAX_MESSAGE_ATTRIBUTES:
+        raise NotReplayable(
+            f"no room for {wire_format.REPLAY_ATTRIBUTE} ({len(attrs)} attributes, SQS takes "
+            f"{quotas.MAX_MESSAGE_ATTRIBUTES}): without it a replay is dropped as a duplicate "
+            "where the registry or the guard is on. Receive it from the error queue yourself"
+        )
+    if resend.queue.endswith(wire_format.FIFO_SUFFIX) and resend.group_id is None:
+        raise NotReplayable(
+            f"it goes to the FIFO queue {resend.queue!r} without a MessageGroupId, which SQS "
+            "would refuse: not a schedule of sqsdelay's"
+        )
+    return Resend(
+        resend.queue, resend.body, attrs, resend.group_id, resend.delay_seconds, resend.system
+    )

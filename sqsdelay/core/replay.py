@@ -1,17 +1,20 @@
 """`replay-errors` as a flow: move a destination's dead-lettered messages from the error
 queue back to its delay queue, each sent before it is deleted (what each goes back with is
-`core/failure_record.py`'s)."""
+`core/failure_record.py`'s). EventBridge Scheduler's own dead letters (a parked message or
+a recurring occurrence its schedule could not deliver) go where their schedule would have
+sent them: the delay queue or the destination (`core/parking.py` reads them)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqsdelay.core import identity, quotas
+from sqsdelay.core import identity, parking, queue_names, quotas
 from sqsdelay.core.failure_record import plan_replay
 from sqsdelay.core.flows import Call, Fault, Flow
+from sqsdelay.core.parking import NotReplayable, Resend
 from sqsdelay.core.received import Received, from_boto
-from sqsdelay.core.types import Attributes
-from sqsdelay.errors import SqsOperationError
+from sqsdelay.errors import InvalidQueueName, SqsOperationError
 from sqsdelay.logs import get_logger
 
 log = get_logger("sqsdelay.replay")
@@ -28,6 +31,34 @@ class ReplayResult:
     replayed: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    # Scheduler's dead letters of this destination that cannot be sent again as their
+    # schedule would have (also in `skipped`, as text): each stays in the error queue.
+    refused: dict[str, NotReplayable] = field(default_factory=dict)
+
+
+def own_queues(delay_queue: str) -> frozenset[str]:
+    """Where a schedule of this destination sends: its delay queue (parking), and the
+    destination itself (a recurring schedule)."""
+    try:
+        return frozenset({delay_queue, queue_names.destination_of_delay_queue(delay_queue)})
+    except InvalidQueueName:
+        return frozenset({delay_queue})
+
+
+def plan(message: Received, delay_queue: str) -> Resend | str:
+    """What a dead letter goes back as, or why it is left: the worker's (sqsdelay.Failure)
+    to the delay queue, Scheduler's where its schedule would have sent it. Raises
+    NotReplayable for a Scheduler dead letter of this destination it cannot send again."""
+    if parking.is_scheduler_dead_letter(message.attributes):
+        return parking.replay_of_dead_letter(
+            message.body, message.message_id, own_queues(delay_queue)
+        )
+    replay = plan_replay(message, delay_queue)
+    if isinstance(replay, str):
+        return replay
+    # Its own group: a replay waits for no other message of the delay queue.
+    group = identity.replay_dedup_id(message.message_id)
+    return Resend(replay.queue, message.body, replay.attributes, group)
 
 
 def replay_errors(
@@ -81,18 +112,22 @@ def replay_errors(
             if only is not None and m.message_id not in only:
                 held.append(m.receipt_handle)
                 continue
-            plan = plan_replay(m, delay_queue)
-            if isinstance(plan, str):
-                result.skipped[m.message_id] = plan
+            try:
+                resend = plan(m, delay_queue)
+            except NotReplayable as exc:
+                result.refused[m.message_id] = exc
+                resend = f"not replayable: {exc}"
+            if isinstance(resend, str):
+                result.skipped[m.message_id] = resend
                 held.append(m.receipt_handle)
                 continue
-            fault = yield from _move(m, plan.attributes, error_queue, delay_queue)
+            fault = yield from _move(m, resend, error_queue)
             if fault is not None:
                 result.failed[m.message_id] = f"{fault.code}: {fault.detail}"
                 held.append(m.receipt_handle)
                 continue
             result.replayed.append(m.message_id)
-            log.info("delay.replayed", message_id=m.message_id, queue=delay_queue)
+            log.info("delay.replayed", message_id=m.message_id, queue=resend.queue)
         stale = 0 if fresh else stale + 1
         if stale >= MAX_STALE_RECEIVES or (only is not None and only <= seen):
             break
@@ -100,19 +135,20 @@ def replay_errors(
     return result
 
 
-def _move(
-    message: Received, attributes: Attributes, error_queue: str, delay_queue: str
-) -> Flow[Fault | None]:
-    """Send one message back to its delay queue, then delete it from the error queue; the
-    fault of whichever failed."""
-    dedup = identity.replay_dedup_id(message.message_id)
-    send = {
-        "MessageBody": message.body,
-        "MessageAttributes": attributes,
-        "MessageGroupId": dedup,
-        "MessageDeduplicationId": dedup,
-    }
-    [sent] = yield [Call("sqs", "SendMessage", send, queue=delay_queue)]
+def _move(message: Received, resend: Resend, error_queue: str) -> Flow[Fault | None]:
+    """Send one message back, then delete it from the error queue; the fault of whichever
+    failed. Its deduplication id is derived from its error-queue message id, so a replay run
+    again within five minutes does not send it twice to a FIFO queue."""
+    send: dict[str, Any] = {"MessageBody": resend.body, "MessageAttributes": resend.attributes}
+    if resend.group_id is not None:
+        send["MessageGroupId"] = resend.group_id
+    if queue_names.is_fifo(resend.queue):
+        send["MessageDeduplicationId"] = identity.replay_dedup_id(message.message_id)
+    if resend.delay_seconds is not None:
+        send["DelaySeconds"] = resend.delay_seconds
+    if resend.system:
+        send["MessageSystemAttributes"] = resend.system
+    [sent] = yield [Call("sqs", "SendMessage", send, queue=resend.queue)]
     if sent.fault is not None:
         return sent.fault
     delete = {"ReceiptHandle": message.receipt_handle}

@@ -34,6 +34,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -406,8 +407,8 @@ class ScheduleRunner:
         try:
             self._sqs.send_message(**parking.send_message_of(text))
             self.fired += 1
-        except Exception:
-            self._dead_letter({**target, "Input": text})
+        except Exception as exc:
+            self._dead_letter(schedule, text, exc)
 
     def _fire(self, schedule: dict[str, Any]) -> None:
         target = schedule["Target"]
@@ -415,8 +416,8 @@ class ScheduleRunner:
             try:
                 self._sqs.send_message(**parking.send_message_of(target["Input"]))
                 self.fired += 1
-            except Exception:
-                self._dead_letter(target)
+            except Exception as exc:
+                self._dead_letter(schedule, target["Input"], exc)
         if schedule.get("ActionAfterCompletion") == "DELETE":
             self._scheduler.delete_schedule(Name=schedule["Name"], GroupName=schedule["GroupName"])
         else:  # one-time: done; Scheduler leaves it, but never fires it again
@@ -424,13 +425,29 @@ class ScheduleRunner:
                 **{k: schedule[k] for k in _UPDATE_KEYS if k in schedule}, State="DISABLED"
             )
 
-    def _dead_letter(self, target: dict[str, Any]) -> None:
+    def _dead_letter(self, schedule: dict[str, Any], text: str, error: Exception) -> None:
+        """As Scheduler's dead letter: the input as the body, and its attributes about the
+        failure (parking.SCHEDULER_DEAD_LETTER_ATTRIBUTES)."""
+        target = schedule["Target"]
         arn = target.get("DeadLetterConfig", {}).get("Arn")
         if not arn:
             return
         account, name = arn.split(":")[4:6]
         url = self._sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)
-        self._sqs.send_message(QueueUrl=url["QueueUrl"], MessageBody=target["Input"])
+        code = getattr(error, "response", {}).get("Error", {}).get("Code") or type(error).__name__
+        said = {
+            "ERROR_CODE": code,
+            "ERROR_MESSAGE": str(error)[:1000] or code,
+            "EXECUTION_ID": uuid.uuid4().hex,
+            "SCHEDULE_ARN": schedule.get("Arn") or schedule["Name"],
+            "TARGET_ARN": target["Arn"],
+        }
+        attributes: dict[str, Any] = {
+            k: {"DataType": "String", "StringValue": v} for k, v in said.items()
+        }
+        self._sqs.send_message(
+            QueueUrl=url["QueueUrl"], MessageBody=text, MessageAttributes=attributes
+        )
         self.dead_lettered += 1
 
 
