@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sqsdelay.core import defaults, identity, message_shape, quotas, wire_format
-from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import (
     Forward,
     HandOver,
@@ -243,20 +242,6 @@ def test_never_early_no_lost_time_and_idempotent(
         assert isinstance(d, Requeue) == (d.remaining_seconds > native)
     if isinstance(d, HandOver):
         assert d.remaining_seconds <= native <= quotas.MAX_NATIVE_DELAY_SECONDS
-
-
-def test_clock_offset_is_a_median_that_follows_a_jump_of_the_local_clock() -> None:
-    off = ClockOffset()
-    assert off.estimate() is None
-    for s in [1000, 1005, 995, 1002, 1300, 998, 1001]:  # latency varies by a few hundred ms
-        off.observe(T + s, T)
-    assert off.estimate() == 1001
-    # The local clock is stepped 10 s ahead: the broker is now 9 s behind it. Kept, the old
-    # samples would put the broker's time 10 s ahead of itself (a redelivery out early).
-    off.observe(T + 1000, T + 10_000)
-    assert off.estimate() == -9000
-    off.observe(T + 1000, T - 20_000)  # and 20 s back
-    assert off.estimate() == 21_000
 
 
 @pytest.mark.parametrize("skew_ms", [-60_000, 60_000])
