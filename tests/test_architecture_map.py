@@ -64,7 +64,6 @@ NOT_YET = {
     "core/consumed.py": "test_consumer_rules.py, test_retries.py",
     "core/failures.py": "test_record_decisions.py, test_trace_context.py (FailureLog)",
     "core/flows.py": "every flow's tests drive it",
-    "core/idempotency.py": "test_consumer_rules.py",
     "core/message_tags.py": "integration/test_tags.py",
     "core/outcomes.py": "aws/test_observe.py, through the step's",
     "core/queue_trios.py": "integration/test_installer.py, test_iam.py",

@@ -1,7 +1,7 @@
 """The idempotency guard's run (aws/guard.py) against an in-memory table: the claim, the
 handler between it and its end, the copy that finds a completed or running record, a
 Lambda context's remaining time, and which handler names the records. The requests
-themselves are core/idempotency.py's (tests/core/test_consumer_rules.py); the guard against
+themselves are core/idempotency.py's (tests/core/test_idempotency.py); the guard against
 the emulator and aioboto3 is tests/integration/test_consumer_guard.py."""
 
 from __future__ import annotations

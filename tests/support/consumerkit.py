@@ -7,9 +7,32 @@ import base64
 import uuid
 from typing import Any
 
+from hypothesis import strategies as st
+
 from sqsdelay.core import wire_format
+from sqsdelay.core.types import Attributes
 
 ACCOUNT = "123456789012"
+
+# Message attributes whatever a producer wrote: SQS's names, and values of each data type.
+attribute_names = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_\-]{0,20}", fullmatch=True)
+attribute_values = st.one_of(
+    st.text(min_size=0, max_size=30).map(lambda t: {"DataType": "String", "StringValue": t}),
+    st.binary(max_size=30).map(lambda b: {"DataType": "Binary", "BinaryValue": b}),
+    st.integers().map(lambda i: {"DataType": "Number", "StringValue": str(i)}),
+)
+
+
+def boto3_message(attributes: Attributes | None = None, **system: str) -> dict[str, Any]:
+    """A message as boto3's ReceiveMessage returns it, body `{"order": 7}`."""
+    return {
+        "MessageId": "sqs-1",
+        "ReceiptHandle": "rh-1",
+        "MD5OfBody": "x",
+        "Body": '{"order": 7}',
+        "Attributes": {"SentTimestamp": "1700000000000", **system},
+        "MessageAttributes": attributes or {},
+    }
 
 
 def lambda_record(
