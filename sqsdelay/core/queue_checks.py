@@ -127,8 +127,23 @@ def _staging_problems(
     q: str, attrs: dict[str, str], fix: str, config: QueueConfig
 ) -> list[Problem]:
     """A FIFO destination's staging queue: no queue-level delay (a hand-over with nothing
-    left sends no DelaySeconds), no redrive (the worker retries and dead-letters itself)."""
+    left sends no DelaySeconds), no redrive (the worker retries and dead-letters itself),
+    and the delay queue's retention (a warning: only a pause holds its messages long)."""
     problems = _redrive_and_sse_problems(q, attrs, fix, config)
+    want = config.delay_queue_retention_seconds
+    have = _int(attrs, "MessageRetentionPeriod")
+    if have < want:
+        problems.append(
+            Problem(
+                q,
+                f"retention is {have} s, shorter than the delay queue's {want} s "
+                "(SQSDELAY_DELAY_QUEUE_RETENTION_SECONDS): a pause of the destination longer "
+                f"than {have / 86_400:g} days loses the forwards it holds here",
+                fix,
+                {"MessageRetentionPeriod": str(want)},
+                warning=True,
+            )
+        )
     if _int(attrs, "DelaySeconds"):
         problems.append(
             Problem(

@@ -171,7 +171,13 @@ def expected_attributes(spec: QueueSpec, config: QueueConfig) -> dict[str, str]:
             **sse_attributes(config),
         }
     if role == "staging":  # a queue-level delay would apply to hand-overs with 0 s left
-        return {"DelaySeconds": "0", **sse_attributes(config)}
+        # The delay queue's retention: a pause holds forwards here as long as it holds the
+        # delay queue's messages (SQS's default, 4 days, lost a longer pause's forwards).
+        return {
+            "DelaySeconds": "0",
+            "MessageRetentionPeriod": str(config.delay_queue_retention_seconds),
+            **sse_attributes(config),
+        }
     if queue_names.is_fifo(spec.name):  # a FIFO destination: we always give deduplication ids
         return {"FifoQueue": "true", **sse_attributes(config)}
     return sse_attributes(config)

@@ -64,3 +64,21 @@ def test_an_error_queue_that_keeps_failures_briefly_is_only_a_warning() -> None:
     assert problem.warning and problem.attributes == {
         "MessageRetentionPeriod": str(queue_trios.ERROR_QUEUE_RETENTION_SECONDS)
     }
+
+
+@given(config=configs)
+def test_a_staging_queue_keeps_what_the_delay_queue_keeps_or_is_warned_about(
+    config: QueueConfig,
+) -> None:
+    """A pause holds a FIFO destination's forwards in its staging queue as long as it holds
+    the delay queue's messages: created with the delay queue's retention; shorter (SQS's
+    default 4 days, as before) is a warning whose fix raises it."""
+    [spec] = [s for s in specs("orders.fifo") if s.role == "staging"]
+    attrs = created(spec, config)
+    assert attrs["MessageRetentionPeriod"] == str(config.delay_queue_retention_seconds)
+    assert check_queue(spec, attrs, config, FIX) == []
+    short = {**attrs, "MessageRetentionPeriod": str(config.delay_queue_retention_seconds - 1)}
+    [warning] = check_queue(spec, short, config, FIX)
+    assert warning.warning and warning.fix == FIX
+    assert "a pause of the destination longer than" in warning.problem
+    assert check_queue(spec, short | warning.attributes, config, FIX) == []
