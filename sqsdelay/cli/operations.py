@@ -225,7 +225,8 @@ def replay_errors(
         int, typer.Option(help="look at no more than this many messages of the error queue")
     ] = 1000,
 ) -> int:
-    """Move failed messages of QUEUE from the error queue back to its delay queue."""
+    """Move failed messages of QUEUE from the error queue back to its delay queue (and
+    EventBridge Scheduler's dead letters to where their schedule sends: docs/schedules.md)."""
     from sqsdelay.aws.operations import replay_errors as replay
 
     if limit < 1 or scan < 1:
