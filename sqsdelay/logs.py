@@ -7,15 +7,25 @@ message is the event in logfmt, with its UTC `timestamp` (the cost report reads 
 The CLI, the worker and the Lambda call `configure()`, which writes JSON lines (or console
 lines for humans) to stderr and, optionally, to an append-only event file.
 
+Once `configure()` has installed its handlers and nothing else listens on the way to them,
+an event skips `logging`'s records and handler chain: it is rendered once and written to
+their streams (the worker logs an event per message moved; the LogRecord, its caller's
+frame and the formatter were most of the worker's logging cost, issue 63). The lines are
+the same either way.
+
 Message bodies and credentials are never logged: a processor redacts such keys whatever
 the caller passes, before any handler sees the event.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import sys
-from collections.abc import MutableMapping
+import threading
+import time
+from collections.abc import Iterator, MutableMapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -39,7 +49,8 @@ REDACTED_KEYS = frozenset(
     }
 )
 
-logging.getLogger(ROOT).addHandler(logging.NullHandler())
+_root = logging.getLogger(ROOT)
+_root.addHandler(logging.NullHandler())
 
 
 def redact(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
@@ -63,47 +74,205 @@ class _Text:
         # whatever time format the application's handler puts in front of them. Made here,
         # when a handler renders the text, not for every event (the JSON lines stamp their
         # own, `EventFormatter`).
-        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        return str(self._render(None, "", {"timestamp": stamp, **self.fields}))
+        return str(self._render(None, "", {"timestamp": _stamp(time.time()), **self.fields}))
 
 
-def _to_logging(
-    _logger: Any, _method: str, event: MutableMapping[str, Any]
-) -> tuple[tuple[str, _Text], dict[str, Any]]:
-    """The `logging` call: readable text, with the fields kept apart for `EventFormatter`.
-
-    All fields travel in one attribute, so a field named like a LogRecord attribute ("name",
-    "module") cannot clash with it.
-    """
-    fields = dict(event)
-    return ("%s", _Text(fields)), {"extra": {EVENT_FIELD: fields}}
+_second: tuple[int, str] = (-1, "")  # one assignment: threads never see half of it
 
 
-class _Logger(structlog.stdlib.BoundLogger):
-    """Drops a disabled debug or info event before any processor runs: the worker logs one
-    per message moved, and a production level of WARNING should cost next to nothing."""
+def _stamp(now: float) -> str:
+    """`now` as UTC ISO 8601 with microseconds and a Z; the date and time of day made once a
+    second (strftime was a tenth of an event's cost)."""
+    global _second
+    whole = int(now)
+    second, text = _second
+    if whole != second:
+        text = datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _second = (whole, text)
+    return f"{text}.{int((now - whole) * 1_000_000):06d}Z"
 
-    def debug(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
-        return super().debug(event, *args, **kw) if self.isEnabledFor(logging.DEBUG) else None
 
-    def info(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
-        return super().info(event, *args, **kw) if self.isEnabledFor(logging.INFO) else None
+def _fallback(value: Any) -> Any:
+    """What JSON cannot say, as structlog's JSONRenderer says it."""
+    try:
+        return value.__structlog__()
+    except AttributeError:
+        return repr(value)
+
+
+_json = json.JSONEncoder(default=_fallback).encode
+
+
+def _owned_handlers(logger: logging.Logger, level: int) -> list[logging.Handler] | None:
+    """The handlers `configure()` installed, if a record of `logger` at `level` would reach
+    only them (and NullHandlers) with no filter on the way: then an event may be written to
+    them directly. None otherwise (an application's own handler or filter, a logger outside
+    `sqsdelay`, a propagating root): `logging` carries it."""
+    at = logger
+    while at is not _root:
+        if at.handlers or at.filters or not at.propagate or at.disabled:
+            return None
+        parent = at.parent
+        if parent is None:
+            return None
+        at = parent
+    if _root.filters or _root.propagate or _root.disabled:
+        return None
+    handlers = _root.handlers
+    for h in handlers:
+        if h.filters or h.level > level:
+            return None
+        if isinstance(h, _Owned):
+            if type(h.formatter) is not EventFormatter:
+                return None
+        elif not isinstance(h, logging.NullHandler):
+            return None
+    return handlers
+
+
+_METHODS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+}
+
+
+class _Logger:
+    """A structlog-style bound logger on the stdlib logger `name`: `log.info(event, **fields)`.
+
+    A disabled level costs one cached check (the worker logs an event per message moved, and
+    a production level of WARNING should cost next to nothing)."""
+
+    __slots__ = ("_logger",)
+
+    def __init__(self, name: str) -> None:
+        self._logger = logging.getLogger(name)
+
+    def debug(self, event: str, *args: Any, **kw: Any) -> None:
+        if self._logger.isEnabledFor(logging.DEBUG):
+            self._emit(logging.DEBUG, "debug", event, args, kw)
+
+    def info(self, event: str, *args: Any, **kw: Any) -> None:
+        if self._logger.isEnabledFor(logging.INFO):
+            self._emit(logging.INFO, "info", event, args, kw)
+
+    def warning(self, event: str, *args: Any, **kw: Any) -> None:
+        if self._logger.isEnabledFor(logging.WARNING):
+            self._emit(logging.WARNING, "warning", event, args, kw)
+
+    warn = warning
+
+    def error(self, event: str, *args: Any, **kw: Any) -> None:
+        if self._logger.isEnabledFor(logging.ERROR):
+            self._emit(logging.ERROR, "error", event, args, kw)
+
+    def critical(self, event: str, *args: Any, **kw: Any) -> None:
+        if self._logger.isEnabledFor(logging.CRITICAL):
+            self._emit(logging.CRITICAL, "critical", event, args, kw)
+
+    def exception(self, event: str, *args: Any, **kw: Any) -> None:
+        kw.setdefault("exc_info", True)
+        self.error(event, *args, **kw)
+
+    def log(self, level: int, event: str, *args: Any, **kw: Any) -> None:
+        if self._logger.isEnabledFor(level):
+            name = logging.getLevelName(level).lower()
+            self._emit(level, name, event, args, kw)
+
+    def _emit(
+        self, level: int, method: str, event: str, args: tuple[Any, ...], fields: dict[str, Any]
+    ) -> None:
+        """The event's fields as structlog's processors made them (context variables, the
+        redaction, a formatted exception), then written."""
+        if args:
+            fields["positional_args"] = args
+        fields["event"] = event
+        if structlog.contextvars._CONTEXT_VARS:  # none bound: nothing to merge
+            structlog.contextvars.merge_contextvars(None, method, fields)
+        for key in fields:
+            if key.lower() in REDACTED_KEYS:
+                redact(None, method, fields)
+                break
+        if "exc_info" in fields:
+            structlog.processors.format_exc_info(None, method, fields)
+        handlers = _owned_handlers(self._logger, level)
+        if handlers is None:  # through `logging`: its records and handlers
+            self._logger.log(level, "%s", _Text(fields), extra={EVENT_FIELD: fields})
+        else:
+            _write(handlers, fields, method)
+
+
+_held = threading.local()  # .lines: what `together()` holds back in this thread, by handler
+
+
+@contextlib.contextmanager
+def together() -> Iterator[None]:
+    """The events this thread writes directly inside go out at its end, one write per
+    handler (the events of one send's answer: a write and a flush each were a fifth of an
+    event's cost). Each keeps its own timestamp; `logging`'s records are not held."""
+    if getattr(_held, "lines", None) is not None:  # within another: that one writes
+        yield
+        return
+    lines: dict[_Owned, list[str]] = {}
+    _held.lines = lines
+    try:
+        yield
+    finally:
+        _held.lines = None
+        for h, chunk in lines.items():
+            _put(h, "".join(chunk))
+
+
+def _write(handlers: list[logging.Handler], fields: dict[str, Any], method: str) -> None:
+    """Write an event to `configure()`'s handlers as their formatter would have rendered its
+    record (each line rendered once, whatever number of handlers take it)."""
+    now = time.time()
+    held: dict[_Owned, list[str]] | None = getattr(_held, "lines", None)
+    lines: dict[str, str] = {}
+    for h in handlers:
+        if not isinstance(h, _Owned):
+            continue  # a NullHandler
+        fmt = h.fmt
+        line = lines.get(fmt)
+        if line is None:
+            line = lines[fmt] = _render(fmt, fields, method, now) + "\n"
+        if held is None:
+            _put(h, line)
+        else:
+            held.setdefault(h, []).append(line)
+
+
+def _put(h: _Owned, text: str) -> None:
+    """As StreamHandler.emit and flush do, under the handler's lock."""
+    h.acquire()
+    try:
+        stream = h.stream_for_write()
+        stream.write(text)
+        stream.flush()
+    except Exception:
+        h.handleError(logging.makeLogRecord({"msg": text, "levelname": "ERROR"}))
+    finally:
+        h.release()
+
+
+def _render(fmt: str, fields: dict[str, Any], method: str, now: float) -> str:
+    event = dict(fields)
+    event["level"] = method
+    event["timestamp"] = _stamp(now)
+    if fmt == "json":
+        return _json(event)
+    return str(_CONSOLE(None, method, event))
+
+
+_CONSOLE = structlog.dev.ConsoleRenderer(colors=False)
 
 
 def get_logger(name: str) -> Any:
-    """A structlog logger on the stdlib logger `name`, whatever the global structlog set-up."""
-    return structlog.wrap_logger(
-        logging.getLogger(name),
-        processors=[
-            structlog.stdlib.filter_by_level,
-            structlog.contextvars.merge_contextvars,
-            redact,
-            structlog.processors.format_exc_info,
-            _to_logging,
-        ],
-        wrapper_class=_Logger,
-        cache_logger_on_first_use=True,
-    )
+    """A structlog-style logger on the stdlib logger `name`, whatever the global structlog
+    set-up."""
+    return _Logger(name)
 
 
 class EventFormatter(logging.Formatter):
@@ -111,23 +280,22 @@ class EventFormatter(logging.Formatter):
 
     def __init__(self, fmt: str = "json") -> None:
         super().__init__()
-        self._render: Any = (
-            structlog.processors.JSONRenderer()
-            if fmt == "json"
-            else structlog.dev.ConsoleRenderer(colors=False)
-        )
+        self.fmt = fmt
 
     def format(self, record: logging.LogRecord) -> str:
         fields = getattr(record, EVENT_FIELD, None)
         event = dict(fields) if fields is not None else {"event": record.getMessage()}
-        event["level"] = record.levelname.lower()
-        stamp = datetime.fromtimestamp(record.created, tz=UTC)
-        event["timestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        return str(self._render(None, record.levelname.lower(), event))
+        return _render(self.fmt, event, record.levelname.lower(), record.created)
 
 
-class _Owned:
-    """Marks the handlers `configure()` installed, so that a second call replaces them."""
+class _Owned(logging.StreamHandler[TextIO]):
+    """The handlers `configure()` installed (a second call replaces them), which an event
+    may be written to directly (`_write`)."""
+
+    fmt = "json"
+
+    def stream_for_write(self) -> TextIO:
+        return self.stream
 
 
 def configure(
@@ -141,15 +309,17 @@ def configure(
 
     The event file is machine-read (by the cost report), so it always gets JSON lines.
     """
-    logger = logging.getLogger(ROOT)
+    logger = _root
     for old in [h for h in logger.handlers if isinstance(h, _Owned)]:
         logger.removeHandler(old)
         old.close()
     console = _OwnedStream(stream or sys.stderr)
+    console.fmt = fmt
     console.setFormatter(EventFormatter(fmt))
     logger.addHandler(console)
     if file is not None:
         events = _OwnedFile(file, encoding="utf-8")
+        events.fmt = "json"
         events.setFormatter(EventFormatter("json"))
         logger.addHandler(events)
     logger.setLevel(level)
@@ -157,9 +327,12 @@ def configure(
     logger.propagate = False
 
 
-class _OwnedStream(logging.StreamHandler[TextIO], _Owned):
+class _OwnedStream(_Owned):
     pass
 
 
 class _OwnedFile(logging.FileHandler, _Owned):
-    pass
+    def stream_for_write(self) -> TextIO:
+        if self.stream is None:  # closed, or opened lazily: as FileHandler.emit does
+            self.stream = self._open()
+        return self.stream

@@ -1,6 +1,7 @@
 import io
 import json
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -162,3 +163,128 @@ def test_as_a_library_it_logs_through_logging_and_only_if_asked(
         ours = [x for x in done.stdout.splitlines() if x.startswith("sqsdelay.")]
         assert len(ours) == 1 and ours[0].startswith("sqsdelay.aws.sender event=delay.scheduled ")
         assert "route=direct" in ours[0] and "secret" not in done.stdout
+
+
+STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+
+
+def ours_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest gives a logger that does not propagate its capture handlers (caplog) as each
+    test's call begins, and an event then goes through `logging`, as it does for any
+    handler not configure()'s: these tests are about the events written directly."""
+    root = logging.getLogger("sqsdelay")
+    theirs = [h for h in root.handlers if type(h).__module__.startswith("_pytest")]
+    monkeypatch.setattr(root, "handlers", [h for h in root.handlers if h not in theirs])
+
+
+def _without_stamp(line: str) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads(line)
+    assert STAMP.fullmatch(event.pop("timestamp")), line
+    return event
+
+
+def test_a_line_written_directly_is_the_line_logging_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once configure()'s handlers are the only ones an event reaches, it is written to them
+    without a LogRecord (issue 63); a filter on the way sends it through `logging` again.
+    The lines are the same, stream and event file alike."""
+    out, path = io.StringIO(), tmp_path / "events.jsonl"
+    logs.configure("json", "INFO", stream=out, file=path)
+    ours_alone(monkeypatch)
+    log = logs.get_logger("sqsdelay.t")
+    fields = {"message_id": "m", "size_bytes": 12, "where": Path("/x"), "module": "m"}
+    log.info("delay.handed_over", **fields, password="p")
+    [ours] = [h for h in logging.getLogger("sqsdelay").handlers if getattr(h, "stream", 0) is out]
+    records: list[logging.LogRecord] = []
+
+    def seen(record: logging.LogRecord) -> bool:
+        records.append(record)
+        return True
+
+    ours.addFilter(seen)
+    try:
+        log.info("delay.handed_over", **fields, password="p")
+    finally:
+        ours.removeFilter(seen)
+    direct, through = out.getvalue().splitlines()
+    assert len(records) == 1  # the second only went through logging
+    assert _without_stamp(direct) == _without_stamp(through)
+    assert _without_stamp(direct) == {
+        "message_id": "m",
+        "size_bytes": 12,
+        "where": "PosixPath('/x')",
+        "module": "m",
+        "password": "[redacted]",
+        "event": "delay.handed_over",
+        "level": "info",
+    }
+    # the event file's handler has no filter: it took the first directly, the second from
+    # logging's record
+    assert path.read_text().splitlines() == [direct, through]
+
+
+def test_an_applications_handler_below_sqsdelay_still_gets_the_records() -> None:
+    out = io.StringIO()
+    logs.configure("json", "INFO", stream=out)
+    mine = logging.getLogger("sqsdelay.t.app")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    mine.addHandler(handler)
+    try:
+        logs.get_logger("sqsdelay.t.app").warning("delay.send_failed", code="X")
+    finally:
+        mine.removeHandler(handler)
+    [record] = records
+    assert getattr(record, logs.EVENT_FIELD) == {"code": "X", "event": "delay.send_failed"}
+    assert record.levelno == logging.WARNING
+    assert "event=delay.send_failed" in record.getMessage()
+    assert _without_stamp(out.getvalue())["code"] == "X"  # and it propagated to ours
+
+
+def test_events_logged_together_are_one_write_each_in_its_own_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Writes(io.StringIO):
+        def __init__(self) -> None:
+            super().__init__()
+            self.writes = 0
+
+        def write(self, s: str) -> int:
+            self.writes += 1
+            return super().write(s)
+
+    out = Writes()
+    logs.configure("json", "INFO", stream=out)
+    ours_alone(monkeypatch)
+    log = logs.get_logger("sqsdelay.t")
+    with pytest.raises(RuntimeError), logs.together():
+        for i in range(3):
+            log.info("delay.handed_over", n=i)
+            with logs.together():  # within another: held for the outer one
+                log.info("delay.requeued", n=i)
+        assert out.writes == 0
+        raise RuntimeError("what is held is written all the same")
+    assert out.writes == 1
+    lines = [_without_stamp(x) for x in out.getvalue().splitlines()]
+    assert [(x["event"], x["n"]) for x in lines] == [
+        (e, i) for i in range(3) for e in ("delay.handed_over", "delay.requeued")
+    ]
+    log.info("delay.handed_over", n=3)  # no longer held
+    assert out.writes == 2
+
+
+def test_an_exception_is_logged_with_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = io.StringIO()
+    logs.configure("console", "INFO", stream=out)
+    ours_alone(monkeypatch)
+    log = logs.get_logger("sqsdelay.t")
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        log.exception("batch.failed", queue="q")
+    text = out.getvalue()
+    assert "batch.failed" in text and "ValueError: boom" in text and "Traceback" in text
+    log.debug("hidden")
+    assert "hidden" not in out.getvalue()
