@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sqsdelay import logs
 from sqsdelay.core import batch_entries, identity, parking, schedules, tracing
 from sqsdelay.core.backoff import retry_backoff_seconds, visibility_seconds
 from sqsdelay.core.batch_in_hand import BatchInHand, event_ids
@@ -328,12 +329,13 @@ def _settled(batch: BatchInHand, sends: _SendBatch, response: Mapping[str, Any])
     ok, failed = batch_entries.read_batch_response(
         dict(response), (str(i) for i in range(len(sends.outs)))
     )
-    for i, out in enumerate(sends.outs):
-        if str(i) in ok:
-            batch.moved(out)
-        else:
-            f = failed[str(i)]
-            _entry_failed(batch, sends.queue, out, f.code, f.message)
+    with logs.together():  # an event per message, written at once
+        for i, out in enumerate(sends.outs):
+            if str(i) in ok:
+                batch.moved(out)
+            else:
+                f = failed[str(i)]
+                _entry_failed(batch, sends.queue, out, f.code, f.message)
 
 
 def _failed(batch: BatchInHand, sends: _SendBatch, fault: Fault) -> list[_SendBatch]:
