@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -45,6 +45,16 @@ def utc_month(epoch_ms: int) -> tuple[int, int]:
     return at.year, at.month
 
 
+def _fitting(body: str, attributes: Attributes, max_bytes: int) -> int:
+    """The size of a message that fits SQS's limits (message_shape.check_fits, which raises
+    saying why for one that does not). A decision keeps it as its `size`, so that its
+    outgoing entry need not count the bytes again (record_decisions.outgoing)."""
+    size = message_shape.message_size(body, attributes)
+    if size > max_bytes or len(attributes) > quotas.MAX_MESSAGE_ATTRIBUTES:
+        message_shape.check_fits(body, attributes, max_bytes)
+    return size
+
+
 @dataclass(frozen=True)
 class Requeue:
     """Send back to the delay queue; the attribute carries the delay left after this hop."""
@@ -61,6 +71,7 @@ class Requeue:
     # cost report sees every month a message loops in; the other ~2,900 hops a month are
     # DEBUG (they were the largest log line of the bill; the metrics count them all).
     first_in_month: bool = False
+    size: int | None = field(default=None, compare=False, repr=False)  # _fitting's
 
     @property
     def level(self) -> str:
@@ -89,6 +100,7 @@ class HandOver:
     wait_ms: int = 0  # 0..999
     # The sender's message group on a standard destination (an SQS fair queue's tenant).
     group_id: str | None = None
+    size: int | None = field(default=None, compare=False, repr=False)  # _fitting's
 
     def request(self) -> dict[str, Any]:
         out: dict[str, Any] = {"MessageGroupId": self.group_id} if self.group_id else {}
@@ -104,7 +116,9 @@ class HandOver:
     def at_once(self) -> HandOver:
         """Without the wait: the fraction rounded up into DelaySeconds (never early)."""
         seconds = self.remaining_seconds + (1 if self.wait_ms else 0)
-        return HandOver(seconds, self.due_ms, self.attributes, group_id=self.group_id)
+        return HandOver(
+            seconds, self.due_ms, self.attributes, group_id=self.group_id, size=self.size
+        )
 
 
 @dataclass(frozen=True)
@@ -117,6 +131,7 @@ class Poison:
 
     reason: str
     attributes: Attributes
+    size: int | None = field(default=None, compare=False, repr=False)  # not counted
 
     def request(self) -> dict[str, Any]:
         return {}
@@ -140,6 +155,7 @@ class Park:
     message_id: str  # the id send printed (NServiceBus.MessageId): names the schedule
     fire_ms: int  # when the schedule sends it back (parking.fire_at_ms)
     fallback: Requeue
+    size: int | None = field(default=None, compare=False, repr=False)  # not counted
 
     def request(self) -> dict[str, Any]:
         return {}
@@ -167,6 +183,7 @@ class Forward:
     # Why a producer's sqsdelay.DeduplicationId was not used (not one SQS takes): the
     # message is forwarded under sqsdelay's own key, and the forward logged as a warning.
     dedup_ignored: str | None = None
+    size: int | None = field(default=None, compare=False, repr=False)  # _fitting's
 
     @property
     def level(self) -> str:
@@ -313,7 +330,7 @@ def decide(
         )
     for candidate in candidates:
         try:
-            message_shape.check_fits(received.body, candidate, lim.max_message_bytes)
+            size = _fitting(received.body, candidate, lim.max_message_bytes)
         except InvalidMessage as exc:
             problem = str(exc)
             continue
@@ -323,7 +340,9 @@ def decide(
             system.get("MessageDeduplicationId", ""), received.message_id
         )
         crossed = utc_month(sent) != utc_month(first_now)
-        requeue = Requeue(remaining, due, candidate, group, dedup, first_in_month=crossed)
+        requeue = Requeue(
+            remaining, due, candidate, group, dedup, first_in_month=crossed, size=size
+        )
         return _parked(requeue, whole_seconds(due - first_now), lim) or requeue
     return _poison(received, f"cannot requeue: {problem}", source_queue, lim)
 
@@ -375,7 +394,7 @@ def forward(
         if k not in _LEFT_AT_THE_FORWARD
     }
     try:
-        message_shape.check_fits(received.body, attrs, lim.max_message_bytes)
+        size = _fitting(received.body, attrs, lim.max_message_bytes)
     except InvalidMessage as exc:
         return _poison(received, f"cannot forward: {exc}", source_queue, lim)
     wait = _fraction_left(received, local_now_ms, offset_ms)
@@ -394,7 +413,7 @@ def forward(
         dedup = identity.forward_dedup_id(ident, due)
     else:
         dedup = identity.forward_dedup_id_by_content(ident, received.body, received.attributes)
-    return Forward(attrs, group, dedup, wait, dedup_ignored=ignored)
+    return Forward(attrs, group, dedup, wait, dedup_ignored=ignored, size=size)
 
 
 # The staging message's attributes that stay behind: SQS's own MessageGroupId and
@@ -493,12 +512,12 @@ def _hand_over(
     fair = group if not staging and group is not None and queue_names.is_group_id(group) else None
     for candidate in candidates:
         try:
-            message_shape.check_fits(received.body, candidate, lim.max_message_bytes)
+            size = _fitting(received.body, candidate, lim.max_message_bytes)
         except InvalidMessage as exc:
             problem = str(exc)
             continue
         seconds, wait_ms = divmod(left_ms, 1000)
-        return HandOver(seconds, due, candidate, wait_ms, group_id=fair)
+        return HandOver(seconds, due, candidate, wait_ms, group_id=fair, size=size)
     return _poison(received, f"cannot hand over: {problem}", source_queue, lim)
 
 

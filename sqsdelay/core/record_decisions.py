@@ -40,7 +40,9 @@ def outgoing(received: Received, decision: Decision) -> Outgoing:
     entry |= tracing.system_attributes(tracing.carried(received.system))
     if decision.attributes:
         entry["MessageAttributes"] = decision.attributes
-    size = message_shape.message_size(received.body, decision.attributes)
+    size = decision.size  # counted by the decision as it checked the limits
+    if size is None:
+        size = message_shape.message_size(received.body, decision.attributes)
     return Outgoing(received, decision, decision.target, entry, size)
 
 
