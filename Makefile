@@ -139,13 +139,14 @@ test:
 	$(MAKE) -j4 --output-sync=target unit scripts spark35 cdk lint docs-check typecheck infra-lint
 
 # The state machine of the whole way (tests/aws/test_whole_way.py) at 20 times the size
-# `make test` runs it (30 examples there): 600 examples of up to 30 steps, about 10 minutes
-# on a quiet machine. Shrinking a failure takes minutes more; its printed steps go into the
-# file as a plain regression test.
+# `make test` runs it (30 examples there): 600 examples of up to 30 steps (MODEL_STEPS), drawn
+# anew each run, about 10 minutes on a quiet machine. Shrinking a failure takes minutes more;
+# its printed steps go into the file as a plain regression test. -rP prints the size it ran.
 MODEL_EXAMPLES ?= 600
+MODEL_STEPS ?= 30
 test-model: $(STAMP)
-	SQSDELAY_MODEL_EXAMPLES=$(MODEL_EXAMPLES) $(BIN)/pytest -q -p no:cacheprovider --timeout 0 \
-	    tests/aws/test_whole_way.py::test_the_whole_way_holds_under_every_combination
+	MODEL_EXAMPLES=$(MODEL_EXAMPLES) MODEL_STEPS=$(MODEL_STEPS) $(BIN)/pytest -q -rP -p no:cacheprovider \
+	    --timeout 0 tests/aws/test_whole_way.py::test_the_whole_way_holds_under_every_combination
 
 # The same suite in two halves, for a CI that runs two jobs of two cores side by side (each
 # 9-11 minutes there, the whole 18; docs/benchmarks.md): the core, and the Spark and
