@@ -22,7 +22,7 @@ from aws_cdk import aws_sns as sns
 
 from sqsdelay import cdk
 from tests.conftest import wait_for
-from tests.support import cfn, iam, iam_grammar
+from tests.support import cfn, iam, iam_grammar, stacks
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "docs" / "examples"))
@@ -101,7 +101,8 @@ def test_the_sample_app_synthesizes_and_passes_cfn_lint(synth: Synth, tmp_path: 
         # the branches they never take (W1028). Anything else fails, warnings included.
         done = subprocess.run(
             [str(CFN_LINT), "--ignore-checks", "W1020", "W8003", "W1028", "--", str(path)],
-            capture_output=True, text=True, timeout=120,
+            # a guard against a hang: at nice 10 beside the suite it waited past 120 s
+            capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
         assert len(json.dumps(template.get("Description", ""))) < 1024
@@ -242,7 +243,7 @@ def deployed(synth: Synth, moto_url: str) -> dict[str, Any]:
     template["Parameters"].pop("BootstrapVersion")
     template["Rules"].pop("CheckBootstrapVersion")
     client = dict(endpoint_url=moto_url, region_name="us-east-1")
-    cf = boto3.client("cloudformation", **client)
+    cf = stacks.cloudformation(moto_url)
     cf.create_stack(
         StackName="Shop", TemplateBody=json.dumps(template), Capabilities=["CAPABILITY_IAM"]
     )

@@ -21,7 +21,7 @@ from sqsdelay.aws.operations import inspect
 from sqsdelay.core import metrics
 from sqsdelay.core.outcomes import Stats
 from sqsdelay.settings import Settings
-from tests.support import cfn, docs
+from tests.support import cfn, docs, stacks
 
 ROOT = Path(__file__).resolve().parents[2]
 # SQS's own metrics (Amazon SQS developer guide, "Available CloudWatch metrics for Amazon SQS").
@@ -110,7 +110,7 @@ def test_the_stack_deploys_and_the_alarms_are_accepted(moto_url: str, prefix: st
     AWS::IAM::ManagedPolicy without checking it; so the alarms' rendered properties go
     through PutMetricAlarm, which validates them, and cfn-lint and checkov check the
     template in `make test`."""
-    cf = boto3.client("cloudformation", endpoint_url=moto_url, region_name=cfn.REGION)
+    cf = stacks.cloudformation(moto_url)
     cw = boto3.client("cloudwatch", endpoint_url=moto_url, region_name=cfn.REGION)
     cf.create_stack(
         StackName=f"{prefix}dashboard",

@@ -26,7 +26,7 @@ from sqsdelay.core.metrics import BACKLOG_DUE, BACKLOG_VISIBLE
 from sqsdelay.core.queue_trios import QueueSpec
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
-from tests.support import cfn, docs, iam
+from tests.support import cfn, docs, iam, stacks
 from tests.support.crash import crash_before_delete
 from tests.support.dockerfile import one, stages
 from tests.support.lambda_events import invoke_as_lambda, lambda_record
@@ -276,7 +276,7 @@ def test_lambda_concurrency_and_visibility_leave_no_room_for_throttling() -> Non
 
 @pytest.fixture
 def cloudformation(moto_url: str) -> Any:
-    return boto3.client("cloudformation", endpoint_url=moto_url, region_name=cfn.REGION)
+    return stacks.cloudformation(moto_url)
 
 
 @pytest.mark.filterwarnings("ignore:Tried to parse AWS..CloudWatch..Alarm")

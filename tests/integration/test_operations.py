@@ -19,6 +19,7 @@ from sqsdelay.core.failure_record import Replay, plan_replay
 from sqsdelay.core.received import Received
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
+from tests.support import stacks
 from tests.support.cli import run
 from tests.support.lambdas import lambda_function
 from tests.support.workerkit import Collector, RunningWorker
@@ -115,7 +116,7 @@ def test_the_emulator_keeps_a_recursion_config_per_function_as_lambda_does(
             }
         }
     }
-    cf = boto3.client("cloudformation", endpoint_url=moto_url, region_name="us-east-1")
+    cf = stacks.cloudformation(moto_url)
     stack = f"s{uuid.uuid4().hex[:8]}"
     cf.create_stack(StackName=stack, TemplateBody=json.dumps(template))
     (resource,) = cf.describe_stack_resources(StackName=stack)["StackResources"]

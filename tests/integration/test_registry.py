@@ -33,7 +33,7 @@ from sqsdelay.dev import emulator
 from sqsdelay.errors import ConfigError, InvalidDelay, InvalidInput, RegistryError
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
-from tests.support import cfn
+from tests.support import cfn, stacks
 from tests.support.iam import role_statements
 from tests.support.lambda_events import invoke_as_lambda
 from tests.support.logs import capture_logs, events
@@ -601,7 +601,7 @@ def test_a_worker_killed_around_its_claim_delivers_once_and_never_a_cancel(
 
 @pytest.fixture
 def cloudformation(moto_url: str) -> Any:
-    return boto3.client("cloudformation", endpoint_url=moto_url, region_name=cfn.REGION)
+    return stacks.cloudformation(moto_url)
 
 
 def test_registry_stack_passes_the_installer_check_and_outlives_its_stack(

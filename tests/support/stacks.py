@@ -5,7 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
+import boto3
+from botocore.config import Config
+
 from tests.support import cfn
+
+# One attempt, and time to answer: moto creates a stack within the CreateStack call, which took
+# past botocore's 60 s read timeout beside the suite; the retry then met "Stack ... already
+# exists" (a fresh clone's CDK lane, 2026-11-28).
+_ONCE = Config(read_timeout=600, retries={"total_max_attempts": 1})
+
+
+def cloudformation(url: str, region: str = cfn.REGION) -> Any:
+    """The emulator's CloudFormation, as the tests deploy with it."""
+    return boto3.client("cloudformation", endpoint_url=url, region_name=region, config=_ONCE)
+
 
 TOPIC = f"arn:aws:sns:{cfn.REGION}:{cfn.ACCOUNT}:sqsdelay-alarms"  # AlarmTopicArn is required
 ECS_PARAMS = {
