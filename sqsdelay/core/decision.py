@@ -10,7 +10,7 @@ between them read each other (the due time, the attributes a hop carries, the li
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -503,14 +503,8 @@ def _hand_over(
     destination, a group becomes the message's MessageGroupId (SQS fair queues)."""
     problem = ""
     group = message_shape.string_value(received.attributes, wire_format.GROUP_ID_ATTRIBUTE)
-    candidates = [_with_message_id(received), message_shape.without_own(received.attributes)]
-    if staging:
-        due_at = {wire_format.DUE_AT_ATTRIBUTE: message_shape.number_attribute(due)}
-        candidates.insert(0, {**candidates[0], **due_at})
-    else:  # a standard destination: SQS would refuse a deduplication id there
-        candidates = [_without(c, *_LEFT_AT_THE_FORWARD) for c in candidates]
     fair = group if not staging and group is not None and queue_names.is_group_id(group) else None
-    for candidate in candidates:
+    for candidate in _hand_over_attributes(received, due, staging):
         try:
             size = _fitting(received.body, candidate, lim.max_message_bytes)
         except InvalidMessage as exc:
@@ -519,6 +513,20 @@ def _hand_over(
         seconds, wait_ms = divmod(left_ms, 1000)
         return HandOver(seconds, due, candidate, wait_ms, group_id=fair, size=size)
     return _poison(received, f"cannot hand over: {problem}", source_queue, lim)
+
+
+def _hand_over_attributes(received: Received, due: int, staging: bool) -> Iterator[Attributes]:
+    """What a hand-over may carry, the first that fits taken: with NServiceBus.MessageId
+    (and into staging the due time), else the message's own. Each made only if the one
+    before did not fit (nearly always the first does)."""
+    with_id = _with_message_id(received)
+    if staging:
+        yield {**with_id, wire_format.DUE_AT_ATTRIBUTE: message_shape.number_attribute(due)}
+        yield with_id
+        yield message_shape.without_own(received.attributes)
+    else:  # a standard destination: SQS would refuse a deduplication id there
+        yield _without(with_id, *_LEFT_AT_THE_FORWARD)
+        yield _without(message_shape.without_own(received.attributes), *_LEFT_AT_THE_FORWARD)
 
 
 def _without(attributes: Attributes, *names: str) -> Attributes:

@@ -120,18 +120,18 @@ def _wait_ms(out: Outgoing) -> int:
     return d.wait_ms if isinstance(d, HandOver | Forward) else 0
 
 
-def _waits(out: Outgoing) -> bool:
-    return _wait_ms(out) > 0
-
-
-def _groups(waiting: list[Outgoing]) -> list[list[Outgoing]]:
-    """Hand-overs (by wait) in groups whose waits lie within WAIT_GROUP_MS of the first."""
-    groups: list[list[Outgoing]] = []
-    for out in waiting:
-        if groups and _wait_ms(out) - _wait_ms(groups[-1][0]) <= WAIT_GROUP_MS:
-            groups[-1].append(out)
+def _groups(waiting: list[tuple[int, Outgoing]]) -> list[tuple[int, list[Outgoing]]]:
+    """Hand-overs (wait, out; by wait) in groups whose waits lie within WAIT_GROUP_MS of the
+    first, each with its last wait."""
+    groups: list[tuple[int, list[Outgoing]]] = []
+    first = 0
+    for wait, out in waiting:
+        if groups and wait - first <= WAIT_GROUP_MS:
+            groups[-1] = (wait, groups[-1][1])
+            groups[-1][1].append(out)
         else:
-            groups.append([out])
+            first = wait
+            groups.append((wait, [out]))
     return groups
 
 
@@ -269,17 +269,23 @@ def send(batch: BatchInHand, outs: list[Outgoing]) -> Flow[None]:
     hand-over goes at once with the fraction rounded up, as late as before, never early;
     such a forward (a FIFO queue takes no DelaySeconds) is held for a second instead."""
     last_wait_ms = (batch.budget.end(SEND_SHARE) - MIN_SEND_SECONDS - batch.budget.start) * 1000
-    now = [o for o in outs if not _waits(o)]
+    now: list[Outgoing] = []
+    rounded_up: list[Outgoing] = []
+    waiting: list[tuple[int, Outgoing]] = []
     for o in outs:
-        if _waits(o) and _wait_ms(o) > last_wait_ms:
-            if isinstance(o.decision, HandOver):
-                now.append(outgoing(o.source, o.decision.at_once()))
-            else:  # a forward has no DelaySeconds to round up into: back in a second
-                batch.hold(o.source, 1, "no time left to wait")
-    yield from _send(batch, now)
-    waiting = sorted((o for o in outs if _waits(o) and _wait_ms(o) <= last_wait_ms), key=_wait_ms)
-    for group in _groups(waiting):
-        seconds = batch.budget.start + _wait_ms(group[-1]) / 1000 - batch.clock()
+        wait = _wait_ms(o)
+        if not wait:
+            now.append(o)
+        elif wait <= last_wait_ms:
+            waiting.append((wait, o))
+        elif isinstance(o.decision, HandOver):
+            rounded_up.append(outgoing(o.source, o.decision.at_once()))
+        else:  # a forward has no DelaySeconds to round up into: back in a second
+            batch.hold(o.source, 1, "no time left to wait")
+    yield from _send(batch, now + rounded_up)
+    waiting.sort(key=lambda w: w[0])
+    for last, group in _groups(waiting):
+        seconds = batch.budget.start + last / 1000 - batch.clock()
         if seconds > 0:
             yield [pause(seconds)]
         yield from _send(batch, group)
