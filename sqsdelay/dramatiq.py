@@ -45,6 +45,7 @@ require("dramatiq", "sqsdelay.dramatiq")
 
 import dramatiq  # noqa: E402
 import dramatiq_sqs  # noqa: E402
+from dramatiq.common import q_name  # noqa: E402
 
 from sqsdelay.settings import Settings  # noqa: E402
 
@@ -133,8 +134,10 @@ def with_trace_context(message: dramatiq.Message[Any], settings: Settings) -> dr
 
 
 class TraceContext(dramatiq.Middleware):
-    """An actor's OpenTelemetry span (`process <queue>`), linked to the enqueuer's trace
-    context in the message's options, or its child (SQSDELAY_OTEL_PARENT=child)."""
+    """An actor's OpenTelemetry span (`process <namespace>_<queue>`, the SQS queue's name as
+    the worker's spans name it), linked to the enqueuer's trace context in the message's
+    options, or its child (SQSDELAY_OTEL_PARENT=child); a failed actor's span records the
+    exception and has status ERROR."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -146,23 +149,35 @@ class TraceContext(dramatiq.Middleware):
             for k, v in message.options.items()
             if k in otel_context.FIELDS
         }
-        span = otel.consumer_span(self.settings, carried, message.queue_name, message.message_id)
-        span.__enter__()
-        self._open.span = span
+        namespace = getattr(broker, "namespace", None)
+        queue = q_name(message.queue_name)  # a delay queue's name is its queue's
+        # the received SQS message, when dramatiq-sqs's consumer handed it (its `_SQSMessage`)
+        sqs_id = getattr(getattr(message, "_sqs_message", None), "message_id", None)
+        opened = otel.consumer_span(
+            self.settings,
+            carried,
+            f"{namespace}_{queue}" if namespace else queue,
+            sqs_id if isinstance(sqs_id, str) else None,
+            message_id=message.message_id,
+        )
+        self._open.held = (opened, opened.__enter__())
 
     def after_process_message(
         self, broker: Any, message: Any, *, result: Any = None, exception: Any = None
     ) -> None:
+        held = getattr(self._open, "held", None)
+        if held is not None and isinstance(exception, BaseException):
+            otel.failed(held[1], exception)
         self._close()
 
     def after_skip_message(self, broker: Any, message: Any) -> None:
         self._close()
 
     def _close(self) -> None:
-        span = getattr(self._open, "span", None)
-        self._open.span = None
-        if span is not None:
-            span.__exit__(None, None, None)
+        held = getattr(self._open, "held", None)
+        self._open.held = None
+        if held is not None:
+            held[0].__exit__(None, None, None)
 
 
 def native_delay(delay: int | None) -> int | None:
