@@ -36,8 +36,8 @@ from base64 import b64encode
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqsdelay import errors, otel
-from sqsdelay.core import delays
+from sqsdelay import deprecations, errors, otel
+from sqsdelay.core import delays, framework_queues
 from sqsdelay.core import trace_context as otel_context
 from sqsdelay.extras import require
 
@@ -64,17 +64,22 @@ class MessageDelayTooLong(errors.InvalidDelay, dramatiq_sqs.MessageDelayTooLong)
 class SQSBroker(dramatiq_sqs.SQSBroker):
     """dramatiq-sqs's broker, with delays beyond SQS's 15 minutes sent through sqsdelay.
 
-    It takes dramatiq-sqs's arguments, plus `sqsdelay`: overrides of sqsdelay's settings
-    (otherwise read from SQSDELAY_* variables), as `Settings` fields or a `Settings`."""
+    It takes dramatiq-sqs's arguments, plus `settings`: sqsdelay's `Settings` (default:
+    SQSDELAY_* from the environment). `sqsdelay=` (a `Settings` or its fields) is the
+    deprecated form."""
 
-    def __init__(self, *, sqsdelay: Settings | dict[str, Any] | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        *,
+        settings: Settings | None = None,
+        sqsdelay: Settings | dict[str, Any] | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(**kwargs)
-        settings = sqsdelay if isinstance(sqsdelay, Settings) else Settings(**(sqsdelay or {}))
-        if settings.queue_prefix:
-            raise errors.ConfigError(
-                "with Dramatiq, queue names are dramatiq-sqs's SQS names (<namespace>_<queue>): "
-                f"leave SQSDELAY_QUEUE_PREFIX empty (it is {settings.queue_prefix!r})"
-            )
+        settings = deprecations.settings_of(settings, sqsdelay, old_form="SQSBroker(sqsdelay=...)")
+        framework_queues.check_no_prefix(
+            settings.queue_prefix, "Dramatiq", "dramatiq-sqs's SQS names (<namespace>_<queue>)"
+        )
         self.sqsdelay_settings = settings
         if otel.enabled(settings):  # the handler's span, from the options' trace context
             self.add_middleware(TraceContext(settings))
