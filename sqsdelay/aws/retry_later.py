@@ -7,13 +7,15 @@ into the error queue. Written once as flows (`core/flows.py`) driven by a `Sende
 from __future__ import annotations
 
 import copy
+import os
 import random
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqsdelay import otel
+from sqsdelay import deprecations, otel
 from sqsdelay.aws.queue_urls import ParkTargets, QueueResolver
 from sqsdelay.aws.sender import AsyncSender, Sender
 from sqsdelay.aws.sender_core import SenderCore
@@ -255,11 +257,11 @@ def retry_later(
     ReceiveMessage message (with `queue_url`), a Lambda SQS event record, or a Powertools
     SQSRecord. A failed send raises and leaves the original in place."""
     incoming = received_rules.read(message, queue_url)
-    s = sender or Sender()
+    s = sender or held_sender()
     return s.run(retry_flow(s, incoming, delay=delay, at=at))
 
 
-async def aretry_later(
+async def async_retry_later(
     message: object,
     delay: DelayLike | None = None,
     *,
@@ -272,10 +274,42 @@ async def aretry_later(
     return await sender.run(retry_flow(sender, incoming, delay=delay, at=at))
 
 
+async def aretry_later(
+    message: object,
+    delay: DelayLike | None = None,
+    *,
+    at: datetime | None = None,
+    queue_url: str | None = None,
+    sender: AsyncSender,
+) -> Retried:
+    """Deprecated: `async_retry_later`."""
+    deprecations.warn("sqsdelay.consumer.aretry_later", "sqsdelay.consumer.async_retry_later")
+    return await async_retry_later(message, delay, at=at, queue_url=queue_url, sender=sender)
+
+
+_HELD = threading.local()
+_KEYED = ("SQSDELAY_", "AWS_")  # what `Sender()` reads: its settings, its boto3 client
+
+
+def held_sender() -> Sender:
+    """The `Sender` a call without `sender=` uses: one per thread (a consumer's threads never
+    share one), made again when a SQSDELAY_* or AWS_* variable changes, or in a forked
+    child. It was a new `Sender` per call: a boto3 client and every queue URL looked up
+    again for each retry. Keyed by the variables, not by `Settings`, which take far longer
+    to read than a retry's calls."""
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(_KEYED)))
+    key = (os.getpid(), env)
+    held: tuple[object, Sender] | None = getattr(_HELD, "sender", None)
+    if held is None or held[0] != key:
+        held = (key, Sender())
+        _HELD.sender = held
+    return held[1]
+
+
 @dataclass
 class RetryPolicy:
     """`retry_later` with exponential backoff and full jitter, then the error queue:
-    `policy.retry(message, reason)` after a failure."""
+    `policy.retry(message, reason)` after a failure. `AsyncRetryPolicy` with asyncio."""
 
     backoff: Backoff = field(default_factory=Backoff)
     draw: Callable[[], float] = random.random
@@ -289,10 +323,27 @@ class RetryPolicy:
         sender: Sender | None = None,
     ) -> Retried:
         incoming = received_rules.read(message, queue_url)
-        s = sender or Sender()
+        s = sender or held_sender()
         return s.run(backoff_flow(s, incoming, self.backoff, self.draw(), reason))
 
     async def aretry(
+        self, message: object, reason: str, *, queue_url: str | None = None, sender: AsyncSender
+    ) -> Retried:
+        """Deprecated: `AsyncRetryPolicy(backoff, draw).retry`."""
+        deprecations.warn("RetryPolicy.aretry", "AsyncRetryPolicy(...).retry")
+        policy = AsyncRetryPolicy(self.backoff, self.draw)
+        return await policy.retry(message, reason, queue_url=queue_url, sender=sender)
+
+
+@dataclass
+class AsyncRetryPolicy:
+    """`RetryPolicy` with an entered `AsyncSender`: `await policy.retry(message, reason,
+    sender=sender)` after a failure."""
+
+    backoff: Backoff = field(default_factory=Backoff)
+    draw: Callable[[], float] = random.random
+
+    async def retry(
         self, message: object, reason: str, *, queue_url: str | None = None, sender: AsyncSender
     ) -> Retried:
         incoming = received_rules.read(message, queue_url)
@@ -346,7 +397,7 @@ def handle_batch(
                 handler(record)
         except RetryLater as later:
             try:  # the sender too: a bad SQSDELAY_* setting fails this record, not the batch
-                s = s or Sender()
+                s = s or held_sender()
                 retry_later(record, later.delay, at=later.at, sender=s)
             except OriginalNotDeleted as exc:
                 # The retry was sent: reported a success, Lambda deletes the original itself.
