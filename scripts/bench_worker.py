@@ -434,6 +434,7 @@ def burst_phase(
         "window_seconds": window,
         "receives": f"1..{short_batches} messages (proxy)" if short_batches else "as served",
         "receives_shortened": proxy.receives_shortened if proxy else 0,
+        "receives_in_flight_max": proxy.receives_in_flight_max if proxy else 0,
         "added_latency_ms": latency_ms,
         "preload_seconds": round(preload_seconds, 1),
         "first_due_to_last_visible_seconds": round(max(visible) - t0, 2),

@@ -172,22 +172,26 @@ def burst(short_batches: int) -> dict[str, Any]:
         "bench_worker.py",
         *("--only", "burst", "--seconds", "1", "--latency-ms", "40"),
         *("--burst-messages", "200", "--burst-destinations", "1", "--burst-window", "1"),
-        *("--burst-cycle", "5", "--short-batches", str(short_batches)),
+        *("--burst-cycle", "10", "--short-batches", str(short_batches)),
     )
     result: dict[str, Any] = out["burst"]
     assert result["lost"] == result["early"] == 0
     return result
 
 
-def test_a_burst_with_short_receives_is_handed_over_about_as_fast_as_with_full_ones() -> None:
+def test_a_burst_with_short_receives_is_polled_by_parallel_receives() -> None:
     """SQS answers a receive with fewer messages than asked while more wait; the emulators
     fill every batch (docs/short-batches.md). A worker that took a short batch for a drained
     queue polled the burst with one loop: p99 5 s against 0.07 s with full batches (issue
-    45). The bar: p99 within max(3 s, 3x the full-batch run's). It holds what the test is
-    for, a worker that polls a burst one receive at a time (5.9 s here at load 10); the
-    figure itself is the benchmark's (docs/short-batches.md). A 1 s floor failed on a
-    saturated machine (2.13 s in a fresh-clone make test, 2026-11-27, with 0.23 s full)."""
+    45). What the test holds is that cause, which load does not change: the worker's
+    receives of the burst overlap (one loop never has two in flight), as with full batches.
+    The lateness is the benchmark's figure (docs/short-batches.md), printed here: as a bar
+    it failed on a saturated machine at 3.0 s (3.28 s in CI with 0.32 s full, 2026-11-28),
+    where one loop reads 5.9 s."""
     full, short = burst(0), burst(3)
     assert short["receives_shortened"] >= 66  # 200 messages at 1..3 a receive
-    print(f"p99 full {full['lateness_p99_s']} s, short {short['lateness_p99_s']} s")
-    assert short["lateness_p99_s"] <= max(3.0, 3 * full["lateness_p99_s"])
+    print(
+        f"p99 full {full['lateness_p99_s']} s, short {short['lateness_p99_s']} s;"
+        f" receives in flight at most {short['receives_in_flight_max']}"
+    )
+    assert short["receives_in_flight_max"] >= 4

@@ -59,6 +59,11 @@ class FaultProxy:
         self._short: tuple[int, bytes, random.Random] | None = None
         self._latency = 0.0
         self.receives_shortened = 0
+        # Shortened receives whose answer has not come back yet, and the most at once: a
+        # worker that polls a queue with one loop never has two (load does not change that).
+        self._receives_in_flight = 0
+        self.receives_in_flight_max = 0
+        self._local = threading.local()  # one thread a connection: its receive outstanding
         self._closing = False
         self._sockets: set[socket.socket] = set()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -147,9 +152,18 @@ class FaultProxy:
                 return data
             most, _, draw = short
             self.receives_shortened += 1
+            self._receives_in_flight += 1
+            self.receives_in_flight_max = max(self.receives_in_flight_max, self._receives_in_flight)
+            self._local.receiving = True
             n = draw.randint(1, most)
         wanted = b'"MaxNumberOfMessages":%d' % n
         return data[: found.start()] + wanted.ljust(len(found.group())) + data[found.end() :]
+
+    def _answered(self) -> None:
+        """This connection's shortened receive has its answer (or its connection ended)."""
+        with self._lock:
+            self._receives_in_flight -= 1
+        self._local.receiving = False
 
     def _cut_response(self, data: bytes) -> bool:
         """Whether to lose the answer to this request (only a chunk that starts a request
@@ -281,16 +295,20 @@ class FaultProxy:
                         if passed and not lose_answer:
                             lost_request = data[:4096]
                         lose_answer = passed
-                    elif lose_answer:
+                        continue
+                    if getattr(self._local, "receiving", False):
+                        self._answered()
+                    if lose_answer:
                         answer = _whole_answer(data, server)
                         with self._lock:
                             self.lost_answers.append((lost_request, answer))
                         return  # the server did the work: close before the answer is passed
-                    else:
-                        client.sendall(data)
+                    client.sendall(data)
         except OSError:
             return
         finally:
+            if getattr(self._local, "receiving", False):
+                self._answered()
             with self._lock:
                 self._sockets.difference_update((client, server))
             for s in (client, server):
