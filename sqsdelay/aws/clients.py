@@ -15,6 +15,7 @@ from botocore.retries.standard import RetryContext, ThrottledRetryableChecker
 
 from sqsdelay.core import quotas
 from sqsdelay.core.outcomes import Stats
+from sqsdelay.core.queue_lookup import MISSING_QUEUE_CODES as MISSING_QUEUE_CODES  # worker.py
 from sqsdelay.errors import ConfigError, QueueMissing, SqsOperationError
 from sqsdelay.settings import Settings
 
@@ -30,7 +31,6 @@ _BOTO_CONFIG = Config(
 # Long polls hold the connection for up to 20 s, so a polling client's read timeout must be
 # longer; clients that never long-poll use the call timeout instead.
 LONG_POLL_READ_TIMEOUT = quotas.LONG_POLL_SECONDS + 10
-MISSING_QUEUE_CODES = frozenset({"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"})
 
 
 def _is_loopback(url: str) -> bool:
