@@ -6,6 +6,11 @@ from the module that documents each (``sqsdelay.sender``, ``sqsdelay.consumer``,
 
 Each is imported on first use (PEP 562), so ``import sqsdelay`` alone loads neither boto3
 nor pydantic: the CLI, the cost job and the integrations import only what they use.
+
+An asyncio twin is the name with ``Async``/``async_`` in front (``AsyncSender``,
+``async_retry_later``), and every entry point takes ``settings=`` (docs/architecture.md,
+"One public API"). ``aretry_later`` is the deprecated name of ``async_retry_later``, kept for
+one release outside ``__all__``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(
         (
             "AsyncGuard",
+            "AsyncRetryPolicy",
             "Backoff",
             "Guard",
             "OriginalNotDeleted",
@@ -30,7 +36,7 @@ _HOMES: dict[str, str] = {
             "Retried",
             "RetryLater",
             "RetryPolicy",
-            "aretry_later",
+            "async_retry_later",
             "handle_batch",
             "retry_later",
         ),
@@ -56,9 +62,13 @@ _HOMES: dict[str, str] = {
     ),
 }
 
+# Old names kept one release (each warns when used, naming its replacement): not in __all__.
+_DEPRECATED: dict[str, str] = {"aretry_later": "sqsdelay.consumer"}
+
 # Written out for linters and readers; tests/test_public_api.py checks it is _HOMES's keys.
 __all__ = [
     "AsyncGuard",
+    "AsyncRetryPolicy",
     "AsyncSchedules",
     "AsyncSender",
     "Backoff",
@@ -87,7 +97,7 @@ __all__ = [
     "SqsDelayError",
     "SqsOperationError",
     "TooManyAttributes",
-    "aretry_later",
+    "async_retry_later",
     "handle_batch",
     "retry_later",
 ]
@@ -96,6 +106,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
     from sqsdelay.aws.recurring import AsyncSchedules, Schedules
     from sqsdelay.consumer import (
         AsyncGuard,
+        AsyncRetryPolicy,
         Backoff,
         Guard,
         OriginalNotDeleted,
@@ -103,10 +114,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         Retried,
         RetryLater,
         RetryPolicy,
-        aretry_later,
+        async_retry_later,
         handle_batch,
         retry_later,
     )
+    from sqsdelay.consumer import aretry_later as aretry_later  # deprecated
     from sqsdelay.errors import (
         ConfigError,
         GuardError,
@@ -133,7 +145,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
+    home = _HOMES.get(name) or _DEPRECATED.get(name)
     if home is None:
         raise AttributeError(f"module 'sqsdelay' has no attribute {name!r}")
     value = getattr(importlib.import_module(home), name)
@@ -142,4 +154,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted({*globals(), *__all__} - _DEPRECATED.keys())

@@ -24,20 +24,25 @@ connects.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sqsdelay.settings import Settings
 
 TRANSPORT = "sqsdelay.aws.celery_transport:Transport"
 
 
-def configure(app: Any, **settings: Any) -> None:
+def configure(app: Any, *, settings: Settings | None = None, **fields: Any) -> None:
     """Make `app` (a Celery app with an SQS broker) publish delayed tasks through sqsdelay.
 
-    `settings` override sqsdelay's settings (otherwise read from SQSDELAY_* variables), as
-    `Settings` fields: `configure(app, max_native_delay_seconds=900, registry="dynamodb")`.
+    `settings`: sqsdelay's `Settings` (default: SQSDELAY_* from the environment), e.g.
+    `configure(app, settings=Settings(registry="dynamodb"))`. `Settings` fields given as
+    keywords (`configure(app, registry="dynamodb")`) are the deprecated form.
     """
+    from sqsdelay import deprecations
+    from sqsdelay.core import framework_queues
     from sqsdelay.errors import ConfigError
     from sqsdelay.extras import require
-    from sqsdelay.settings import Settings
 
     require("celery", "sqsdelay.celery")
     url = app.conf.broker_write_url or app.conf.broker_url or ""
@@ -47,12 +52,12 @@ def configure(app: Any, **settings: Any) -> None:
             "sqsdelay.celery needs Celery's SQS broker: set broker_url to 'sqs://...' "
             f"(this app's broker is {scheme + '://' if scheme else 'not set'})"
         )
-    resolved = Settings(**settings)
-    if resolved.queue_prefix:
-        raise ConfigError(
-            "with Celery, queue names are Celery's SQS names, its queue_name_prefix included: "
-            f"leave SQSDELAY_QUEUE_PREFIX empty (it is {resolved.queue_prefix!r})"
-        )
+    resolved = deprecations.settings_of(
+        settings, fields or None, old_form="sqsdelay.celery.configure(app, **fields)"
+    )
+    framework_queues.check_no_prefix(
+        resolved.queue_prefix, "Celery", "Celery's SQS names, its queue_name_prefix included"
+    )
     options = dict(app.conf.broker_transport_options or {})
     options["sqsdelay"] = {"settings": resolved, "timezone": app.timezone}
     app.conf.broker_transport_options = options

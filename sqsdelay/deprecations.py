@@ -28,11 +28,11 @@ def settings_of(
     old: Settings | Mapping[str, Any] | None,
     *,
     old_form: str,
-    defaults: Mapping[str, Any] | None = None,
+    over_env: Mapping[str, Any] | None = None,
     stacklevel: int = 4,
 ) -> Settings:
     """An entry point's settings: `settings=` (a `Settings`; None: SQSDELAY_* from the
-    environment, over `defaults`), the one documented way; or `old`, the form the entry
+    environment, with `over_env` over it), the one documented way; or `old`, the form the entry
     point took before (a `Settings`, or `Settings` fields), with a warning. Both is an
     error: which would win is not obvious."""
     from sqsdelay.errors import ConfigError
@@ -44,7 +44,7 @@ def settings_of(
         warn(old_form, "settings=Settings(...)", stacklevel=stacklevel)
         if isinstance(old, Settings):
             return old
-        return Settings(**{**(defaults or {}), **old})
+        return Settings(**{**(over_env or {}), **old})
     if settings is not None:
         return settings
-    return load_settings(**(defaults or {}))
+    return load_settings(**(over_env or {}))

@@ -55,8 +55,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
-from sqsdelay import errors, otel
-from sqsdelay.core import delays, taskiq_delay, taskiq_offload
+from sqsdelay import deprecations, errors, otel
+from sqsdelay.core import delays, framework_queues, taskiq_delay, taskiq_offload
 from sqsdelay.extras import require
 
 require("taskiq", "sqsdelay.taskiq")
@@ -104,31 +104,32 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
     """taskiq-aio-sqs's broker, with delays beyond SQS's 15 minutes, and delays into FIFO
     queues, sent through sqsdelay.
 
-    It takes taskiq-aio-sqs's arguments, plus `sqsdelay`: overrides of sqsdelay's settings
-    (otherwise read from SQSDELAY_* variables), as `Settings` fields or a `Settings`. With
-    fields (or none), the broker's `endpoint_url` and `region_name` are sqsdelay's too unless
-    given there; a `Settings` is used as it is."""
+    It takes taskiq-aio-sqs's arguments, plus `settings`: sqsdelay's `Settings` (default:
+    SQSDELAY_* from the environment). The broker's `endpoint_url` and `region_name` are
+    sqsdelay's too where the settings leave them unset, so that both send to one Region.
+    `sqsdelay=` (a `Settings`, used as it is, or fields) is the deprecated form."""
 
     def __init__(
         self,
         sqs_queue_name: str,
         *,
+        settings: Settings | None = None,
         sqsdelay: Settings | dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(sqs_queue_name, **kwargs)
-        if isinstance(sqsdelay, Settings):
-            settings = sqsdelay
-        else:
-            given = {"region": self._aws_region}
-            if self._aws_endpoint_url:
-                given["endpoint_url"] = self._aws_endpoint_url
-            settings = Settings(**{**given, **(sqsdelay or {})})
-        if settings.queue_prefix:
-            raise errors.ConfigError(
-                "with taskiq, queue names are taskiq-aio-sqs's SQS names: leave "
-                f"SQSDELAY_QUEUE_PREFIX empty (it is {settings.queue_prefix!r})"
-            )
+        broker_defaults = {"region": self._aws_region}
+        if self._aws_endpoint_url:
+            broker_defaults["endpoint_url"] = self._aws_endpoint_url
+        if settings is not None:  # what it leaves unset, as the broker's (as from the env)
+            unset = {k: v for k, v in broker_defaults.items() if getattr(settings, k) is None}
+            settings = settings.model_copy(update=unset)
+        settings = deprecations.settings_of(
+            settings, sqsdelay, old_form="SQSBroker(sqsdelay=...)", over_env=broker_defaults
+        )
+        framework_queues.check_no_prefix(
+            settings.queue_prefix, "taskiq", "taskiq-aio-sqs's SQS names"
+        )
         self.sqsdelay_settings = settings
         if otel.enabled(settings):  # the context into the labels, the task's span from them
             self.add_middlewares(TraceContext(settings))

@@ -11,6 +11,7 @@ import dramatiq_sqs
 import pytest
 
 from sqsdelay.dramatiq import SQSBroker, native_delay
+from sqsdelay.settings import Settings
 
 
 @pytest.mark.parametrize(
@@ -49,7 +50,7 @@ def test_the_broker_gives_dramatiq_sqs_the_rounded_delay(
 
     monkeypatch.setattr(dramatiq_sqs.SQSBroker, "enqueue", enqueue)
     broker = SQSBroker(
-        namespace="t", region_name="us-east-1", sqsdelay={"max_native_delay_seconds": 3}
+        namespace="t", region_name="us-east-1", settings=Settings(max_native_delay_seconds=3)
     )
     message: dramatiq.Message[Any] = dramatiq.Message(
         queue_name="default", actor_name="a", args=(), kwargs={}, options={}

@@ -3,6 +3,7 @@ and `handle_batch` when its sender cannot be made (issue 58, 9 and 6)."""
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from sqsdelay import consumer
+from sqsdelay.aws import retry_later as retry_later_module
 from sqsdelay.aws.sender import Sender
 from sqsdelay.core import wire_format
 from sqsdelay.errors import ConfigError
@@ -160,3 +162,45 @@ def test_a_retry_whose_delete_fails_is_a_success_and_is_sent_once() -> None:
     answer = consumer.handle_batch({"Records": [record()]}, handler, sender=sender)
     assert answer == {"batchItemFailures": []}
     assert len(sqs.sent) == 1
+
+
+def test_without_a_sender_one_is_held_per_thread_and_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 60 §4: `retry_later` without `sender=` made a new `Sender` (a boto3 client, its
+    queue URLs looked up again) on every call. Now one per thread, made again when a
+    SQSDELAY_*/AWS_* variable changes."""
+    sqs = TwoAccounts()
+    made: list[Sender] = []
+
+    def new_sender() -> Sender:
+        made.append(Sender(Settings(region="us-east-1"), client=sqs))
+        return made[-1]
+
+    monkeypatch.setattr(retry_later_module, "Sender", new_sender)
+    monkeypatch.setattr(retry_later_module, "_HELD", threading.local())  # none held yet
+    consumer.retry_later(record(), 60)
+    consumer.RetryPolicy().retry(record(), "again")
+    answer = consumer.handle_batch({"Records": [record()]}, _retry_in(60))
+    assert answer == {"batchItemFailures": []}
+    assert len(made) == 1 and len(sqs.sent) == 3  # one sender made, three retries sent
+
+    monkeypatch.setenv("SQSDELAY_MAX_NATIVE_DELAY_SECONDS", "60")
+    consumer.retry_later(record(), 60)
+    assert len(made) == 2  # the environment changed: a sender of the new settings
+    consumer.retry_later(record(), 60)
+    assert len(made) == 2
+
+    others: list[Sender] = []
+    thread = threading.Thread(target=lambda: others.append(retry_later_module.held_sender()))
+    thread.start()
+    thread.join(timeout=30)
+    assert len(made) == 3 and others == [made[2]]  # another thread: its own
+    assert retry_later_module.held_sender() is made[1]  # this thread's is still its own
+
+
+def _retry_in(seconds: float) -> Any:
+    def handler(r: Any) -> None:
+        raise consumer.RetryLater(seconds)
+
+    return handler

@@ -21,6 +21,7 @@ from taskiq_aio_sqs.exceptions import ExtendedBucketNameMissingError
 
 from sqsdelay import errors
 from sqsdelay import taskiq as taskiq_module
+from sqsdelay.settings import Settings
 from sqsdelay.taskiq import DelayedSource, ScheduleNotCancelled, SQSBroker
 from tests.support.logs import capture_logs, events
 
@@ -40,7 +41,7 @@ class FakeSender:
 def started_broker() -> tuple[SQSBroker, FakeSender]:
     """A broker as startup leaves it, with its queue URLs known and a fake sender."""
     broker = SQSBroker(
-        "orders", endpoint_url="http://127.0.0.1:9", sqsdelay={"max_native_delay_seconds": 2}
+        "orders", endpoint_url="http://127.0.0.1:9", settings=Settings(max_native_delay_seconds=2)
     ).with_queues(SQSQueue(name=FIFO, is_fifo=True))
     assert isinstance(broker, SQSBroker)
     broker._queue_urls = {"orders": "http://q/orders", FIFO: f"http://q/{FIFO}"}
@@ -391,7 +392,7 @@ def dedup_broker(registry: str, attributes: int = 0) -> tuple[SQSBroker, FakeSen
         "orders",
         endpoint_url="http://127.0.0.1:9",
         use_task_id_for_deduplication=True,
-        sqsdelay={"max_native_delay_seconds": 2, "registry": registry},
+        settings=Settings(max_native_delay_seconds=2, registry=registry),
     ).with_queues(SQSQueue(name=FIFO, is_fifo=True))
     assert isinstance(broker, SQSBroker)
     broker._queue_urls = {"orders": "http://q/orders", FIFO: f"http://q/{FIFO}"}

@@ -10,6 +10,7 @@ from typing import Any
 from celery import Celery
 
 import sqsdelay.celery
+from sqsdelay.settings import Settings
 
 
 def make_app(broker: str, prefix: str, *, delays: bool = True, **settings: Any) -> Celery:
@@ -28,7 +29,7 @@ def make_app(broker: str, prefix: str, *, delays: bool = True, **settings: Any) 
         broker_connection_retry_on_startup=True,
     )
     if delays:
-        sqsdelay.celery.configure(app, **settings)  # the one line sqsdelay adds
+        sqsdelay.celery.configure(app, settings=Settings(**settings))  # the line sqsdelay adds
 
     @app.task(name="record")
     def record(tag: str) -> None:

@@ -315,4 +315,6 @@ def test_configure_refuses_a_broker_that_is_not_sqs() -> None:
     with pytest.raises(ConfigError, match="broker_url to 'sqs://"):
         sqsdelay.celery.configure(Celery("x", broker="redis://localhost:6379/0"))
     with pytest.raises(ConfigError, match="SQSDELAY_QUEUE_PREFIX"):
-        sqsdelay.celery.configure(Celery("x", broker="sqs://"), queue_prefix="app-")
+        sqsdelay.celery.configure(
+            Celery("x", broker="sqs://"), settings=Settings(queue_prefix="app-")
+        )

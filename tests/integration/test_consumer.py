@@ -112,9 +112,9 @@ def test_the_async_retry_counts_on_from_the_attempt_it_received(short: Settings,
 
     async def twice() -> list[consumer.Retried]:
         async with AsyncSender(short) as s:
-            one = await consumer.aretry_later(first, 0, queue_url=urls["orders"], sender=s)
+            one = await consumer.async_retry_later(first, 0, queue_url=urls["orders"], sender=s)
             second = receive_one(sqs, urls["orders"])
-            two = await consumer.aretry_later(
+            two = await consumer.async_retry_later(
                 lambda_record(second, short.queue_prefix + "orders"), 0, sender=s
             )
             return [one, two]
@@ -125,12 +125,37 @@ def test_the_async_retry_counts_on_from_the_attempt_it_received(short: Settings,
     assert third["MessageAttributes"][wire_format.ATTEMPT_ATTRIBUTE]["StringValue"] == "2"
 
     async def backoff() -> consumer.Retried:
-        policy = consumer.RetryPolicy(consumer.Backoff(1, 2, max_attempts=5), draw=lambda: 0.0)
+        backoff = consumer.Backoff(1, 2, max_attempts=5)
+        policy = consumer.AsyncRetryPolicy(backoff, draw=lambda: 0.0)
         async with AsyncSender(short) as s:
-            return await policy.aretry(third, "later", queue_url=urls["orders"], sender=s)
+            return await policy.retry(third, "later", queue_url=urls["orders"], sender=s)
 
     fourth = asyncio.run(backoff())
     assert fourth.attempt == 3 and fourth.sent is not None and fourth.sent.delay_seconds == 0
+
+
+def test_the_deprecated_async_names_warn_and_still_retry(short: Settings, sqs: Any) -> None:
+    """`aretry_later` and `RetryPolicy.aretry` (issue 60 §4), kept one release: each says
+    what replaces it, and does what it did."""
+    urls = install(short, sqs, "orders")
+    Sender(short, client=sqs).send("orders", "x", delay=0)
+    first = receive_one(sqs, urls["orders"])
+
+    async def old_names() -> list[consumer.Retried]:
+        policy = consumer.RetryPolicy(consumer.Backoff(1, 2, max_attempts=5), draw=lambda: 0.0)
+        async with AsyncSender(short) as s:
+            with pytest.warns(DeprecationWarning, match="use sqsdelay.consumer.async_retry_later"):
+                one = await consumer.aretry_later(first, 0, queue_url=urls["orders"], sender=s)
+            second = receive_one(sqs, urls["orders"])
+            with pytest.warns(DeprecationWarning, match=r"use AsyncRetryPolicy\(\.\.\.\)\.retry"):
+                two = await policy.aretry(second, "later", queue_url=urls["orders"], sender=s)
+            return [one, two]
+
+    one, two = asyncio.run(old_names())
+    assert (one.attempt, two.attempt) == (1, 2)
+    assert two.sent is not None and two.sent.delay_seconds == 0
+    third = receive_one(sqs, urls["orders"])
+    assert third["MessageAttributes"][wire_format.ATTEMPT_ATTRIBUTE]["StringValue"] == "2"
 
 
 def test_a_send_that_fails_leaves_the_original_in_place(short: Settings, sqs: Any) -> None:

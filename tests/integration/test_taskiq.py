@@ -23,6 +23,7 @@ from taskiq_aio_sqs.exceptions import BrokerConfigError
 
 from sqsdelay import errors
 from sqsdelay.aws.sender import AsyncSender
+from sqsdelay.settings import Settings
 from sqsdelay.taskiq import DelayedSource, ScheduleNotCancelled, SQSBroker
 from tests.conftest import wait_for
 from tests.support.taskiqkit import Publisher, RunLog, cli
@@ -347,15 +348,22 @@ def test_delayed_source_refuses_a_naive_time_and_recurring_schedules(stack: Stac
 
 
 def test_the_broker_takes_sqsdelay_settings_and_its_own_endpoint() -> None:
-    """No I/O: a broker is built without a call."""
+    """No I/O: a broker is built without a call. What the settings leave unset (the endpoint,
+    the Region) is the broker's; what they set is theirs."""
     broker = SQSBroker(
-        "orders", endpoint_url="http://127.0.0.1:9", sqsdelay={"registry": "dynamodb"}
+        "orders", endpoint_url="http://127.0.0.1:9", settings=Settings(registry="dynamodb")
     )
     assert broker.sqsdelay_settings.registry == "dynamodb"
     assert broker.sqsdelay_settings.endpoint_url == "http://127.0.0.1:9"
     assert broker.sqsdelay_settings.region == "us-east-1"  # taskiq-aio-sqs's default
+    own = Settings(region="eu-west-1", endpoint_url="http://127.0.0.1:8")
+    mine = SQSBroker("orders", endpoint_url="http://127.0.0.1:9", settings=own)
+    assert (mine.sqsdelay_settings.region, mine.sqsdelay_settings.endpoint_url) == (
+        "eu-west-1",
+        "http://127.0.0.1:8",
+    )
     with pytest.raises(errors.ConfigError, match="SQSDELAY_QUEUE_PREFIX"):
-        SQSBroker("orders", sqsdelay={"queue_prefix": "myapp-"})
+        SQSBroker("orders", settings=Settings(queue_prefix="myapp-"))
 
 
 def test_a_large_task_with_a_long_delay_goes_through_s3_and_runs_once_not_early(
