@@ -365,6 +365,8 @@ def burst_phase(
     window: float | None = None,
     short_batches: int = 0,
     latency_ms: float = 0,
+    otel: str | None = None,
+    lead: float | None = None,
 ) -> dict[str, Any]:
     """`count` messages over `destinations`, all due within the same `window` seconds (60 s
     at the default cycle), loaded into the delay queues while no worker runs; the worker
@@ -372,17 +374,25 @@ def burst_phase(
     visible comes from the worker's own `delay.handed_over` events (logged as each send's
     answer arrives: the time plus its DelaySeconds); consumers drain the destinations to find
     early, lost and duplicated messages (their receive times also bound the lateness from
-    above, lag included). `short_batches` K: the worker's receives bring 1..K messages."""
+    above, lag included). `short_batches` K: the worker's receives bring 1..K messages.
+    `otel`: "sdk", the worker traces with OpenTelemetry's SDK (its spans dropped, traced.py);
+    "off", SQSDELAY_OTEL=off; None, as installed (with opentelemetry-api and no SDK, the
+    worker makes its spans on the API's no-op tracer)."""
     names = [f"b{i}" for i in range(destinations)]
     window = BURST_WINDOW * cycle / BURST_CYCLE if window is None else window
     urls = install(url, "burst-", names, cycle=cycle)
-    t0 = time.time() + cycle + cycle / 2  # the preload has half a cycle; all visible by then
+    # The preload has `lead` seconds (half a cycle unless asked), so that all are visible
+    # by then (the delay queue's own delay is a cycle).
+    t0 = time.time() + cycle + (cycle / 2 if lead is None else lead)
     dues_ms = [int((t0 + window * i / count) * 1000) for i in range(count)]
     loading = time.monotonic()
     asyncio.run(preload_burst(url, [urls[f"{n}-delay.fifo"] for n in names], dues_ms))
     preload_seconds = time.monotonic() - loading
     if time.time() + cycle > t0:
-        raise SystemExit(f"the preload took {preload_seconds:.0f} s: lower --burst-messages")
+        raise SystemExit(
+            f"the preload took {preload_seconds:.0f} s: lower --burst-messages or raise "
+            "--burst-lead"
+        )
     proxy = FaultProxy(url) if short_batches or latency_ms else None
     if proxy is not None:
         if short_batches:
@@ -394,12 +404,13 @@ def burst_phase(
         max_native_delay_seconds=cycle,
         wait_time_seconds=1,
         concurrency=4,
+        **({"otel": "off"} if otel == "off" else {}),
     )
     # Start the worker shortly before the burst: its start-up (imports, its first counts)
     # takes a few seconds on a busy machine, and must not count as lateness.
     time.sleep(max(0.0, t0 - 10 - time.time()))
     with tempfile.TemporaryFile("w+") as log:
-        proc = start_worker(env, names, log)
+        proc = start_worker(env, names, log, traced=otel == "sdk")
         cpu_start = None
         while cpu_start is None:  # its CPU from when it runs, imports and start-up aside
             time.sleep(0.05)
@@ -418,6 +429,7 @@ def burst_phase(
     if proxy is not None:
         proxy.close()
     stopped = next(e for e in events if e["event"] == "worker.stopped")
+    spans = next((e["spans"] for e in events if e["event"] == "bench.spans"), None)
     moved = sum(n for k, n in stopped["messages"].items() if k.startswith("delay."))
     handed = [e for e in events if e["event"] == "delay.handed_over"]
     sent_at = [datetime.fromisoformat(e["timestamp"]).timestamp() for e in handed]
@@ -434,6 +446,8 @@ def burst_phase(
         "window_seconds": window,
         "receives": f"1..{short_batches} messages (proxy)" if short_batches else "as served",
         "receives_shortened": proxy.receives_shortened if proxy else 0,
+        "otel": otel or "as installed",
+        **({"spans_exported": spans} if spans is not None else {}),
         "receives_in_flight_max": proxy.receives_in_flight_max if proxy else 0,
         "added_latency_ms": latency_ms,
         "preload_seconds": round(preload_seconds, 1),
@@ -738,6 +752,21 @@ def main() -> None:
         "trip: about 10-30 ms; loopback: 1-2)",
     )
     parser.add_argument(
+        "--burst-lead",
+        type=float,
+        help="seconds the burst's preload may take (default: half the cycle); a busy "
+        "machine at nice 10 took 33-123 s for 50,000",
+    )
+    parser.add_argument(
+        "--otel",
+        nargs="?",
+        const="sdk",
+        choices=["sdk", "off"],
+        help="the burst's worker with OpenTelemetry's SDK, its spans dropped (--otel), or "
+        "with SQSDELAY_OTEL=off (--otel off); without it, as installed: opentelemetry-api "
+        "without an SDK makes no-op spans",
+    )
+    parser.add_argument(
         "--parking-wait-time-seconds",
         type=int,
         default=20,
@@ -815,6 +844,8 @@ def burst_shape(args: argparse.Namespace) -> dict[str, Any]:
         "window": args.burst_window,
         "short_batches": args.short_batches,
         "latency_ms": args.latency_ms,
+        "otel": args.otel,
+        "lead": args.burst_lead,
     }
 
 

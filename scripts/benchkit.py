@@ -105,13 +105,18 @@ def env_for(url: str, prefix: str, **settings: Any) -> dict[str, str]:
     return env
 
 
-def start_worker(env: dict[str, str], queues: list[str], log: Any) -> subprocess.Popen[str]:
+def start_worker(
+    env: dict[str, str], queues: list[str], log: Any, *, traced: bool = False
+) -> subprocess.Popen[str]:
     """`sqsdelay worker` in its own process, its events to the file `log` (a pipe nobody
-    reads would fill up and block the worker)."""
+    reads would fill up and block the worker). `traced`: with OpenTelemetry's SDK, its
+    spans dropped (traced.py)."""
     # BENCH_PROFILE=FILE: the worker under cProfile on its CPU clock (profiled.py), its stats
     # written to FILE at its stop; its CPU figures are then the profiler's, not the worker's.
     profile = os.environ.get("BENCH_PROFILE")
     wrap = [str(Path(__file__).with_name("profiled.py")), profile] if profile else []
+    if traced:
+        wrap += ["-m", "traced"] if profile else [str(Path(__file__).with_name("traced.py"))]
     return subprocess.Popen(
         [sys.executable, *wrap, "-m", "sqsdelay", "worker", *queues],
         env=env,

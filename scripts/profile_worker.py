@@ -4,6 +4,13 @@ messages, 1 s cycle, 25 s), and print where its time goes as JSON (issue 20, ite
 
     cd scripts && ../.venv/bin/python profile_worker.py [--seconds 25] [--per-queue 400]
 
+The worker runs under profiled.py: functions are timed by the process's CPU clock, not the
+wall clock, which on a busy machine charges every function with the time it waited for a
+core (issue 63, 4). `--stats FILE` reads a profile made elsewhere instead, e.g. the burst's:
+
+    BENCH_PROFILE=/tmp/burst.prof ../.venv/bin/python bench_worker.py --only burst
+    ../.venv/bin/python profile_worker.py --stats /tmp/burst.prof --top 25
+
 A part of PARTS that the profile does not find is an error: the code moved, update PARTS.
 """
 
@@ -32,6 +39,7 @@ PARTS = [
     ("sqsdelay: the step (all of it)", "core/step.py", "handle"),
     ("sqsdelay: per-message log events", "sqsdelay/logs.py", "info"),
     ("sqsdelay: decisions", "core/record_decisions.py", "decide_batch"),
+    ("sqsdelay: the lag sampler and liveness touch", "aws/worker.py", "_measure_lag"),
 ]
 
 
@@ -40,27 +48,40 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=25)
     parser.add_argument("--per-queue", type=int, default=400)
     parser.add_argument("--top", type=int, default=15, help="functions by own time to list")
+    parser.add_argument("--stats", type=Path, help="summarise this profile instead of running")
     args = parser.parse_args()
+    out = args.stats or profile(args.seconds, args.per_queue)
+    print(json.dumps(summary(out, args.top), indent=2))
+
+
+def profile(seconds: float, per_queue: int) -> Path:
+    """The worker on a fauxqs backlog, under cProfile on its CPU clock; its stats file."""
     out = Path(tempfile.mkdtemp()) / "worker.prof"
     emu = EmulatorProcess("fauxqs")
     try:
         names = [f"q{i}" for i in range(8)]
         urls = bw.install(emu.url, "prof-", names, cycle=1)
-        bw.preload(emu.url, [urls[f"{n}-delay.fifo"] for n in names], args.per_queue)
+        bw.preload(emu.url, [urls[f"{n}-delay.fifo"] for n in names], per_queue)
         env = env_for(
             emu.url, "prof-", max_native_delay_seconds=1, wait_time_seconds=1, concurrency=4
         )
-        command = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "sqsdelay", "worker"]
+        profiled = str(Path(__file__).with_name("profiled.py"))
+        command = [sys.executable, profiled, str(out), "-m", "sqsdelay", "worker"]
         with tempfile.NamedTemporaryFile("w") as log:
             proc = subprocess.Popen(
                 [*command, *names], env=env, stdout=subprocess.DEVNULL, stderr=log
             )
             wait_started(proc, Path(log.name))  # --seconds count from the worker's start
-            time.sleep(args.seconds)
+            time.sleep(seconds)
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)
     finally:
         emu.stop()
+    return out
+
+
+def summary(out: Path, n: int) -> dict[str, Any]:
+    """The PARTS' cumulative shares of the profile, and its `n` functions by own time."""
     stats = pstats.Stats(str(out)).stats  # type: ignore[attr-defined]
     total = sum(v[2] for v in stats.values())
     shares, missing = {}, []
@@ -74,16 +95,11 @@ def main() -> None:
         shares[label] = {"seconds": round(cum, 2), "percent": round(100 * cum / total, 1)}
     if missing:
         raise SystemExit(f"not in the profile: {', '.join(missing)}; update PARTS")
-    print(
-        json.dumps(
-            {
-                "profiled_seconds": round(total, 2),
-                "cumulative": shares,
-                "top_own_time": top(stats, args.top),
-            },
-            indent=2,
-        )
-    )
+    return {
+        "profiled_seconds": round(total, 2),
+        "cumulative": shares,
+        "top_own_time": top(stats, n),
+    }
 
 
 # Waiting, not working: the event loop's and the threads' idle time.
