@@ -198,7 +198,7 @@ def taskiq_broker(queue: str, moto_url: str, fields: dict[str, Any], seen: dict[
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
         wait_time_seconds=1,
-        sqsdelay=fields,
+        settings=Settings(**fields),
     )
 
     async def traced(tag: str) -> None:

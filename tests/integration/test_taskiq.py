@@ -347,9 +347,13 @@ def test_delayed_source_refuses_a_naive_time_and_recurring_schedules(stack: Stac
         stack.publisher.run(stack.app.record.kicker().schedule_by_cron(source, "* * * * *", "x"))
 
 
-def test_the_broker_takes_sqsdelay_settings_and_its_own_endpoint() -> None:
+def test_the_broker_takes_sqsdelay_settings_and_its_own_endpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """No I/O: a broker is built without a call. What the settings leave unset (the endpoint,
     the Region) is the broker's; what they set is theirs."""
+    for name in ("SQSDELAY_ENDPOINT_URL", "SQSDELAY_REGION"):  # this module's stack sets them
+        monkeypatch.delenv(name, raising=False)
     broker = SQSBroker(
         "orders", endpoint_url="http://127.0.0.1:9", settings=Settings(registry="dynamodb")
     )
