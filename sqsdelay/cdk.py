@@ -39,7 +39,7 @@ except ImportError as e:  # pragma: no cover - the message is the point
 # the wheel a copy of it), so the construct and the templates are one source at one version.
 INFRA = Path(__file__).resolve().parent / "data" / "infra"
 
-# What a send calls (sqsdelay/aws/sender_core.py, queue_urls.py, core/registry.py put and
+# What a send calls (sqsdelay/core/send_flows.py, core/queue_lookup.py, core/registry.py put and
 # mark_sent, core/schedules.py create): SendMessageBatch is authorised as sqs:SendMessage.
 SEND_ACTIONS = ("sqs:GetQueueUrl", "sqs:SendMessage")
 CONSUME_ACTIONS = (

@@ -17,6 +17,7 @@ from sqsdelay.core.decision import Limits
 from sqsdelay.core.parking import min_park_after_seconds, park_after_seconds
 from sqsdelay.core.queue_trios import QueueConfig
 from sqsdelay.core.send import SendLimits
+from sqsdelay.core.send_config import SendConfig
 from sqsdelay.core.types import InvalidDelayAction, Parking, WireFormat
 from sqsdelay.errors import ConfigError
 
@@ -317,6 +318,20 @@ class Settings(BaseSettings):
             wire_format=self.wire_format,
             max_message_bytes=self.max_message_bytes,
             install_hint=functools.partial(install_command, self),
+        )
+
+    def send_config(self) -> SendConfig:
+        """What the senders' flows are configured with (`core/send_config.py`)."""
+        return SendConfig(
+            limits=self.send_limits(),
+            call_timeout=self.call_timeout_seconds,
+            error_queue=self.error_queue,
+            park_concurrency=self.park_concurrency,
+            park_after=self.park_after(),
+            schedule_group=self.schedule_group,
+            scheduler_role_arn=self.scheduler_role_arn,
+            registry_table=self.registry_table_name(),
+            region=self.region,
         )
 
     def park_after(self) -> int | None:

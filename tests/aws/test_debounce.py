@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sqsdelay.aws.sender_core import SenderCore
+from sqsdelay.aws.sender import Sender
 from sqsdelay.core import debounce, registry, wire_format
 from sqsdelay.core.flows import Flow, drive
 from sqsdelay.core.send import Message, SendResult
@@ -36,7 +36,7 @@ class World:
             registry_table="reg",
             max_native_delay_seconds=CYCLE,
         )
-        self.sender = SenderCore(self.settings, clock=lambda: self.now)
+        self.sender = Sender(self.settings, caller=self.stub, clock=lambda: self.now).flows
 
     def flow(self, body: str, max_wait_ms: int | None) -> Flow[SendResult]:
         wait = timedelta(milliseconds=max_wait_ms) if max_wait_ms is not None else None
@@ -173,7 +173,9 @@ def test_bad_debounce_input_is_refused_before_any_call() -> None:
             world.sender.send_batch_flow("orders", [Message("b", id="k", debounce=5)], True),
             world.stub,
         )
-    plain = SenderCore(world.settings.model_copy(update={"registry": "off"}), clock=lambda: 0.0)
+    plain = Sender(
+        world.settings.model_copy(update={"registry": "off"}), caller=world.stub, clock=lambda: 0.0
+    ).flows
     with pytest.raises(ConfigError, match="needs the registry"):
         drive(plain.send_flow("orders", Message("b", id="k", debounce=5)), world.stub)
     assert world.stub.calls == []

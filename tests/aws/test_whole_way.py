@@ -49,18 +49,13 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from sqsdelay.aws.retry_later import (
-    RetryLater,
-    RetryPolicy,
-    backoff_flow,
-    handle_batch,
-    retry_flow,
-)
+from sqsdelay.aws.retry_later import RetryLater, RetryPolicy, handle_batch
 from sqsdelay.aws.sender import Message
 from sqsdelay.core import consumed, retries, wire_format
 from sqsdelay.core.received import from_boto
 from sqsdelay.core.replay import replay_errors
 from sqsdelay.core.retries import Backoff
+from sqsdelay.core.retry_flows import backoff_flow, retry_flow
 from sqsdelay.errors import GuardInProgress, SqsDelayError
 from tests.support.lambda_events import lambda_record
 from tests.support.model_world import ACCOUNT, Config, Crashed, VirtualClock, World, moto_on
@@ -211,7 +206,9 @@ class WholeWay(RuleBasedStateMachine):
         now_ms = int(self.clock() * 1000)
         due = now_ms + delay * 1000
         try:
-            result = self.w.run(self.w.sender.send_flow(self.w.queue, Message(body, **options)))
+            result = self.w.run(
+                self.w.sender.flows.send_flow(self.w.queue, Message(body, **options))
+            )
         except (SqsDelayError, Crashed):
             if ident is not None:  # the user sees the failure; it may have gone out
                 self.model.maybe.add(ident)
@@ -244,7 +241,7 @@ class WholeWay(RuleBasedStateMachine):
             return
         ident = data.draw(st.sampled_from(sorted(self.model.sent)))
         try:
-            outcome = self.w.run(self.w.sender.cancel_flow(self.w.queue, ident))
+            outcome = self.w.run(self.w.sender.scheduled_flows.cancel_flow(self.w.queue, ident))
         except (SqsDelayError, Crashed):
             return
         if outcome == "cancelled":
@@ -276,7 +273,7 @@ class WholeWay(RuleBasedStateMachine):
             if k[0] == ident and not self.model.deliveries[k] and k not in self.model.straight
         ]
         try:
-            flow = self.w.sender.reschedule_flow(self.w.queue, ident, delay=delay)
+            flow = self.w.sender.scheduled_flows.reschedule_flow(self.w.queue, ident, delay=delay)
             outcome, due = self.w.run(flow)
         except (SqsDelayError, Crashed):
             for k in waiting:
@@ -434,11 +431,13 @@ class WholeWay(RuleBasedStateMachine):
                         QueueUrl=self.w.urls["destination"], ReceiptHandle=message["ReceiptHandle"]
                     )
                 elif action == "retry":
-                    retried = self.w.run(retry_flow(self.w.sender, incoming, delay=wait, at=None))
+                    retried = self.w.run(
+                        retry_flow(self.w.sender.flows, incoming, delay=wait, at=None)
+                    )
                     self.model.due[(key[0], str(retried.attempt), key[2])] = now_ms + wait * 1000
                     self._retry_copy(key[0], str(retried.attempt), message, wait)
                 elif action == "give-up":
-                    self.w.run(backoff_flow(self.w.sender, incoming, GIVE_UP, 0.5, "gave up"))
+                    self.w.run(backoff_flow(self.w.sender.flows, incoming, GIVE_UP, 0.5, "gave up"))
                 finished = True
         except RuntimeError:
             pass  # the handler failed: not deleted, it comes back after its visibility

@@ -3,7 +3,7 @@
 a function call), on a virtual clock that moto's SQS reads too, so delays, visibility
 timeouts and broker timestamps follow the test's time, not the machine's.
 
-Every flow is the one production runs: the sender's (`SenderCore`), the worker's step
+Every flow is the one production runs: the sender's (`core/send_flows.py`), the worker's step
 (`BatchRunner`, as both drivers hold it), `retry_later`'s, the guard's, `replay-errors`'.
 They make their calls through `FaultyCaller`, which can fail a call (nothing happens), lose
 its answer (it happens, the flow sees a time-out) or stop the flow between two rounds (the

@@ -1,5 +1,5 @@
-"""The senders' shared flows (aws/sender_core.py) driven by the stub SQS and Scheduler,
-call by call."""
+"""The send flows (core/send_flows.py) driven by the stub SQS and Scheduler, call by call,
+through a `Sender` whose calls they are."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_a_batch_parks_in_bounded_rounds_and_stops_when_scheduler_fails() -> Non
     stub.throttle("CreateSchedule")
     sender = parking_sender(concurrency=3)
     messages = [Message(f"m{i}", delay=DAYS_3) for i in range(7)]
-    result = drive(sender.send_batch_flow("orders", messages, True), stub)
+    result = drive(sender.flows.send_batch_flow("orders", messages, True), stub)
     creates = [r for r in stub.rounds if r and r[0].api == "CreateSchedule"]
     assert [len(r) for r in creates] == [3]  # one bounded round, then the breaker held
     assert sorted(r.index for r in result.sent) == list(range(7)) and not result.failed
@@ -46,7 +46,7 @@ def test_a_batch_parks_every_message_it_can() -> None:
     stub = StubAws()
     sender = parking_sender(concurrency=4)
     messages = [Message(f"m{i}", delay=DAYS_3) for i in range(10)] + [Message("soon", delay=5)]
-    result = drive(sender.send_batch_flow("orders", messages, True), stub)
+    result = drive(sender.flows.send_batch_flow("orders", messages, True), stub)
     creates = [len(r) for r in stub.rounds if r and r[0].api == "CreateSchedule"]
     assert creates == [4, 4, 2] and len(stub.schedules) == 10
     assert sorted(r.route for r in result.sent) == ["direct"] + ["parked"] * 10

@@ -1,0 +1,83 @@
+"""`aws/` holds the code that calls AWS and nothing else (issue 60 §1). import-linter cannot
+say it: a module that makes its calls through a client or a caller it is given (the
+senders' shells, the Lambda driver, retry_later) imports no SDK. So each module under
+`sqsdelay/aws` must either import an AWS SDK, or import what makes the calls
+(`aws.callers`, `aws.clients`, a sender) and drive flows or call a client with it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+AWS = Path(__file__).resolve().parents[2] / "sqsdelay" / "aws"
+SDKS = {"boto3", "botocore", "aioboto3", "aiobotocore"}
+CALL_MAKERS = {"sqsdelay.aws.callers", "sqsdelay.aws.clients", "sqsdelay.aws.sender"}
+# A flow driven (`drive`, `adrive`), a sender's `run` or `send`, a caller made: each makes
+# AWS calls (celery_transport sends through a `Sender` over kombu's boto3 client).
+DRIVES = {"drive", "adrive", "adrive_until_pause", "run", "send", "SyncCaller", "AsyncCaller"}
+
+# Modules without an AWS call, each until the file that imports it from here can change
+# (aws/worker.py and aws/batch_runner.py are being split, issue 60 §2). This list only
+# shrinks: a module that calls AWS, or is gone, fails until taken off.
+PENDING = {
+    "batch_runner.py": "the step's config, state and park targets: to core/ with the split",
+    "capacity.py": "the worker's room for batches, pure: to core/ (worker.py imports it here)",
+    "emf.py": "EmfWriter writes EMF lines to stdout (worker.py and lambda_driver.py use it)",
+}
+
+
+def _imports(tree: ast.Module) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+def _called(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            names.add(f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", ""))
+    return names
+
+
+def calls_aws(path: Path) -> bool:
+    tree = ast.parse(path.read_text())
+    imported = _imports(tree)
+    if {i.split(".")[0] for i in imported} & SDKS:
+        return True
+    makers = {i for i in imported if any(i.startswith(m) for m in CALL_MAKERS)}
+    return bool(makers) and bool(_called(tree) & DRIVES)
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in AWS.glob("*.py") if p.name != "__init__.py")
+
+
+def test_every_aws_module_calls_aws() -> None:
+    without = [p.name for p in _modules() if not calls_aws(p) and p.name not in PENDING]
+    assert not without, f"these aws/ modules make no AWS call: move them to core/: {without}"
+
+
+def test_the_pending_list_names_only_modules_that_still_need_it() -> None:
+    names = {p.name for p in _modules()}
+    stale = sorted(n for n in PENDING if n not in names or calls_aws(AWS / n))
+    assert not stale, f"take these off PENDING: {stale}"
+
+
+def test_the_check_tells_a_pure_module_from_one_that_calls(tmp_path: Path) -> None:
+    pure = tmp_path / "pure.py"
+    pure.write_text("from sqsdelay.core.flows import drive\n\ndef f(flow, c):\n    return 1\n")
+    driving = tmp_path / "driving.py"
+    driving.write_text(
+        "from sqsdelay.aws.callers import SyncCaller\nfrom sqsdelay.core.flows import drive\n\n"
+        "def f(flow, clients):\n    return drive(flow, SyncCaller(clients))\n"
+    )
+    sdk = tmp_path / "sdk.py"
+    sdk.write_text("def f():\n    import boto3\n    return boto3.client('sqs')\n")
+    assert [calls_aws(p) for p in (pure, driving, sdk)] == [False, True, True]
