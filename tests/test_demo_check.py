@@ -11,8 +11,8 @@ import time
 
 from rich.console import Console
 
-from sqsdelay.aws.emf import objects
 from sqsdelay.aws.worker import Worker
+from sqsdelay.core.emf import objects
 from sqsdelay.core.metrics import Tally
 from sqsdelay.dev.demo import Row, _compare_metrics
 from sqsdelay.settings import Settings

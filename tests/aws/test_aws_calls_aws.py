@@ -21,8 +21,9 @@ DRIVES = {"drive", "adrive", "adrive_until_pause", "run", "send", "SyncCaller", 
 # shrinks: a module that calls AWS, or is gone, fails until taken off.
 PENDING = {
     "batch_runner.py": "the step's config, state and park targets: to core/ with the split",
-    "capacity.py": "the worker's room for batches, pure: to core/ (worker.py imports it here)",
-    "emf.py": "EmfWriter writes EMF lines to stdout (worker.py and lambda_driver.py use it)",
+    "capacity.py": "a re-export of core/capacity.py until worker.py imports it from there",
+    # The documents are core/emf.py's; where a stdout writer belongs is the split's to say.
+    "emf.py": "EmfWriter writes core/emf.py's lines to stdout (worker.py imports it here)",
 }
 
 

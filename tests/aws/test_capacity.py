@@ -1,4 +1,4 @@
-"""The worker's room for batches that finish on their own (sqsdelay.aws.capacity), and
+"""The worker's room for batches that finish on their own (sqsdelay.core.capacity), and
 discovery giving back the room of the queues it drops."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from sqsdelay.aws import worker as worker_module
-from sqsdelay.aws.capacity import Capacity
 from sqsdelay.aws.worker import PAUSING_BATCHES, Worker
+from sqsdelay.core.capacity import Capacity
 from sqsdelay.settings import Settings
 
 
