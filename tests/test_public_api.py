@@ -124,8 +124,10 @@ def test_retry_policy_aretry_warns_naming_async_retry_policy() -> None:
 
 
 def test_async_twins_are_named_one_way() -> None:
-    """An async twin is `Async<Name>` or `async_<name>`; nothing public has an `a` prefix."""
+    """An async twin is `Async<Name>` or `async_<name>`; nothing public has an `a` prefix
+    (but the deprecated `RetryPolicy.aretry`)."""
     for name in sqsdelay.__all__:
+        assert not (name.startswith("a") and name[1:] in sqsdelay.__all__), name
         if name.startswith("Async"):
             assert name.removeprefix("Async") in sqsdelay.__all__, name
         if name.startswith("async_"):
@@ -138,3 +140,7 @@ def test_async_twins_are_named_one_way() -> None:
                 if not m.startswith("_") and inspect.iscoroutinefunction(f) and m != "aretry"
             ]
             assert not coroutines, f"{name} (a sync class) has coroutine methods {coroutines}"
+        if isinstance(value, type):
+            members = {m for m in dir(value) if not m.startswith("_")} - {"aretry"}
+            prefixed = sorted(m for m in members if m.startswith("a") and m[1:] in members)
+            assert not prefixed, f"{name}: {prefixed}"
