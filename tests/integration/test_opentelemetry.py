@@ -1,52 +1,62 @@
 """OpenTelemetry across the delay on the emulator (docs/opentelemetry.md): one trace from a
 send through three requeues (a 1 s cycle) and the hand-over to a consumer's handler and a
-`handle_batch` handler, linked by default and parented with SQSDELAY_OTEL_PARENT=child; and
-a Dramatiq actor's span linked to its enqueuer. The OTel SDK's in-memory exporter sees it."""
+`handle_batch` handler, linked by default and parented with SQSDELAY_OTEL_PARENT=child; a
+real Dramatiq worker's actor span linked to its enqueuer (or its child) through the delay,
+a failed actor's span and a malformed traceparent; and an NServiceBus endpoint that reads the
+context in its envelope's headers after the worker's requeues and hand-over. The OTel SDK's
+in-memory exporter sees it (tests/support/otelkit.py)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import dramatiq
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
 
 from sqsdelay import consumer
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Sender
+from sqsdelay.core import nservicebus
 from sqsdelay.settings import Settings
+from tests.conftest import wait_for
+from tests.support import nservicebus_port as nsb
 from tests.support.consumerkit import receive_one
+from tests.support.dramatiqkit import app_variables, imported_app
 from tests.support.lambda_events import lambda_record
-from tests.support.workerkit import RunningWorker
+from tests.support.logs import capture_logs
+from tests.support.otelkit import (
+    BAD,
+    CONVENTIONS,
+    as_variables,
+    by_operation,
+    check_dropped,
+    check_failed,
+    check_one_trace,
+    current,
+    dramatiq_worker,
+    in_memory_exporter,
+    of_message,
+    processed,
+    settings_for,
+)
+from tests.support.workerkit import Collector, RunningWorker
 
 pytestmark = pytest.mark.slow
 CYCLE = 1
 # At least three requeues, then the hand-over, even on a saturated machine: a worker that
 # reads the message a few seconds late skips as many hops (it counts from broker time).
 DELAY = 6 * CYCLE + 0.5
-CONVENTIONS = {
-    "messaging.system",
-    "messaging.operation.name",
-    "messaging.operation.type",
-    "messaging.destination.name",
-    "messaging.message.id",
-}
-EXPORTER = InMemorySpanExporter()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _provider() -> None:
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):  # one global provider per process
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
+EXPORTER = in_memory_exporter()
 
 
 @pytest.fixture
@@ -79,15 +89,6 @@ def through_the_delay(settings: Settings, sqs: Any, queue: str) -> tuple[Any, di
 def url_of(settings: Settings, sqs: Any, queue: str) -> str:
     reports = Installer(settings, client=sqs).run([queue])
     return next(str(r.url) for r in reports if r.spec.name == settings.queue_prefix + queue)
-
-
-def by_operation(finished: tuple[ReadableSpan, ...]) -> dict[str, list[ReadableSpan]]:
-    out: dict[str, list[ReadableSpan]] = {}
-    for s in finished:
-        op = (s.attributes or {}).get("messaging.operation.name")
-        if op is not None:
-            out.setdefault(str(op), []).append(s)
-    return out
 
 
 def handlers(settings: Settings, sqs: Any, message: dict[str, Any], url: str) -> None:
@@ -200,3 +201,116 @@ def test_off_sends_no_context(make_settings: Callable[..., Settings], sqs: Any) 
         Sender(settings, client=sqs).send("plain", "x", delay=0)
     got = receive_one(sqs, url)
     assert "traceparent" not in got.get("MessageAttributes", {})
+
+
+# --- a real Dramatiq worker ----------------------------------------------------------------
+
+
+def actors(broker: Any, seen: dict[str, Any]) -> tuple[Any, Any]:
+    """Two actors on the tests' app's broker: one notes the span current while it runs, one
+    fails (no retry: one run, one span)."""
+
+    def traced(tag: str) -> None:
+        seen[tag] = current()
+
+    def fails(tag: str) -> None:
+        raise RuntimeError("fails on purpose")
+
+    return (
+        dramatiq.actor(traced, broker=broker, max_retries=0),
+        dramatiq.actor(fails, broker=broker, max_retries=0),
+    )
+
+
+@pytest.mark.parametrize("parent", ["link", "child"])
+def test_a_dramatiq_actor_links_to_its_enqueuer_through_the_delay(
+    parent: str, moto_url: str, sqs: Any, spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    """The Dramatiq tests' app (tests/integration/dramatiq_app.py) with a Dramatiq worker in
+    this process: an actor sent with a delay past the cycle runs in `process
+    <namespace>_default` (the SQS queue's name), linked to the enqueuer's span or its child,
+    after three requeues or more; a malformed traceparent in its options is dropped with a
+    warning and the actor runs; a failed actor's span has the exception and status ERROR."""
+    fields = settings_for(moto_url, parent, CYCLE)
+    namespace = f"o{uuid.uuid4().hex[:8]}"
+    queue = f"{namespace}_default"  # dramatiq-sqs's SQS name of Dramatiq's "default" queue
+    Installer(Settings(**fields), client=sqs).run([queue])
+    variables = app_variables(namespace, moto_url, tmp_path / "ran.txt") | as_variables(fields)
+    seen: dict[str, Any] = {}
+    log = capture_logs("WARNING")
+    tracer = trace.get_tracer("the-application")
+    delay_ms = int(DELAY * 1000)
+    with imported_app(variables) as app:
+        traced, fails = actors(app.broker, seen)
+        with RunningWorker(Settings(**fields), [queue]), dramatiq_worker(app.broker):
+            failing = fails.send("fails")  # the traced actor last, on a warm path
+            bad = traced.send_with_options(args=("bad",), delay=delay_ms, traceparent=BAD)
+            with tracer.start_as_current_span("checkout") as checkout:
+                ok = traced.send_with_options(args=("ok",), delay=delay_ms)
+            ids = (ok.message_id, bad.message_id, failing.message_id)
+            wait_for(lambda: processed(spans, *ids), timeout=60, interval=0.1)
+    check_one_trace(spans, checkout, ok.message_id, queue, parent, seen["ok"], sqs_id=True)
+    check_dropped(spans, log, bad.message_id)
+    assert "bad" in seen  # the actor ran
+    check_failed(spans, failing.message_id)
+
+
+# --- an NServiceBus endpoint ---------------------------------------------------------------
+
+TYPE = "Sales.OrderPlaced, Sales"
+STATE = "congo=t61rcWkgMzE"
+
+
+@pytest.mark.parametrize("user", [0, 8])
+def test_an_nservicebus_endpoint_reads_the_context_in_its_headers_after_the_delay(
+    user: int, make_settings: Callable[..., Settings], sqs: Any, spans: InMemorySpanExporter
+) -> None:
+    """SQSDELAY_WIRE_FORMAT=nservicebus, a send inside an application span whose trace has a
+    tracestate: the worker requeues it and hands it over, and the endpoint's input queue
+    (tests/support/nservicebus_port.py) reads the send span's traceparent and the tracestate
+    in the envelope's Headers. With 8 attributes of the user's the message attributes have
+    no room for the context (the worker's spans are then without it): the Headers still
+    carry it."""
+    settings = make_settings(
+        max_native_delay_seconds=CYCLE,
+        visibility_timeout_seconds=5,
+        wait_time_seconds=1,
+        wire_format="nservicebus",
+    )
+    url = url_of(settings, sqs, "orders")
+    attributes = {f"a{i}": {"DataType": "String", "StringValue": str(i)} for i in range(user)}
+    remote = SpanContext(
+        trace_id=uuid.uuid4().int,
+        span_id=uuid.uuid4().int >> 64,
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        trace_state=TraceState.from_header([STATE]),
+    )
+    upstream = trace.set_span_in_context(NonRecordingSpan(remote))
+    tracer = trace.get_tracer("the-application")
+    collector = Collector(sqs, url)
+    with RunningWorker(settings, ["orders"]):
+        with tracer.start_as_current_span("checkout", context=upstream):
+            sent = Sender(settings, client=sqs).send(
+                "orders", '{"OrderId":7}', delay=7, attributes=attributes, message_type=TYPE
+            )
+        (got,) = collector.until(1, timeout=60)
+    [send] = of_message(spans, "send", sent.message_id)
+    requeues = of_message(spans, "requeue", sent.message_id)
+    handed = of_message(spans, "hand-over", sent.message_id)
+    assert requeues and handed, [s.name for s in spans.get_finished_spans()]
+    assert send.context is not None
+    traceparent = f"00-{send.context.trace_id:032x}-{send.context.span_id:016x}-01"
+    accepted = nsb.input_queue(
+        {"MessageId": got.message_id, "Body": got.body, "MessageAttributes": got.attributes}
+    )
+    assert accepted.body == b'{"OrderId":7}'
+    assert accepted.headers[nservicebus.MESSAGE_ID] == sent.message_id
+    assert accepted.headers["traceparent"] == traceparent
+    assert accepted.headers["tracestate"] == STATE
+    assert json.loads(got.body)["Headers"]["traceparent"] == traceparent
+    in_attributes = got.attributes.get("traceparent", {}).get("StringValue")
+    for hop in requeues + handed:
+        links = [x.context.span_id for x in hop.links]
+        assert links == ([send.context.span_id] if in_attributes else []), hop.name
+    assert in_attributes == (traceparent if user == 0 else None)
