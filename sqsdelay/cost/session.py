@@ -29,7 +29,14 @@ def spark_session(
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # A local master's executors are threads of the driver: the loopback serves them and
+    # needs no name lookup. A cluster's executors run on other hosts and reach the driver at
+    # the address Spark's own settings give it (SPARK_LOCAL_IP, spark.driver.host in
+    # spark-defaults.conf, else the host's name); a loopback pinned here would send them to
+    # their own host (tests/cost/test_cost_report_cluster.py).
+    local = (master or "local").startswith("local")
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (
         SparkSession.builder.appName("sqsdelay-cost-report")
         .config("spark.sql.session.timeZone", "UTC")
@@ -63,9 +70,11 @@ def spark_session(
             .config("spark.driver.memory", driver_memory)
             .config("spark.driver.extraJavaOptions", java)
             .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.driver.host", "127.0.0.1")
         )
+        if local:
+            builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
+                "spark.driver.host", "127.0.0.1"
+            )
         # glibc makes up to 8 malloc arenas per core for a threaded process such as the
         # JVM; two keep its native memory (the RSS outside the heap) down. Only the JVM
         # launched here sees the variable.
