@@ -26,6 +26,7 @@ from sqsdelay import errors
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.support.cli import run
+from tests.support.dramatiqkit import app_variables, imported_app
 
 pytestmark = pytest.mark.slow
 CYCLE = 2
@@ -70,49 +71,37 @@ def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         "SQSDELAY_ERROR_QUEUE": f"{namespace}-error",
         "SQSDELAY_WAIT_TIME_SECONDS": "1",
     }
-    test = {
-        "DRAMATIQ_TEST_NAMESPACE": namespace,
-        "DRAMATIQ_TEST_ENDPOINT": moto_url,
-        "DRAMATIQ_TEST_OUT": str(out),
-    }
+    test = app_variables(namespace, moto_url, out)
     env = {**os.environ, **settings, **test, "PYTHONPATH": str(ROOT)}
     # As the README says: the SQS name dramatiq-sqs uses, <namespace>_<queue>.
     installed = subprocess.run(
         [sys.executable, "-m", "sqsdelay", "install", queue], env=env, capture_output=True
     )
     assert installed.returncode == 0, installed.stderr
-    saved = {k: os.environ.get(k) for k in {**settings, **test}}
-    os.environ.update({**settings, **test})  # the publisher: the app reads them on import
-    sys.modules.pop("tests.integration.dramatiq_app", None)
-    app = importlib.import_module("tests.integration.dramatiq_app")
-    dramatiq_worker = subprocess.Popen(
-        [sys.executable, "-m", "dramatiq", "tests.integration.dramatiq_app", *THREADS],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "sqsdelay", "worker", queue],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    sqs = boto3.client("sqs", endpoint_url=moto_url, region_name="us-east-1")
-    s = Stack(app, queue, out, env, sqs)
-    try:
-        app.record.send("warm-up")
-        wait_for(lambda: s.ran("warm-up"), timeout=60)
-        yield s
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        for proc in (dramatiq_worker, worker):
-            proc.terminate()
-            proc.wait(timeout=30)
+    with imported_app({**settings, **test}) as app:  # the publisher's
+        dramatiq_worker = subprocess.Popen(
+            [sys.executable, "-m", "dramatiq", "tests.integration.dramatiq_app", *THREADS],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "sqsdelay", "worker", queue],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        sqs = boto3.client("sqs", endpoint_url=moto_url, region_name="us-east-1")
+        s = Stack(app, queue, out, env, sqs)
+        try:
+            app.record.send("warm-up")
+            wait_for(lambda: s.ran("warm-up"), timeout=60)
+            yield s
+        finally:
+            for proc in (dramatiq_worker, worker):
+                proc.terminate()
+                proc.wait(timeout=30)
 
 
 def test_twenty_delayed_messages_run_once_on_time(stack: Stack, record_property: Any) -> None:
