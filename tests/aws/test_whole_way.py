@@ -13,12 +13,12 @@ is production's, driven over moto in this process on a virtual clock
 Invariants, after every step: nothing is handed to its consumer before it is due (the
 due time of its latest acknowledged reschedule; a replay, not before the message it
 replays); an acknowledged cancel is never delivered, nor the body of any send of that id
-before it; every delivery is in a group (tenant) it was sent in; with the guard, a
-handler completes once per delivery (message id, attempt, replay) unless a fault hit a
-consumer's flow; a duplicate delivery only where a met fault explains it; a replay of a
-selection moves only the selected, and every one it could see. At the end, with the
-faults gone and the destination taking everything: every message sent and not cancelled
-was handled, after one replay of the error queue at most.
+before it that was not handed over yet; every delivery is in a group (tenant) it was sent
+in; with the guard, a handler completes once per delivery (message id, attempt, replay)
+unless a fault hit a consumer's flow; a duplicate delivery only where a met fault explains
+it; a replay of a selection moves only the selected, and every one it could see. At the
+end, with the faults gone and the destination taking everything: every message sent and
+not cancelled was handled, after one replay of the error queue at most.
 
 `make test` runs it small (MODEL_EXAMPLES, default 30: about 30 s on a quiet
 machine, as the drawn sequences' lengths vary); `make test-model` 20 times as many.
@@ -205,6 +205,8 @@ class WholeWay(RuleBasedStateMachine):
             options["message_type"] = "Sales.OrderPlaced, Sales"
         now_ms = int(self.clock() * 1000)
         due = now_ms + delay * 1000
+        if ident is not None:
+            self._past_cancel(ident)
         try:
             result = self.w.run(
                 self.w.sender.flows.send_flow(self.w.queue, Message(body, **options))
@@ -222,6 +224,16 @@ class WholeWay(RuleBasedStateMachine):
         self.model.handled.discard(ident)  # it is handled again (a guard skips it: done)
         self.model.sent[ident] = Sent(due, big)
         self._may_come(ident, delay, body, options.get("group_id"))
+
+    def _past_cancel(self, ident: str) -> None:
+        """Before a send of a used id, which writes a new record (a new generation of the
+        id): what was sent with it before is out of a cancel's reach once its record is no
+        longer scheduled (handed over: in the destination, or a FIFO one's staging queue,
+        and owed; without the registry, its schedule fired). A cancel that answers
+        `cancelled` after the send stops the new generation, not those (docs/
+        using-the-registry.md: once handed over, the id may be used again)."""
+        if ident in self.model.bodies and not self.w.cancellable(ident):
+            del self.model.bodies[ident]
 
     def _may_come(self, ident: str, delay: int, body: str, group: str | None) -> None:
         key = (ident, None, None)
@@ -326,6 +338,7 @@ class WholeWay(RuleBasedStateMachine):
         assert (key[0], key[1], _body(message)) not in self.model.dead, (
             f"{key} delivered after its cancel"
         )
+        self._past_cancel(key[0])  # a consumer's retry of it is a send of its id
         groups = self.model.groups.get(key[0])
         if groups:  # its FIFO group, or its tenant, on every delivery
             got = message.get("Attributes", {}).get("MessageGroupId")
@@ -673,6 +686,45 @@ def refused_forward_is_replayed(registry: bool) -> None:
         machine.worker(0)
     assert machine.w.counts()["error"] == 1
     machine.teardown()  # the destination takes it again, one replay, then all handled
+
+
+@dataclass
+class _Drawn:
+    """What a rule's `data.draw` gives, in a plain test: these values, in order."""
+
+    values: list[Any]
+
+    def draw(self, _: object) -> Any:
+        return self.values.pop(0)
+
+
+@pytest.mark.parametrize("fifo", [False, True])
+def test_a_copy_handed_over_before_its_id_was_used_again_is_not_cancelled(fifo: bool) -> None:
+    """Found by `make test-model` (FIFO, registry, the Lambda driver): a message is handed
+    over (its record `handed-over`: in the destination, or a FIFO one's staging queue); a
+    send with its id is then a new message, sent now, and a cancel answers `cancelled` for
+    that one. The first copy was owed since its hand-over (a cancel then answered `too-late`),
+    and is delivered; the model counted it cancelled, as a copy in the delay queue, and
+    failed with "delivered after its cancel"."""
+    _in_a_process_of_its_own(f"handed_over_then_id_used_again({fifo})")
+
+
+def handed_over_then_id_used_again(fifo: bool) -> None:
+    machine = WholeWay()
+    machine.deploy(registry=True, guard=False, fifo=fifo, lambda_driver=True)
+    machine.send(delay=47, big=False)
+    for _ in range(20):  # until its hand-over (due at 47 s: within a cycle of it)
+        if not machine.w.cancellable("k1"):
+            break
+        machine.tick(5)
+        machine.worker(0)
+    assert machine.w.counts()["staging" if fifo else "destination"] == 1
+    machine.send_again(_Drawn(["k1"]), delay=25)
+    machine.send_now(_Drawn(["k1"]))
+    machine.cancel(_Drawn(["k1"]))
+    assert machine.model.cancelled == {"k1"}
+    machine.teardown()  # the first copy delivered, the second never
+    assert machine.model.deliveries[("k1", None, None)] == 1
 
 
 @pytest.mark.timeout(960)

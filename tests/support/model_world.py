@@ -12,11 +12,14 @@ process died there), as the test draws them.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, TypeVar
 from unittest import mock
 
@@ -29,7 +32,7 @@ from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.lambda_driver import Handler
 from sqsdelay.aws.queue_urls import QueueResolver
 from sqsdelay.aws.sender import Sender
-from sqsdelay.core import parking
+from sqsdelay.core import identity, parking, registry
 from sqsdelay.core.flows import Call, Fault, Flow, Reply
 from sqsdelay.core.outcomes import Outcome
 from sqsdelay.core.parking import min_park_after_seconds
@@ -196,9 +199,16 @@ def drive(flow: Flow[T], caller: FaultyCaller) -> T:
 
 @contextmanager
 def moto_on(clock: VirtualClock) -> Iterator[None]:
-    """moto in this process, its SQS on the virtual clock."""
+    """moto in this process, its SQS on the virtual clock. Its ids (SQS message ids, receipt
+    handles) and the ids the sender draws for a message sent without one come from seeded
+    generators, new for each machine: hypothesis picks messages from sorted lists of them,
+    and a random id made its replay of a failing example pick others (a FlakyFailure that
+    could not shrink)."""
     import moto
     import moto.sqs.models as sqs_models
+    from moto.moto_api._internal import mock_random
+
+    drawn = itertools.count(1)
 
     env = {
         "AWS_ACCESS_KEY_ID": "testing",
@@ -210,7 +220,13 @@ def moto_on(clock: VirtualClock) -> Iterator[None]:
         moto.mock_aws(),
         mock.patch.object(sqs_models, "unix_time", lambda *_: clock()),
         mock.patch.object(sqs_models, "unix_time_millis", lambda *_: clock() * 1000),
+        # identity.new_message_id's uuid4 (that function is send.plan's default, bound at
+        # import), and no other module's
+        mock.patch.object(
+            identity, "uuid", SimpleNamespace(uuid4=lambda: uuid.UUID(int=next(drawn)))
+        ),
     ):
+        mock_random.seed(0)
         yield
 
 
@@ -423,6 +439,22 @@ class World:
                 ok = {int(a["Id"]) for a in reply.response.get("Successful", [])}
                 deleted |= {m["MessageId"] for i, m in enumerate(chunk) if i in ok}
         return deleted
+
+    def cancellable(self, message_id: str) -> bool:
+        """Whether a cancel now would stop what was sent with this id (read past the faults):
+        its record scheduled; without the registry, its schedule not yet fired."""
+        if self.config.registry:
+            found = self.dynamodb.get_item(
+                TableName=str(self.settings.registry_table),
+                Key=registry.key(self.trio.destination, message_id),
+                ConsistentRead=True,
+            ).get("Item")
+            record = registry.record_of(found) if found else None
+            return record is not None and record.state == "scheduled"
+        if self.config.parking:
+            name = identity.schedule_name(self.trio.delay, message_id)
+            return name in self.schedules()
+        return False
 
     def error_ids(self, *, visible: bool = False) -> list[str]:
         """The error queue's SQS message ids (`visible`: only those a receive can take now),
