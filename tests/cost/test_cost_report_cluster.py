@@ -24,7 +24,7 @@ from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.support.cost_events import INPUT_COUNTS, write_event_log
 from tests.support.cur_bills import cur2
-from tests.support.standalone import leftovers, standalone_cluster
+from tests.support.standalone import JAVA, leftovers, standalone_cluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -58,6 +58,7 @@ def test_the_report_on_a_standalone_cluster_is_local_2s_to_the_cent(
     try:
         with standalone_cluster(root) as cluster:
             env = {**os.environ, "SPARK_CONF_DIR": str(conf), "SPARK_LOCAL_IP": "127.0.0.1"}
+            env["JAVA_TOOL_OPTIONS"] = JAVA  # the cluster's, the suite's session's: C1, serial GC
             done = subprocess.run(
                 [*report, "--master", cluster.url, "--output", "report"],
                 capture_output=True,
