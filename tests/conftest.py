@@ -45,6 +45,7 @@ LONGEST_FILES = {
     "tests/integration/test_worker.py": 152,
     "tests/integration/test_container.py": 151,
     "tests/cost/test_cost_report_processes.py": 140,
+    "tests/cost/test_cost_report_cluster.py": 140,  # measured alone, 2026-11-28 (load 5)
     "tests/cost/test_bill.py": 121,
     "tests/integration/test_celery.py": 117,
     "tests/integration/test_console.py": 163,  # measured alone, 2026-11-27 (SOON_S 75)
@@ -85,6 +86,7 @@ SHARED_SPARK_FILES = frozenset(
         "test_emr_template",
         "test_months_sql",
         "test_collect",
+        "test_cost_report_cluster",
     )
 )
 
