@@ -51,12 +51,16 @@ class EmulatorProcess:
             cmd = [str(NODE), str(FAUXQS / "start.mjs"), str(self.port)]
             self.name = "fauxqs 2.4.1 (node 22)"
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
+        # A guard, not a bar: 30 s passed once on a saturated machine (the scripts' lane runs
+        # at nice 10); one that exits says so at once.
+        deadline = time.monotonic() + 180
         while True:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1):
                     return
             except OSError:
+                if self.proc.poll() is not None:
+                    raise SystemExit(f"{self.name} exited with {self.proc.returncode}") from None
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
