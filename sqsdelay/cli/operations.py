@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -234,10 +235,22 @@ def replay_errors(
     result = replay(settings_of(ctx), queue, limit=limit, scan=scan)
     print(
         json.dumps(
-            {"replayed": len(result.replayed), "skipped": result.skipped, "failed": result.failed}
+            {
+                "replayed": len(result.replayed),
+                "skipped": result.skipped,
+                "failed": result.failed,
+                "replayed_not_deleted": result.not_deleted,
+            }
         )
     )
-    return 1 if result.failed else 0
+    if result.not_deleted:
+        # Sent and still in the error queue: a second run may deliver a second copy.
+        print(
+            f"{len(result.not_deleted)} replayed but not deleted from the error queue: "
+            "a run again sends them again (docs/schedules.md#sent-but-not-deleted)",
+            file=sys.stderr,
+        )
+    return 1 if result.failed or result.not_deleted else 0
 
 
 @command

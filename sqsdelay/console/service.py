@@ -228,6 +228,7 @@ class ConsoleService:
         out = [Outcome(i, "replayed") for i in result.replayed]
         out += [Outcome(i, "skipped", why) for i, why in result.skipped.items() if i in chosen]
         out += [Outcome(i, "failed", why) for i, why in result.failed.items()]
+        out += [Outcome(i, "replayed, not deleted", why) for i, why in result.not_deleted.items()]
         done = {o.message_id for o in out}
         out += [Outcome(i, "unknown", "not in the error queue") for i in chosen if i not in done]
         self._logged(who, "replay", destination, out)

@@ -31,6 +31,10 @@ class ReplayResult:
     replayed: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    # Sent, but the delete from the error queue failed: the message is back there, and a
+    # run after the five minutes of FIFO deduplication (or any run, to a standard queue)
+    # sends it again. Neither `replayed` nor `failed`: the caller must say both halves.
+    not_deleted: dict[str, str] = field(default_factory=dict)
     # Scheduler's dead letters of this destination that cannot be sent again as their
     # schedule would have (also in `skipped`, as text): each stays in the error queue.
     refused: dict[str, NotReplayable] = field(default_factory=dict)
@@ -72,11 +76,15 @@ def replay_errors(
     """Move up to `limit` messages of `delay_queue` from `error_queue` back to it, looking at
     no more than `scan` messages of the (shared) error queue.
 
-    Each message is sent before it is deleted, with a deduplication id derived from its
-    error-queue message id, so a replay that dies half-way and is run again within five
-    minutes does not duplicate anything. Messages of other queues are made visible again
-    when the scan ends, and count towards `scan`. A failed receive raises; a failed send or
-    delete leaves the message in the error queue and is reported in `failed`. `only`:
+    Each message is sent before it is deleted. A failed receive raises; a failed send
+    leaves the message in the error queue and is reported in `failed`. A failed delete
+    after a good send is reported in `not_deleted`: the message went out AND stays in the
+    error queue, so a later run sends it again. Into a FIFO queue, a run within five
+    minutes does not (the deduplication id is derived from the error-queue message id);
+    into a standard destination (a recurring schedule's occurrence), or after those five
+    minutes, it does, and only the replay token (`sqsdelay.Replay`, the same id: the
+    registry or the guard) can then drop the copy. Messages of other queues are made
+    visible again when the scan ends, and count towards `scan`. `only`:
     replay just these error-queue message ids (the console's selection). The scan ends at
     an empty long poll (a short poll samples some of SQS's servers only, and its empty
     answer says nothing), at `scan` messages, or at `limit` moved.
@@ -88,8 +96,8 @@ def replay_errors(
     # receive, and a receive of nothing new ended the scan before the messages behind it.
     held: list[str] = []
     stale = 0  # receives in a row that brought nothing new
-    while len(result.replayed) + len(result.failed) < limit and len(seen) < scan:
-        wanted = min(quotas.MAX_BATCH_ENTRIES, limit - len(result.replayed) - len(result.failed))
+    while _tried(result) < limit and len(seen) < scan:
+        wanted = min(quotas.MAX_BATCH_ENTRIES, limit - _tried(result))
         if only is not None:  # the selection may be behind others: read full batches
             wanted = quotas.MAX_BATCH_ENTRIES
         receive = {
@@ -121,9 +129,16 @@ def replay_errors(
                 result.skipped[m.message_id] = resend
                 held.append(m.receipt_handle)
                 continue
-            fault = yield from _move(m, resend, error_queue)
+            sent, fault = yield from _move(m, resend, error_queue)
             if fault is not None:
-                result.failed[m.message_id] = f"{fault.code}: {fault.detail}"
+                why = f"{fault.code}: {fault.detail}"
+                if sent:
+                    result.not_deleted[m.message_id] = why
+                    log.warning(
+                        "delay.replayed_not_deleted", message_id=m.message_id, queue=resend.queue
+                    )
+                else:
+                    result.failed[m.message_id] = why
                 held.append(m.receipt_handle)
                 continue
             result.replayed.append(m.message_id)
@@ -135,10 +150,15 @@ def replay_errors(
     return result
 
 
-def _move(message: Received, resend: Resend, error_queue: str) -> Flow[Fault | None]:
-    """Send one message back, then delete it from the error queue; the fault of whichever
-    failed. Its deduplication id is derived from its error-queue message id, so a replay run
-    again within five minutes does not send it twice to a FIFO queue."""
+def _tried(result: ReplayResult) -> int:
+    return len(result.replayed) + len(result.failed) + len(result.not_deleted)
+
+
+def _move(message: Received, resend: Resend, error_queue: str) -> Flow[tuple[bool, Fault | None]]:
+    """Send one message back, then delete it from the error queue: whether it was sent, and
+    the fault of whichever failed. Its deduplication id is derived from its error-queue
+    message id, so a replay run again within five minutes does not send it twice to a FIFO
+    queue (a standard queue has no such id)."""
     send: dict[str, Any] = {"MessageBody": resend.body, "MessageAttributes": resend.attributes}
     if resend.group_id is not None:
         send["MessageGroupId"] = resend.group_id
@@ -150,10 +170,10 @@ def _move(message: Received, resend: Resend, error_queue: str) -> Flow[Fault | N
         send["MessageSystemAttributes"] = resend.system
     [sent] = yield [Call("sqs", "SendMessage", send, queue=resend.queue)]
     if sent.fault is not None:
-        return sent.fault
+        return False, sent.fault
     delete = {"ReceiptHandle": message.receipt_handle}
     [deleted] = yield [Call("sqs", "DeleteMessage", delete, queue=error_queue)]
-    return deleted.fault
+    return True, deleted.fault
 
 
 def _release(queue: str, handles: list[str]) -> Flow[None]:

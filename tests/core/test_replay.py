@@ -61,11 +61,25 @@ def test_a_failed_send_or_delete_keeps_the_message() -> None:
     stub.fail("SendMessage", "ServiceUnavailable", times=1, status=503)
     stub.timeout("DeleteMessage", times=1)
     result = drive(replay_errors(ERROR, DELAY), stub)
-    assert result.failed == {
-        "e-a": "ServiceUnavailable: stubbed",
-        "e-b": "TimeoutError: no answer",
-    }
+    assert result.failed == {"e-a": "ServiceUnavailable: stubbed"}
+    # Sent, then not deleted: not a failure to send, and not done either.
+    assert result.not_deleted == {"e-b": "TimeoutError: no answer"}
     assert result.replayed == [] and left_in_error_queue(stub) == ["a", "b"]
+    assert [m["MessageBody"] for m in stub.queues[DELAY]] == ["b"]
+
+
+def test_the_workers_dead_letter_to_a_standard_delay_queue_sent_but_not_deleted() -> None:
+    """The worker's own dead letters, without the registry: a standard delay queue has no
+    deduplication id, so a second run sends a second copy, which the report warns of."""
+    standard = "p-orders-delay"
+    stub = StubAws()
+    dead(stub, "a", queue=standard)
+    stub.fail("DeleteMessage", "ServiceUnavailable", times=1, status=503)
+    first = drive(replay_errors(ERROR, standard), stub)
+    assert first.not_deleted == {"e-a": "ServiceUnavailable: stubbed"} and not first.failed
+    assert "MessageDeduplicationId" not in stub.queues[standard][0]
+    again = drive(replay_errors(ERROR, standard), stub)
+    assert again.replayed == ["e-a"] and len(stub.queues[standard]) == 2
 
 
 def test_limit_and_scan() -> None:

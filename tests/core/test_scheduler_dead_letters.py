@@ -111,7 +111,8 @@ def test_a_replay_run_again_sends_the_same_deduplication_id() -> None:
     dead_letter(stub, parked_input(), "e-1")
     stub.drop("DeleteMessage", times=1)
     first = drive(replay_errors(ERROR, DELAY), stub)
-    assert first.failed and left_in_error_queue(stub) == []  # deleted, answer lost
+    assert list(first.not_deleted) == ["e-1"] and not first.failed and not first.replayed
+    assert left_in_error_queue(stub) == []  # deleted, answer lost
     stub.deleted[ERROR].clear()  # as if the delete had not happened: it comes back
     stub.in_flight[ERROR].clear()
     again = drive(replay_errors(ERROR, DELAY), stub)
@@ -144,6 +145,22 @@ def test_a_recurring_occurrence_goes_to_its_destination_with_its_id() -> None:
     assert attrs[wire_format.REPLAY_ATTRIBUTE]["StringValue"] == "e-1"
     assert "MessageDeduplicationId" not in back  # a standard destination
     assert not stub.queues[DELAY]
+
+
+def test_a_recurring_occurrence_sent_but_not_deleted_is_said_so_a_rerun_sends_it_again() -> None:
+    """A standard destination has no deduplication id: a send that went out before its
+    delete failed is reported apart from `failed`, as a second run delivers a second copy."""
+    stub = StubAws()
+    text = recurring.substituted(occurrence_input(), datetime(2027, 3, 29, tzinfo=UTC))
+    dead_letter(stub, text, "e-1")
+    stub.fail("DeleteMessage", "ServiceUnavailable", times=1, status=503)
+    first = drive(replay_errors(ERROR, DELAY), stub)
+    assert first.not_deleted == {"e-1": "ServiceUnavailable: stubbed"}
+    assert not first.failed and not first.replayed
+    assert left_in_error_queue(stub) == ["e-1"] and len(stub.queues[DESTINATION]) == 1
+    again = drive(replay_errors(ERROR, DELAY), stub)
+    assert again.replayed == ["e-1"] and left_in_error_queue(stub) == []
+    assert len(stub.queues[DESTINATION]) == 2  # the copy the report warned of
 
 
 def test_a_fifo_destinations_occurrence_keeps_its_group_and_gets_the_replays_dedup_id() -> None:
