@@ -1,5 +1,6 @@
-"""The worker's room for batches that finish on their own (sqsdelay.core.capacity), and
-discovery giving back the room of the queues it drops."""
+"""The worker's room for batches that finish on their own (aws/worker.py over
+core/capacity.py, whose own tests are tests/core/test_capacity.py): discovery giving back the
+room of the queues it drops, and a batch that finds no room."""
 
 from __future__ import annotations
 
@@ -10,22 +11,7 @@ import pytest
 
 from sqsdelay.aws import worker as worker_module
 from sqsdelay.aws.worker import PAUSING_BATCHES, Worker
-from sqsdelay.core.capacity import Capacity
 from sqsdelay.settings import Settings
-
-
-def test_units_fit_or_are_refused_and_a_shrink_waits_for_releases() -> None:
-    cap = Capacity(20)
-    assert cap.try_acquire(10) and cap.try_acquire(7)
-    assert not cap.try_acquire(4) and cap.held == 17  # refused whole, nothing taken
-    assert cap.try_acquire(3) and cap.held == 20
-    cap.resize(-15)  # below what is held: the holders keep their units
-    assert cap.size == 5 and not cap.try_acquire(1)
-    cap.release(10)
-    cap.release(7)
-    assert cap.held == 3 and cap.try_acquire(2) and not cap.try_acquire(1)
-    cap.resize(-100)
-    assert cap.size == 0 and not cap.try_acquire(1)
 
 
 def test_a_queue_dropped_and_added_fifty_times_leaves_the_room_where_it_started() -> None:
