@@ -7,11 +7,13 @@ message is the event in logfmt, with its UTC `timestamp` (the cost report reads 
 The CLI, the worker and the Lambda call `configure()`, which writes JSON lines (or console
 lines for humans) to stderr and, optionally, to an append-only event file.
 
-Once `configure()` has installed its handlers and nothing else listens on the way to them,
-an event skips `logging`'s records and handler chain: it is rendered once and written to
-their streams (the worker logs an event per message moved; the LogRecord, its caller's
-frame and the formatter were most of the worker's logging cost, issue 63). The lines are
-the same either way.
+Once `configure()` has installed its handlers and nothing else listens on the way to them
+(no other handler or filter, and `logging`'s record factory and `Logger.callHandlers` are
+the standard library's own, not replaced by, say, Sentry's logging integration), an event
+skips `logging`'s records and handler chain: it is rendered once and written to their
+streams (the worker logs an event per message moved; the LogRecord, its caller's frame and
+the formatter were most of the worker's logging cost, issue 63). The lines are the same
+either way.
 
 Message bodies and credentials are never logged: a processor redacts such keys whatever
 the caller passes, before any handler sees the event.
@@ -28,7 +30,7 @@ import time
 from collections.abc import Iterator, MutableMapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import structlog
 
@@ -89,7 +91,12 @@ def _stamp(now: float) -> str:
     if whole != second:
         text = datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S")
         _second = (whole, text)
-    return f"{text}.{int((now - whole) * 1_000_000):06d}Z"
+    # rounded half to even, as datetime.fromtimestamp rounds (truncating gave 1 us less for
+    # half of all times): a micro-second of 1,000,000 is the next second's first
+    micro = round((now - whole) * 1_000_000)
+    if micro == 1_000_000:
+        return _stamp(float(whole + 1))
+    return f"{text}.{micro:06d}Z"
 
 
 def _fallback(value: Any) -> Any:
@@ -103,11 +110,36 @@ def _fallback(value: Any) -> Any:
 _json = json.JSONEncoder(default=_fallback).encode
 
 
+_standard_call_handlers: Any = None  # Logger.callHandlers, once seen to be logging's own
+
+
+def _logging_unhooked(logger: logging.Logger) -> bool:
+    """Whether `logging` would make and hand on `logger`'s record as the standard library
+    does: a hook there (Sentry's logging integration replaces Logger.callHandlers; an
+    application may set a record factory or a Logger class) must see every record. Checked
+    for each event, not at import: such hooks are set up at any time, often after this
+    module's import."""
+    global _standard_call_handlers
+    if type(logger) is not logging.Logger or logging.getLogRecordFactory() is not logging.LogRecord:
+        return False
+    call = logging.Logger.callHandlers
+    if call is _standard_call_handlers:
+        return True
+    code = getattr(call, "__code__", None)  # a wrapper keeps the name, not the code
+    if code is None or code.co_filename != logging.__file__ or code.co_name != "callHandlers":
+        return False
+    _standard_call_handlers = call
+    return True
+
+
 def _owned_handlers(logger: logging.Logger, level: int) -> list[logging.Handler] | None:
     """The handlers `configure()` installed, if a record of `logger` at `level` would reach
-    only them (and NullHandlers) with no filter on the way: then an event may be written to
-    them directly. None otherwise (an application's own handler or filter, a logger outside
-    `sqsdelay`, a propagating root): `logging` carries it."""
+    only them (and NullHandlers) with no filter or hook on the way: then an event may be
+    written to them directly. None otherwise (an application's own handler, filter, record
+    factory or Logger.callHandlers, a logger outside `sqsdelay`, a propagating root):
+    `logging` carries it."""
+    if not _logging_unhooked(logger):
+        return None
     at = logger
     while at is not _root:
         if at.handlers or at.filters or not at.propagate or at.disabled:
@@ -189,7 +221,10 @@ class _Logger:
         if args:
             fields["positional_args"] = args
         fields["event"] = event
-        if structlog.contextvars._CONTEXT_VARS:  # none bound: nothing to merge
+        # structlog's private registry of bound names, if it still has one: none bound,
+        # nothing to merge (a merge costs a copy of the context)
+        bound = getattr(structlog.contextvars, "_CONTEXT_VARS", None)
+        if bound is None or bound:
             structlog.contextvars.merge_contextvars(None, method, fields)
         for key in fields:
             if key.lower() in REDACTED_KEYS:
@@ -234,7 +269,9 @@ def _write(handlers: list[logging.Handler], fields: dict[str, Any], method: str)
     for h in handlers:
         if not isinstance(h, _Owned):
             continue  # a NullHandler
-        fmt = h.fmt
+        # the handler's formatter, as logging's path renders it (_owned_handlers saw it to
+        # be an EventFormatter): an application may have set another format on it
+        fmt = cast(EventFormatter, h.formatter).fmt
         line = lines.get(fmt)
         if line is None:
             line = lines[fmt] = _render(fmt, fields, method, now) + "\n"
@@ -292,8 +329,6 @@ class _Owned(logging.StreamHandler[TextIO]):
     """The handlers `configure()` installed (a second call replaces them), which an event
     may be written to directly (`_write`)."""
 
-    fmt = "json"
-
     def stream_for_write(self) -> TextIO:
         return self.stream
 
@@ -314,12 +349,10 @@ def configure(
         logger.removeHandler(old)
         old.close()
     console = _OwnedStream(stream or sys.stderr)
-    console.fmt = fmt
     console.setFormatter(EventFormatter(fmt))
     logger.addHandler(console)
     if file is not None:
         events = _OwnedFile(file, encoding="utf-8")
-        events.fmt = "json"
         events.setFormatter(EventFormatter("json"))
         logger.addHandler(events)
     logger.setLevel(level)
