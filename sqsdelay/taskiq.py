@@ -100,14 +100,33 @@ class MessageTooLarge(errors.MessageTooLarge, sqs_exceptions.ExtendedBucketNameM
         sqs_exceptions.BrokerConfigError.__init__(self, error=message)
 
 
+def _broker_over_env(settings: Settings, broker: dict[str, Any]) -> Settings:
+    """`settings` with the broker's values in the fields `Settings(...)` was not given: those
+    equal to what the environment alone gives (pydantic-settings does not say where a value
+    came from). Without `settings=`, the broker's are laid over the environment the same way
+    (`deprecations.settings_of`'s `over_env`): one rule for both forms."""
+    try:
+        env_only: Settings | None = type(settings)()
+    except ValueError:  # the environment alone is not valid: fill what is unset only
+        env_only = None
+    update = {
+        k: v
+        for k, v in broker.items()
+        if getattr(settings, k) == (getattr(env_only, k) if env_only is not None else None)
+    }
+    return settings.model_copy(update=update)
+
+
 class SQSBroker(taskiq_aio_sqs.SQSBroker):
     """taskiq-aio-sqs's broker, with delays beyond SQS's 15 minutes, and delays into FIFO
     queues, sent through sqsdelay.
 
     It takes taskiq-aio-sqs's arguments, plus `settings`: sqsdelay's `Settings` (default:
     SQSDELAY_* from the environment). The broker's `endpoint_url` and `region_name` are
-    sqsdelay's too where the settings leave them unset, so that both send to one Region.
-    `sqsdelay=` (a `Settings`, used as it is, or fields) is the deprecated form."""
+    sqsdelay's too, over SQSDELAY_REGION and SQSDELAY_ENDPOINT_URL, so that both send to one
+    Region; only a value given in `Settings(...)` itself wins over the broker's. The same
+    with or without `settings=`. `sqsdelay=` (a `Settings`, used as it is, or fields) is the
+    deprecated form."""
 
     def __init__(
         self,
@@ -121,9 +140,8 @@ class SQSBroker(taskiq_aio_sqs.SQSBroker):
         broker_defaults = {"region": self._aws_region}
         if self._aws_endpoint_url:
             broker_defaults["endpoint_url"] = self._aws_endpoint_url
-        if settings is not None:  # what it leaves unset, as the broker's (as from the env)
-            unset = {k: v for k, v in broker_defaults.items() if getattr(settings, k) is None}
-            settings = settings.model_copy(update=unset)
+        if settings is not None:  # the broker's over the environment, as without settings=
+            settings = _broker_over_env(settings, broker_defaults)
         settings = deprecations.settings_of(
             settings, sqsdelay, old_form="SQSBroker(sqsdelay=...)", over_env=broker_defaults
         )

@@ -443,3 +443,35 @@ def test_a_fifo_kick_without_room_for_its_deduplication_id_goes_without_and_says
     warned = events(out, "taskiq.deduplication_not_kept")
     assert [(w["delay_ms"], w["attributes"]) for w in warned] == [(60_000, 7), (1500, 8)]
     assert "fewer MessageAttributes" in warned[0]["detail"]
+
+
+# -- which Region: one rule with or without settings= -------------------------------------
+
+
+@pytest.mark.parametrize("form", ["no settings", "Settings()"])
+def test_the_brokers_region_wins_over_the_environment_in_both_forms(
+    monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    monkeypatch.setenv("SQSDELAY_REGION", "eu-west-1")
+    monkeypatch.setenv("SQSDELAY_ENDPOINT_URL", "http://env:1")
+    given = {} if form == "no settings" else {"settings": Settings()}
+    broker = SQSBroker("orders", region_name="us-east-1", endpoint_url="http://b:2", **given)
+    got = broker.sqsdelay_settings
+    assert (got.region, got.endpoint_url) == ("us-east-1", "http://b:2")
+
+
+@pytest.mark.parametrize("form", ["no settings", "Settings()"])
+def test_the_brokers_default_region_too_so_that_both_routes_send_to_one_region(
+    monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    monkeypatch.setenv("SQSDELAY_REGION", "eu-west-1")
+    given = {} if form == "no settings" else {"settings": Settings()}
+    broker = SQSBroker("orders", **given)  # taskiq-aio-sqs's own default: us-east-1
+    assert broker.sqsdelay_settings.region == broker._aws_region == "us-east-1"
+
+
+def test_a_region_given_in_settings_wins_over_the_brokers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SQSDELAY_REGION", "eu-west-1")
+    broker = SQSBroker("orders", region_name="us-east-1", settings=Settings(region="ap-south-1"))
+    assert broker.sqsdelay_settings.region == "ap-south-1"
+    assert broker.sqsdelay_settings.endpoint_url is None  # the broker gave none
