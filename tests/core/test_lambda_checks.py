@@ -1,18 +1,11 @@
-"""The Lambda worker's recursion check (core/lambda_checks.py), and `sqsdelay inspect
---lambda F` asking GetFunctionRecursionConfig per function (aws/operations.py). moto 5.2.5
-has no GetFunctionRecursionConfig: the replies are Lambda's documented ones, answered by
-botocore's Stubber."""
+"""The Lambda worker's recursion check (core/lambda_checks.py) on GetFunctionRecursionConfig's
+replies. `sqsdelay inspect --lambda F` asking for them is tests/aws/test_lambda_problems.py."""
 
 from __future__ import annotations
 
-import boto3
 import pytest
-from botocore.stub import Stubber
 
-from sqsdelay.aws.operations import lambda_problems
 from sqsdelay.core.lambda_checks import recursion_problem
-from sqsdelay.errors import SqsDelayError
-from sqsdelay.settings import Settings
 
 
 def test_allow_is_fine() -> None:
@@ -28,26 +21,3 @@ def test_terminate_or_the_default_is_a_problem_with_its_fix(reply: dict[str, str
         "aws lambda put-function-recursion-config --function-name p-orders-sqsdelay "
         "--recursive-loop Allow"
     )
-
-
-def test_only_functions_that_would_stop_are_reported() -> None:
-    client = boto3.client("lambda", region_name="us-east-1", aws_access_key_id="x",
-                          aws_secret_access_key="x")  # fmt: skip
-    with Stubber(client) as stub:
-        stub.add_response("get_function_recursion_config", {"RecursiveLoop": "Allow"},
-                          {"FunctionName": "a"})  # fmt: skip
-        stub.add_response("get_function_recursion_config", {"RecursiveLoop": "Terminate"},
-                          {"FunctionName": "b"})  # fmt: skip
-        problems = lambda_problems(Settings(region="us-east-1"), ["a", "b"], client=client)
-    assert [p.queue for p in problems] == ["b"]
-    assert "--function-name b --recursive-loop Allow" in problems[0].fix
-
-
-def test_a_refused_call_names_the_operation_and_the_function() -> None:
-    client = boto3.client("lambda", region_name="us-east-1", aws_access_key_id="x",
-                          aws_secret_access_key="x")  # fmt: skip
-    with Stubber(client) as stub:
-        stub.add_client_error("get_function_recursion_config", "AccessDeniedException")
-        with pytest.raises(SqsDelayError) as err:
-            lambda_problems(Settings(region="us-east-1"), ["fn"], client=client)
-    assert "GetFunctionRecursionConfig" in str(err.value) and "fn" in str(err.value)
