@@ -101,5 +101,6 @@ class BatchRunner:
             resumed = yield from pause.refresh(pauses, asked, self.clock(), timeout)
         finally:
             self._reading.difference_update(mine)
-        self._read.update(asked)
+        # Only an answer counts: after a fault the state is still unknown (or old).
+        self._read.update(q for q in asked if pauses.answered(q))
         return resumed

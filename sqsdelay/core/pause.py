@@ -81,6 +81,11 @@ class Pauses:
         seen = self._seen.get(queue)
         return seen is not None and seen.paused
 
+    def answered(self, queue: str) -> bool:
+        """Whether the last read of `queue`'s tags answered (a fault keeps the old state)."""
+        seen = self._seen.get(queue)
+        return seen is not None and seen.read_at > float("-inf") and not seen.failing
+
     def stale(self, queue: str, now: float) -> bool:
         seen = self._seen.get(queue)
         return seen is None or now - seen.read_at >= self.check_seconds

@@ -9,7 +9,7 @@ import pytest
 from sqsdelay.aws.batch_runner import BatchRunner
 from sqsdelay.aws.queue_urls import QueueResolver
 from sqsdelay.core import pause
-from sqsdelay.core.flows import Call, Flow, Reply
+from sqsdelay.core.flows import Call, Fault, Flow, Reply
 from sqsdelay.settings import Settings
 
 PAUSED = {pause.PAUSED_TAG: "2026-11-28T12:00:00Z"}
@@ -73,3 +73,25 @@ def test_a_read_given_up_is_no_longer_in_flight() -> None:
     abandoned.close()  # the driver gave up on the batch
     retried = r.refresh_pauses(["orders"])
     assert reads(next(retried)) == ["orders"]
+
+
+def test_a_faulted_read_does_not_count_as_read() -> None:
+    """Until one read has answered, each batch reads: a fault leaves the state unknown."""
+    clock = Clock()
+    r = runner(clock)
+    failed = r.refresh_pauses(["orders"])
+    next(failed)
+    with pytest.raises(StopIteration):
+        failed.send([Reply(fault=Fault("AccessDenied", "no", 403))])
+    clock.t += 30
+    reading = r.refresh_pauses(["orders"])
+    assert reads(next(reading)) == ["orders"]
+    meanwhile = r.refresh_pauses(["orders"])  # never answered: read it too
+    assert reads(next(meanwhile)) == ["orders"]
+    answer(reading, PAUSED)
+    answer(meanwhile, PAUSED)
+    clock.t += 30
+    reading = r.refresh_pauses(["orders"])
+    assert reads(next(reading)) == ["orders"]
+    with pytest.raises(StopIteration):  # answered once: the batches meanwhile go by it
+        next(r.refresh_pauses(["orders"]))
