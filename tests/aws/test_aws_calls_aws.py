@@ -12,9 +12,11 @@ from pathlib import Path
 AWS = Path(__file__).resolve().parents[2] / "sqsdelay" / "aws"
 SDKS = {"boto3", "botocore", "aioboto3", "aiobotocore"}
 CALL_MAKERS = {"sqsdelay.aws.callers", "sqsdelay.aws.clients", "sqsdelay.aws.sender"}
-# A flow driven (`drive`, `adrive`), a sender's `run` or `send`, a caller made: each makes
-# AWS calls (celery_transport sends through a `Sender` over kombu's boto3 client).
-DRIVES = {"drive", "adrive", "adrive_until_pause", "run", "send", "SyncCaller", "AsyncCaller"}
+# A flow driven (`drive`, `adrive`, `adrive_until_pause`), or a call to what the module
+# imported from a call maker (a `Sender` or caller made, a client's function called): each
+# makes AWS calls (celery_transport sends through a `Sender` over kombu's boto3 client). Not
+# any `.send()` or `.run()`: a generator's `send` or an event loop's `run` is no AWS call.
+DRIVES = {"drive", "adrive", "adrive_until_pause"}
 
 # Modules without an AWS call, each until the file that imports it from here can change
 # (aws/worker.py and aws/batch_runner.py are being split, issue 60 §2). This list only
@@ -38,13 +40,38 @@ def _imports(tree: ast.Module) -> set[str]:
     return found
 
 
-def _called(tree: ast.Module) -> set[str]:
+def _makers(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """The names bound to what the module imports from a call maker, and the names bound to
+    a call maker module itself (`from sqsdelay.aws import clients`)."""
     names: set[str] = set()
+    modules: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            f = node.func
-            names.add(f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", ""))
-    return names
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                if full in CALL_MAKERS:
+                    modules.add(a.asname or a.name)
+                elif node.module in CALL_MAKERS:
+                    names.add(a.asname or a.name)
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname for a in node.names if a.name in CALL_MAKERS and a.asname}
+    return names, modules
+
+
+def _calls_a_maker(tree: ast.Module) -> bool:
+    """Whether the module drives a flow or calls something it imported from a call maker."""
+    names, modules = _makers(tree)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name) and (f.id in names or f.id in DRIVES):
+            return True
+        if isinstance(f, ast.Attribute) and (
+            f.attr in DRIVES or (isinstance(f.value, ast.Name) and f.value.id in modules)
+        ):
+            return True
+    return False
 
 
 def calls_aws(path: Path) -> bool:
@@ -53,7 +80,7 @@ def calls_aws(path: Path) -> bool:
     if {i.split(".")[0] for i in imported} & SDKS:
         return True
     makers = {i for i in imported if any(i.startswith(m) for m in CALL_MAKERS)}
-    return bool(makers) and bool(_called(tree) & DRIVES)
+    return bool(makers) and _calls_a_maker(tree)
 
 
 def _modules() -> list[Path]:
@@ -82,3 +109,20 @@ def test_the_check_tells_a_pure_module_from_one_that_calls(tmp_path: Path) -> No
     sdk = tmp_path / "sdk.py"
     sdk.write_text("def f():\n    import boto3\n    return boto3.client('sqs')\n")
     assert [calls_aws(p) for p in (pure, driving, sdk)] == [False, True, True]
+
+
+def test_a_generators_send_or_a_loops_run_is_no_aws_call(tmp_path: Path) -> None:
+    """`send` and `run` named any method: a module that imports a Sender for its type and
+    sends into a generator passed (issue: the check counted any call of those names)."""
+    generator = tmp_path / "generator.py"
+    generator.write_text(
+        "import asyncio\nfrom sqsdelay.aws.sender import Sender\n\n"
+        "def f(gen, s: Sender):\n    gen.send(None)\n    return asyncio.run(g())\n"
+    )
+    making = tmp_path / "making.py"
+    making.write_text(
+        "from sqsdelay.aws.sender import Sender as S\n\ndef f(flows):\n    return S().run(flows)\n"
+    )
+    module = tmp_path / "module.py"
+    module.write_text("from sqsdelay.aws import clients\n\ndef f(s):\n    return clients.sqs(s)\n")
+    assert [calls_aws(p) for p in (generator, making, module)] == [False, True, True]
