@@ -128,7 +128,8 @@ def _staging_problems(
 ) -> list[Problem]:
     """A FIFO destination's staging queue: no queue-level delay (a hand-over with nothing
     left sends no DelaySeconds), no redrive (the worker retries and dead-letters itself),
-    and the delay queue's retention (a warning: only a pause holds its messages long)."""
+    and the retention the delay queues are set to, SQSDELAY_DELAY_QUEUE_RETENTION_SECONDS (a
+    warning: only a pause holds its messages long)."""
     problems = _redrive_and_sse_problems(q, attrs, fix, config)
     want = config.delay_queue_retention_seconds
     have = _int(attrs, "MessageRetentionPeriod")
@@ -136,8 +137,10 @@ def _staging_problems(
         problems.append(
             Problem(
                 q,
-                f"retention is {have} s, shorter than the delay queue's {want} s "
-                "(SQSDELAY_DELAY_QUEUE_RETENTION_SECONDS): a pause of the destination longer "
+                # The setting, not the delay queue's own value (not read here): what
+                # `install` creates the delay queue with, and what --fix sets.
+                f"retention is {have} s, shorter than SQSDELAY_DELAY_QUEUE_RETENTION_SECONDS "
+                f"({want} s, the delay queues' setting): a pause of the destination longer "
                 f"than {have / 86_400:g} days loses the forwards it holds here",
                 fix,
                 {"MessageRetentionPeriod": str(want)},

@@ -81,4 +81,7 @@ def test_a_staging_queue_keeps_what_the_delay_queue_keeps_or_is_warned_about(
     [warning] = check_queue(spec, short, config, FIX)
     assert warning.warning and warning.fix == FIX
     assert "a pause of the destination longer than" in warning.problem
+    # It compares with the setting, and says so: the delay queue's own value is not read.
+    assert "shorter than SQSDELAY_DELAY_QUEUE_RETENTION_SECONDS" in warning.problem
+    assert "delay queue's" not in warning.problem
     assert check_queue(spec, short | warning.attributes, config, FIX) == []

@@ -35,8 +35,8 @@ def test_the_staging_queue_takes_the_delay_queues_retention_and_check_warns_when
     check = run(env, "install", "orders.fifo", "--check")
     assert check.returncode == 0, check.stdout  # a warning: the check passes
     assert (
-        f"warning: retention is {FOUR_DAYS} s, shorter than the delay queue's {FOURTEEN_DAYS} "
-        "s (SQSDELAY_DELAY_QUEUE_RETENTION_SECONDS): a pause of the destination longer than "
+        f"warning: retention is {FOUR_DAYS} s, shorter than SQSDELAY_DELAY_QUEUE_RETENTION_SECONDS "
+        f"({FOURTEEN_DAYS} s, the delay queues' setting): a pause of the destination longer than "
         "4 days loses the forwards it holds here"
     ) in check.stdout
     # the fix names the setting, so that --fix raises it to this value
