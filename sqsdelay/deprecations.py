@@ -48,3 +48,25 @@ def settings_of(
     if settings is not None:
         return settings
     return load_settings(**(over_env or {}))
+
+
+# The senders' flow makers before issue 60 §1 moved them into core: each old name on `Sender`
+# and `AsyncSender` (`sender.run(flow)` takes what they make), and the attribute it is on now.
+SENDER_FLOWS: dict[str, str] = {
+    "send_flow": "flows",
+    "send_batch_flow": "flows",
+    "cancel_flow": "scheduled_flows",
+    "cancel_tagged_flow": "scheduled_flows",
+    "reschedule_flow": "scheduled_flows",
+    "scheduled_flow": "scheduled_flows",
+    "scheduled_page_flow": "scheduled_flows",
+    "parked_flow": "scheduled_flows",
+    "tagged_flow": "scheduled_flows",
+}
+
+
+def sender_flow(sender: object, name: str, *, stacklevel: int = 4) -> None:
+    """Say that `sender.<name>` (one of `SENDER_FLOWS`) goes: `stacklevel` 4, the line that
+    read the sender's property (which calls this)."""
+    cls = type(sender).__name__
+    warn(f"{cls}.{name}", f"{cls}.{SENDER_FLOWS[name]}.{name}", stacklevel=stacklevel)

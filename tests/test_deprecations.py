@@ -121,3 +121,26 @@ def test_taskiq_broker_with_sqsdelay(old: Any) -> None:
         assert got is old
     else:  # fields over the broker's endpoint and Region, as before
         assert (got.endpoint_url, got.region) == ("http://127.0.0.1:9", "us-east-1")
+
+
+def test_the_senders_old_flow_makers_are_each_a_deprecated_property_of_both_senders() -> None:
+    """Review finding 4: the flow makers issue 60 §1 moved into core had no alias; each is
+    now a property of both senders that warns and gives the moved flow maker
+    (tests/aws/test_sender.py drives each)."""
+    from sqsdelay.aws.sender import AsyncSender, Sender
+    from sqsdelay.core.scheduled_flows import ScheduledFlows
+    from sqsdelay.core.send_flows import SendFlows
+
+    homes = {"flows": SendFlows, "scheduled_flows": ScheduledFlows}
+    for name, where in deprecations.SENDER_FLOWS.items():
+        assert callable(getattr(homes[where], name)), name
+        for cls in (Sender, AsyncSender):
+            assert isinstance(getattr(cls, name), property), (cls, name)
+    sender = Sender(Settings(region="us-east-1"), caller=lambda calls: [])
+    with pytest.warns(DeprecationWarning) as seen:
+        made = sender.cancel_flow
+    assert str(seen[0].message) == (
+        "Sender.cancel_flow is deprecated and will be removed in the next release: "
+        "use Sender.scheduled_flows.cancel_flow"
+    )
+    assert seen[0].filename == __file__ and made == sender.scheduled_flows.cancel_flow

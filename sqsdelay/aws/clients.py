@@ -134,16 +134,25 @@ async def async_clients(
     max_pool: int,
     validate: bool = True,
     stats: Stats | None = None,
+    given: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """As `sync_clients`, with an aioboto3 `session`, each client entered on `stack`: the
     async sender's and the worker's calls (the worker's SQS client skips validation,
-    `client_kwargs`; the other services' never do)."""
-    sqs = client_kwargs(settings, max_pool=max_pool, validate=validate)
-    clients = {"sqs": await stack.enter_async_context(session.client("sqs", **sqs))}
+    `client_kwargs`; the other services' never do). A client `given` is used as it is (not
+    entered, not counted); `session` is only touched for the others."""
+    given = given or {}
+    clients = {service: c for service, c in given.items() if c is not None}
+    made: list[Any] = []
+    if "sqs" not in clients:
+        sqs = client_kwargs(settings, max_pool=max_pool, validate=validate)
+        made.append(await stack.enter_async_context(session.client("sqs", **sqs)))
+        clients["sqs"] = made[-1]
     for service in extra_services(settings):
-        clients[service] = await async_service(settings, session, stack, service, max_pool=max_pool)
+        if service not in clients:
+            made.append(await async_service(settings, session, stack, service, max_pool=max_pool))
+            clients[service] = made[-1]
     if stats is not None:
-        for client in clients.values():
+        for client in made:
             observe(stats, client)
     return clients
 

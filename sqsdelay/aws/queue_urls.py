@@ -61,25 +61,6 @@ def place(client: Any) -> park_targets.Place:
     return str(client.meta.partition), str(client.meta.region_name)
 
 
-def park_target(
-    settings: Settings, client: Any, delay_queue_url: str, error_queue_url: str
-) -> ParkTarget:
-    """`core.park_targets.park_target` under these settings and the client's region."""
-    assert settings.scheduler_role_arn  # Settings refuses parking without it
-    return park_targets.park_target(
-        settings.schedule_group,
-        settings.scheduler_role_arn,
-        delay_queue_url,
-        error_queue_url,
-        place(client),
-    )
-
-
-def parking_role(settings: Settings) -> str | None:
-    """The role Scheduler sends parked messages back with; None: parking is off."""
-    return settings.scheduler_role_arn if settings.parking == "scheduler" else None
-
-
 class ParkTargets:
     """`core.park_targets.ParkTargets` under these settings, for a client's queues (the
     drivers give their client, whose region and partition name the error queue's ARN)."""
@@ -87,7 +68,7 @@ class ParkTargets:
     def __init__(self, settings: Settings, resolver: QueueLookup) -> None:
         self.settings = settings
         self.targets = park_targets.ParkTargets(
-            settings.schedule_group, parking_role(settings), resolver
+            settings.schedule_group, settings.send_config().park_role, resolver
         )
 
     def lookup(self, t: QueueTrio, client: Any, account: str = "") -> Flow[ParkTarget | None]:

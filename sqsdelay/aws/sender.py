@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Self, TypeVar, Unpack
 
-from sqsdelay import otel
+from sqsdelay import deprecations, otel
 from sqsdelay.aws import queue_urls
 from sqsdelay.aws.callers import AsyncCaller, SyncCaller
-from sqsdelay.aws.clients import async_service, client_kwargs, extra_services, sync_clients
+from sqsdelay.aws.clients import async_clients, extra_services, sync_clients
 from sqsdelay.aws.queue_urls import QueueResolver
 from sqsdelay.core import message_tags, registry, registry_pages, send, tracing
 from sqsdelay.core.flows import AsyncCall, Flow, SyncCall, adrive, drive
@@ -34,7 +34,7 @@ from sqsdelay.core.send import (
     SendResult,
 )
 from sqsdelay.core.send_flows import SendFlows
-from sqsdelay.core.send_results import Producer
+from sqsdelay.core.send_tracing import Producer
 from sqsdelay.core.types import CancelOutcome, RescheduleOutcome
 from sqsdelay.settings import Settings, load_settings
 
@@ -78,6 +78,54 @@ class _Shell:
 
     def _place(self) -> Place | None:
         return queue_urls.place(self._client) if self._client is not None else None
+
+    # Deprecated (`deprecations.SENDER_FLOWS`): the flow makers were the senders' own before
+    # issue 60 §1 moved them to `flows` and `scheduled_flows`; `run(flow)` is documented, and
+    # these were how one got a flow for it.
+    @property
+    def send_flow(self) -> Callable[..., Flow[SendResult]]:
+        deprecations.sender_flow(self, "send_flow")
+        return self.flows.send_flow
+
+    @property
+    def send_batch_flow(self) -> Callable[..., Flow[BatchResult]]:
+        deprecations.sender_flow(self, "send_batch_flow")
+        return self.flows.send_batch_flow
+
+    @property
+    def cancel_flow(self) -> Callable[..., Flow[CancelOutcome]]:
+        deprecations.sender_flow(self, "cancel_flow")
+        return self.scheduled_flows.cancel_flow
+
+    @property
+    def cancel_tagged_flow(self) -> Callable[..., Flow[message_tags.BulkCancel]]:
+        deprecations.sender_flow(self, "cancel_tagged_flow")
+        return self.scheduled_flows.cancel_tagged_flow
+
+    @property
+    def reschedule_flow(self) -> Callable[..., Flow[tuple[RescheduleOutcome, int]]]:
+        deprecations.sender_flow(self, "reschedule_flow")
+        return self.scheduled_flows.reschedule_flow
+
+    @property
+    def scheduled_flow(self) -> Callable[..., Flow[list[registry.Record]]]:
+        deprecations.sender_flow(self, "scheduled_flow")
+        return self.scheduled_flows.scheduled_flow
+
+    @property
+    def scheduled_page_flow(self) -> Callable[..., Flow[registry_pages.Page]]:
+        deprecations.sender_flow(self, "scheduled_page_flow")
+        return self.scheduled_flows.scheduled_page_flow
+
+    @property
+    def parked_flow(self) -> Callable[..., Flow[ParkedList]]:
+        deprecations.sender_flow(self, "parked_flow")
+        return self.scheduled_flows.parked_flow
+
+    @property
+    def tagged_flow(self) -> Callable[..., Flow[tuple[int, list[registry.Record]]]]:
+        deprecations.sender_flow(self, "tagged_flow")
+        return self.scheduled_flows.tagged_flow
 
 
 class Sender(_Shell):
@@ -220,24 +268,15 @@ class AsyncSender(_Shell):
 
     async def _clients(self) -> dict[str, Any]:
         """The given clients, and a new one (entered on this sender's stack) for each other
-        service these settings call."""
-        extras = extra_services(self.settings)
-        clients = {s: c for s, c in self._given.items() if c is not None}
-        if all(s in clients for s in ("sqs", *extras)):
-            return clients
-        if self._session is None:
+        service these settings call (`clients.async_clients`)."""
+        needed = ("sqs", *extra_services(self.settings))
+        if self._session is None and any(self._given.get(s) is None for s in needed):
             import aioboto3  # here, not at the top: a synchronous sender should not pay ~0.25 s
 
             self._session = aioboto3.Session()
-        if "sqs" not in clients:
-            made = self._session.client("sqs", **client_kwargs(self.settings, max_pool=50))
-            clients["sqs"] = await self._stack.enter_async_context(made)
-        for service in extras:
-            if service not in clients:
-                clients[service] = await async_service(
-                    self.settings, self._session, self._stack, service, max_pool=50
-                )
-        return clients
+        return await async_clients(
+            self.settings, self._session, self._stack, max_pool=50, given=self._given
+        )
 
     async def close(self) -> None:
         """Close the clients this sender made (the sender can be entered again); given
@@ -245,6 +284,12 @@ class AsyncSender(_Shell):
         if self._own_caller:
             self._caller, self._own_caller = None, False
         await self._stack.aclose()
+
+    @property
+    def caller(self) -> AsyncCall:
+        """Deprecated: the sender's caller, for `adrive`; `await sender.run(flow)` instead."""
+        deprecations.warn("AsyncSender.caller", "await AsyncSender.run(flow)")
+        return self._live()
 
     def _live(self) -> AsyncCall:
         if self._caller is None:

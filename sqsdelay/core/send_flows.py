@@ -29,7 +29,7 @@ from sqsdelay.core.parking import BREAKER_KEY
 from sqsdelay.core.queue_lookup import QueueLookup
 from sqsdelay.core.send import BatchResult, Message, PlannedSend, SendFailure, SendResult
 from sqsdelay.core.send_config import SendConfig
-from sqsdelay.core.send_results import NoTracing, Producer, Tracing
+from sqsdelay.core.send_tracing import NoTracing, Producer, Tracing
 from sqsdelay.errors import (
     ConfigError,
     InvalidInput,

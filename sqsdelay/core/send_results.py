@@ -1,55 +1,21 @@
 """What a send answers: the `SendResult` of a planned send (logged as `delay.scheduled`, or
 `delay.duplicate`), a batch's results read off SendMessageBatch's answer and its failures,
-and how sends are traced (`Tracing`: a send span per message, `sqsdelay.otel`'s when
-OpenTelemetry is on, and its end). The flows that send are `send_flows.py`'s.
+and the end of a send's span (`traced`; how sends are traced is `send_tracing.py`). The flows
+that send are `send_flows.py`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from sqsdelay.core import batch_entries
 from sqsdelay.core.send import BatchResult, PlannedSend, SendFailure, SendResult
+from sqsdelay.core.send_tracing import Producer
 from sqsdelay.errors import BatchSendError, SqsOperationError
 from sqsdelay.logs import get_logger
 
 log = get_logger("sqsdelay.aws.sender")  # the name operators' log filters know
-
-
-class Producer(Protocol):
-    """A message's send span (`sqsdelay.otel.Producer`): the trace context to carry, and its
-    end."""
-
-    carrier: dict[str, str]
-
-    def sent(
-        self, queue: str, sqs_message_id: str | None, message_id: str, due_ms: int
-    ) -> None: ...
-
-    def failed(self, exc: BaseException | None) -> None: ...
-
-
-class Tracing(Protocol):
-    """How sends are traced: a span per message (None: OpenTelemetry is off), the warning
-    when its context found no room, and the ambient X-Ray trace (_X_AMZN_TRACE_ID)."""
-
-    def start(self, destination: str) -> Producer | None: ...
-
-    def placed(self, planned: PlannedSend) -> None: ...
-
-    def ambient(self) -> str | None: ...
-
-
-class NoTracing:
-    def start(self, destination: str) -> Producer | None:
-        return None
-
-    def placed(self, planned: PlannedSend) -> None:
-        return None
-
-    def ambient(self) -> str | None:
-        return None
 
 
 def result_of(

@@ -12,7 +12,9 @@ import pytest
 
 from sqsdelay.aws import sender as sender_module
 from sqsdelay.aws.sender import AsyncSender, Sender
-from sqsdelay.core.flows import Call, Reply
+from sqsdelay.core.flows import Call, Fault, Reply, adrive
+from sqsdelay.core.registry_pages import PageQuery
+from sqsdelay.core.send import Message
 from sqsdelay.settings import Settings
 from tests.support.stub import StubAws
 
@@ -97,3 +99,69 @@ def test_an_async_sender_with_its_clients_given_makes_none_and_closes_none() -> 
 
     asyncio.run(use())
     assert given.closed == 0
+
+
+class _Listing(StubAws):
+    """`StubAws`, answering the registry's and Scheduler's listings as empty."""
+
+    def _do(self, call: Call, rule: Any) -> Any:
+        if call.api == "Query":
+            return {"Items": [], "Count": 0}
+        if call.api == "ListSchedules":
+            return {"Schedules": []}
+        if call.api == "UpdateItem":  # no record of that id
+            return Fault("ConditionalCheckFailedException")
+        return super()._do(call, rule)
+
+
+FULL = Settings(
+    region="us-east-1",
+    parking="scheduler",
+    scheduler_role_arn="arn:aws:iam::123456789012:role/park",
+    registry="dynamodb",
+    registry_table="reg",
+)
+# The flow makers the senders had before the flows moved (issue 60 §1), with arguments.
+OLD_FLOWS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
+    "send_flow": (("orders", Message("one", delay=0)), {}),
+    "send_batch_flow": (("orders", [Message("two", delay=0)], True), {}),
+    "cancel_flow": (("orders", "nope"), {}),
+    "cancel_tagged_flow": (("orders", ("team", "a")), {}),
+    "reschedule_flow": (("orders", "nope"), {"delay": 60}),
+    "scheduled_flow": (("orders",), {}),
+    "scheduled_page_flow": ((PageQuery("orders"),), {}),
+    "parked_flow": (("orders",), {}),
+    "tagged_flow": (("orders", ("team", "a")), {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OLD_FLOWS))
+def test_the_old_flow_makers_warn_and_give_a_flow_run_accepts(name: str) -> None:
+    """Review finding 4: they went with no deprecated alias, and `run(flow)` needs one."""
+    stub = _Listing()
+    with Sender(FULL, caller=stub) as sender:
+        with pytest.warns(DeprecationWarning, match=rf"Sender\.{name} is deprecated") as seen:
+            args, kwargs = OLD_FLOWS[name]
+            flow = getattr(sender, name)(*args, **kwargs)
+        assert seen[0].filename == __file__  # the warning names the caller's line
+        before = len(stub.calls)
+        result = sender.run(flow)
+    assert len(stub.calls) > before and result is not None  # driven by the sender's caller
+
+
+def test_the_async_senders_old_caller_warns_and_drives_a_flow() -> None:
+    stub = StubAws()
+
+    async def acall(calls: list[Call]) -> list[Reply]:
+        return stub(calls)
+
+    async def send() -> str:
+        async with AsyncSender(SETTINGS, caller=acall) as sender:
+            with pytest.warns(DeprecationWarning, match=r"AsyncSender\.caller is deprecated"):
+                caller = sender.caller
+            with pytest.warns(DeprecationWarning, match=r"AsyncSender\.send_flow"):
+                flow = sender.send_flow("orders", Message("three", delay=0))
+            return (await adrive(flow, caller)).queue
+
+    assert asyncio.run(send()) == "orders"
+    assert [m["MessageBody"] for m in stub.queues["orders"]] == ["three"]
