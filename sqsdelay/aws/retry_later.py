@@ -97,13 +97,20 @@ def held_sender() -> Sender:
     share one), made again when a SQSDELAY_* or AWS_* variable changes, or in a forked
     child. It was a new `Sender` per call: a boto3 client and every queue URL looked up
     again for each retry. Keyed by the variables, not by `Settings`, which take far longer
-    to read than a retry's calls."""
+    to read than a retry's calls. The one it replaces is closed. Static keys in
+    ~/.aws/credentials are read when a sender is made, so one rewritten there (by a sidecar)
+    is not seen until a variable changes: give `sender=` to control that (docs/consumers.md)."""
     env = tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(_KEYED)))
     key = (os.getpid(), env)
-    held: tuple[object, Sender] | None = getattr(_HELD, "sender", None)
+    held: tuple[tuple[int, object], Sender] | None = getattr(_HELD, "sender", None)
     if held is None or held[0] != key:
+        replaced = held
         held = (key, Sender())
         _HELD.sender = held
+        # This thread's only: no other call can be using it. In a forked child its clients'
+        # connections are the parent's too, so closing them there is left to the parent.
+        if replaced is not None and replaced[0][0] == key[0]:
+            replaced[1].close()
     return held[1]
 
 

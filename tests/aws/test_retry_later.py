@@ -204,3 +204,31 @@ def _retry_in(seconds: float) -> Any:
         raise consumer.RetryLater(seconds)
 
     return handler
+
+
+def test_a_held_sender_replaced_after_an_environment_change_is_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review finding 7: the sender held for a thread was dropped without `close()` when the
+    environment changed (its call threads and any clients it made left open)."""
+    closed: list[int] = []
+
+    class Closing(Sender):
+        def close(self) -> None:
+            closed.append(id(self))
+            super().close()
+
+    made: list[Sender] = []
+
+    def new_sender() -> Sender:
+        made.append(Closing(Settings(region="us-east-1"), client=TwoAccounts()))
+        return made[-1]
+
+    monkeypatch.setattr(retry_later_module, "Sender", new_sender)
+    monkeypatch.setattr(retry_later_module, "_HELD", threading.local())
+    first = retry_later_module.held_sender()
+    assert retry_later_module.held_sender() is first and closed == []
+    monkeypatch.setenv("SQSDELAY_MAX_NATIVE_DELAY_SECONDS", "60")
+    second = retry_later_module.held_sender()
+    assert second is not first and closed == [id(first)]  # the replaced one, only
+    assert retry_later_module.held_sender() is second and closed == [id(first)]
