@@ -74,7 +74,7 @@ def test_bench_worker() -> None:
         *("--queues", "2", "--per-queue", "10", "--seconds", "2", "--lateness-messages", "5"),
         *("--parking-messages", "3", "--parking-wait-time-seconds", "1"),
         # the preload must fit in half a burst cycle, on moto too, beside the whole suite
-        *("--burst-messages", "60", "--burst-cycle", "8"),
+        *("--burst-messages", "60", "--burst-cycle", "8", "--burst-lead", "30"),
         *("--emulator", "both"),
     )
     assert set(out) == {"moto", "fauxqs"}
@@ -172,7 +172,7 @@ def burst(short_batches: int) -> dict[str, Any]:
         "bench_worker.py",
         *("--only", "burst", "--seconds", "1", "--latency-ms", "40"),
         *("--burst-messages", "200", "--burst-destinations", "1", "--burst-window", "1"),
-        *("--burst-cycle", "10", "--short-batches", str(short_batches)),
+        *("--burst-cycle", "10", "--burst-lead", "30", "--short-batches", str(short_batches)),
     )
     result: dict[str, Any] = out["burst"]
     assert result["lost"] == result["early"] == 0

@@ -37,6 +37,7 @@ RUN_BY = {
     "bench_console_signin.py": "test_bench_console.py",
     "profile_worker.py": "test_bench_scripts.py",
     "profiled.py": "test_bench_scripts.py",
+    "traced.py": "test_bench_otel.py",  # bench_worker.py --otel sdk wraps the worker in it
     "soak.py": "test_bench_scripts.py",
     "benchkit.py": "test_bench_scripts.py",  # a library: every benchmark imports it
     "emr_venv.py": "tests/cost/test_emr_venv.py",  # builds the whole EMR venv (make spark35)
