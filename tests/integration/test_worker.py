@@ -495,14 +495,21 @@ def test_a_clock_stepped_back_during_a_sub_second_wait_changes_nothing(
 
     monkeypatch.setattr(AsyncCaller, "_one", one)
     dest = Collector(sqs, urls["orders"])
-    sent = time.time()
-    Sender(fast, client=sqs).send("orders", "stepped", delay=CYCLE + 1.5)
-    due = sent + CYCLE + 1.5
-    with RunningWorker(fast, ["orders"], clock=lambda: time.time() + step["seconds"]):
-        [got] = dest.until(1, timeout=30)
-        dest.quiet_for(2)
-    assert step["seconds"] == -30.0, "the hand-over never waited"
-    assert [g.body for g in dest.got] == ["stepped"]
+    # The wait is there only if the worker reads the message with its fraction of a second
+    # still ahead: a worker more than 1.5 s late (a saturated machine; once in a fresh
+    # clone's make test) hands it over at once. Then the scenario is run again: its
+    # precondition, not the product's promise, failed.
+    for attempt in range(3):
+        sent = time.time()
+        Sender(fast, client=sqs).send("orders", f"stepped {attempt}", delay=CYCLE + 1.5)
+        due = sent + CYCLE + 1.5
+        with RunningWorker(fast, ["orders"], clock=lambda: time.time() + step["seconds"]):
+            [got] = dest.until(attempt + 1, timeout=30)[-1:]
+            dest.quiet_for(2)
+        if step["seconds"] == -30.0:
+            break
+    assert step["seconds"] == -30.0, "the hand-over never waited, three times"
+    assert [g.body for g in dest.got] == [f"stepped {n}" for n in range(attempt + 1)]
     assert due <= got.at <= due + 1.5, got.at - due
 
 
