@@ -78,6 +78,28 @@ class SendFlows:
         place = self.place()
         return place[1] if place is not None else self.config.region
 
+    def _plan(
+        self,
+        queue: str,
+        message: Message,
+        now: float,
+        producer: Producer | None,
+        ambient: str | None,
+        *,
+        require_id: bool = False,
+    ) -> PlannedSend:
+        """A send planned with this sender's limits and trace context: the ambient X-Ray
+        trace, and the W3C context of the producer's span when one records."""
+        return send.plan(
+            queue,
+            message,
+            self.config.limits,
+            now=now,
+            ambient_trace=ambient,
+            require_id=require_id,
+            trace=producer.carrier if producer is not None else None,
+        )
+
     def _url(self, planned: PlannedSend) -> Flow[str]:
         self.resolver.trio(planned.requested)  # names the queues, so that a miss has its fix
         return (yield from self.resolver.lookup(planned.queue))
@@ -176,14 +198,8 @@ class SendFlows:
         if message.debounce is not None or message.max_wait is not None:
             return (yield from self._debounced(queue, message, producer))
         now = self._clock()
-        planned = send.plan(
-            queue,
-            message,
-            self.config.limits,
-            now=now,
-            ambient_trace=self.tracing.ambient(),
-            require_id=require_id,
-            trace=producer.carrier if producer is not None else None,
+        planned = self._plan(
+            queue, message, now, producer, self.tracing.ambient(), require_id=require_id
         )
         self.tracing.placed(planned)
         self._check_tagged([planned])
@@ -249,14 +265,7 @@ class SendFlows:
                     debounce=None,
                     max_wait=None,
                 )
-                planned = send.plan(
-                    queue,
-                    one,
-                    self.config.limits,
-                    now=now,
-                    ambient_trace=self.tracing.ambient(),
-                    trace=producer.carrier if producer is not None else None,
-                )
+                planned = self._plan(queue, one, now, producer, self.tracing.ambient())
                 record = self._record(planned, now)
                 moved = yield from debounce.advance(
                     table,
@@ -332,14 +341,7 @@ class SendFlows:
         producers = [self.tracing.start(queue) for _ in messages]
         try:
             planned = [
-                send.plan(
-                    queue,
-                    m,
-                    self.config.limits,
-                    now=now,
-                    ambient_trace=ambient,
-                    trace=p.carrier if p is not None else None,
-                )
+                self._plan(queue, m, now, p, ambient)
                 for m, p in zip(messages, producers, strict=True)
             ]
             result = yield from self._send_planned(planned, now, raise_on_failure)
