@@ -73,9 +73,12 @@ def test_the_report_on_a_standalone_cluster_is_local_2s_to_the_cent(
         # Nothing of the cluster is left running, the executors' Python workers included.
         wait_for(lambda: not leftovers(root), timeout=30)
 
-    # The work ran on the cluster's two executors, each in its own process and directory,
-    # told to reach the driver where spark-defaults.conf put it.
-    assert len(executors) == 2, executors
+    # The work ran on both of the cluster's workers, each executor in its own process and
+    # directory, told to reach the driver where spark-defaults.conf put it. A worker may
+    # have started more than one: the master replaces an executor that died or registered
+    # too late (once seen in CI on a saturated machine), which a cluster is meant to do.
+    workers = {d.parent.parent.name for d in executors}
+    assert workers == {"worker-0", "worker-1"}, executors
     logs = [(d / "stderr").read_text() for d in executors]
     urls = {m for log in logs for m in re.findall(r"--driver-url\W+spark://\S+?@([^:]+):", log)}
     assert urls == {"localhost"}, urls
