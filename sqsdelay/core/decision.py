@@ -277,9 +277,12 @@ def decide(
     own_failures: int = 0,
     last_error: str | None = None,
     staging: bool = False,
+    claims: bool = False,
 ) -> DelayDecision:
     """Requeue, hand over or poison. `staging`: the destination is FIFO, and its hand-overs
-    go to its staging queue.
+    go to its staging queue. `claims`: this SQS message will claim the message's registry
+    record before its hand-over, which then carries the claim's deduplication key
+    (`identity.forward_dedup_id_of_claim`).
 
     Broker "now" is `ApproximateFirstReceiveTimestamp` on a first receive; on a redelivery it
     is the local clock corrected by the estimated broker-minus-local offset.
@@ -301,7 +304,9 @@ def decide(
     except InvalidMessage as exc:
         if lim.invalid_delay != "deliver":
             return _poison(received, str(exc), source_queue, lim)
-        return _hand_over(received, 0, max(first, sent), source_queue, lim, staging=staging)
+        return _hand_over(
+            received, 0, max(first, sent), source_queue, lim, staging=staging, claims=claims
+        )
     due = _due_at(received.attributes, sent, lim.max_delay_seconds)
     if due is None:
         due = sent + (_delay_ms(received.attributes, delay) or delay * 1000)
@@ -314,7 +319,7 @@ def decide(
     # repeated requeue has the same dedup id and FIFO drops it. Handing over instead would
     # deliver the message twice.
     if whole_seconds(due - first_now) <= lim.max_native_delay_seconds:
-        return _hand_over(received, left_ms, due, source_queue, lim, staging=staging)
+        return _hand_over(received, left_ms, due, source_queue, lim, staging=staging, claims=claims)
     with_id = _with_message_id(received)
     attrs = {**with_id, wire_format.DELAY_ATTRIBUTE: message_shape.string_attribute(str(remaining))}
     candidates = [
@@ -496,6 +501,7 @@ def _hand_over(
     lim: Limits,
     *,
     staging: bool = False,
+    claims: bool = False,
 ) -> HandOver | Poison:
     """To a FIFO destination's staging queue, the group rides in its attribute, with the due
     time as the forward's deduplication key (`identity.forward_dedup_id`) unless the message
@@ -504,7 +510,7 @@ def _hand_over(
     problem = ""
     group = message_shape.string_value(received.attributes, wire_format.GROUP_ID_ATTRIBUTE)
     fair = group if not staging and group is not None and queue_names.is_group_id(group) else None
-    for candidate in _hand_over_attributes(received, due, staging):
+    for candidate in _hand_over_attributes(received, due, staging, claims):
         try:
             size = _fitting(received.body, candidate, lim.max_message_bytes)
         except InvalidMessage as exc:
@@ -515,13 +521,23 @@ def _hand_over(
     return _poison(received, f"cannot hand over: {problem}", source_queue, lim)
 
 
-def _hand_over_attributes(received: Received, due: int, staging: bool) -> Iterator[Attributes]:
+def _hand_over_attributes(
+    received: Received, due: int, staging: bool, claims: bool = False
+) -> Iterator[Attributes]:
     """What a hand-over may carry, the first that fits taken: with NServiceBus.MessageId
-    (and into staging the due time), else the message's own. Each made only if the one
-    before did not fit (nearly always the first does)."""
+    (and into staging the due time, and the registry claim's deduplication key), else the
+    message's own. Each made only if the one before did not fit (nearly always the first
+    does)."""
     with_id = _with_message_id(received)
     if staging:
-        yield {**with_id, wire_format.DUE_AT_ATTRIBUTE: message_shape.number_attribute(due)}
+        with_due = {**with_id, wire_format.DUE_AT_ATTRIBUTE: message_shape.number_attribute(due)}
+        ident = identity.registry_id(with_id)
+        if claims and ident and wire_format.DEDUPLICATION_ID_ATTRIBUTE not in with_id:
+            # The forward's key, carried as a caller's would be (a caller's own is kept).
+            key = identity.forward_dedup_id_of_claim(ident, due, received.message_id)
+            dedup = {wire_format.DEDUPLICATION_ID_ATTRIBUTE: message_shape.string_attribute(key)}
+            yield {**with_due, **dedup}
+        yield with_due
         yield with_id
         yield message_shape.without_own(received.attributes)
     else:  # a standard destination: SQS would refuse a deduplication id there

@@ -98,6 +98,18 @@ def forward_dedup_id(message_id: str, due_ms: int) -> str:
     return _sha256(f"sqsdelay|{message_id}|{due_ms}")
 
 
+def forward_dedup_id_of_claim(message_id: str, due_ms: int, claimed_by: str) -> str:
+    """The deduplication id of a hand-over into a FIFO destination's staging queue that
+    claimed its registry record (`claimed_by`: the SQS MessageId that claims). Each
+    generation of an id is claimed by one SQS message, whose retried hand-overs share the
+    key; a direct send of the id, or another generation due at the same millisecond (a
+    send-now of a parked copy beside a send of the id at once, or a send and a reschedule
+    with one `at=`), has another key and is not dropped. Found by the whole-way model:
+    with `forward_dedup_id` the later of two such sends was lost inside SQS's five
+    minutes while its record said delivered."""
+    return _sha256(f"sqsdelay|{message_id}|{due_ms}|claim:{claimed_by}")
+
+
 def forward_dedup_id_of_replay(message_id: str, due_ms: int, replay: str) -> str:
     """`forward_dedup_id` of a replayed message (`sqsdelay.Replay`): a replay keeps its due
     time, so without its token it had its first delivery's key, and a replay within SQS's

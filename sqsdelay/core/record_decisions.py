@@ -5,7 +5,7 @@ the Lambda handler; one message's rules are `decision.py`'s."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +56,7 @@ def decide_one(
     failures: FailureLog,
     forwarding: bool = False,
     staging: bool = False,
+    claims: bool = False,
 ) -> Outgoing | None:
     """The outgoing entry of one record. Whatever a producer wrote, a record that cannot be
     decided goes to the error queue with the reason; None when even that cannot be built
@@ -67,7 +68,7 @@ def decide_one(
     try:
         # a message from a FIFO destination's staging queue is forwarded
         decision_of: Callable[..., Decision] = (
-            forward if forwarding else functools.partial(decide, staging=staging)
+            forward if forwarding else functools.partial(decide, staging=staging, claims=claims)
         )
         decision = decision_of(
             r,
@@ -97,10 +98,12 @@ def decide_batch(
     failures: FailureLog | None = None,
     forwarding: bool = False,
     staging: bool = False,
+    claiming: Collection[str] = (),
 ) -> tuple[list[Outgoing], list[Received]]:
     """Decide a received batch: the outgoing entries, and the records that could not even be
     dead-lettered. First receives also feed the clock-offset estimate, which the redeliveries
-    in the same batch already use. `local_ms` is when the batch arrived."""
+    in the same batch already use. `local_ms` is when the batch arrived; `claiming`, the SQS
+    MessageIds that claim a registry record before their hand-over."""
     for r in received:
         first = parse_natural(r.system.get("ApproximateFirstReceiveTimestamp"))
         if r.receive_count == 1 and first is not None:
@@ -119,6 +122,7 @@ def decide_batch(
             failures=log,
             forwarding=forwarding,
             staging=staging,
+            claims=r.message_id in claiming,
         )
         if out is None:
             stuck.append(r)

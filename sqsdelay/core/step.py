@@ -180,6 +180,7 @@ def _run(batch: BatchInHand, received: list[Received]) -> Flow[None]:
         failures=batch.state.failures,
         forwarding=batch.queues.forwards,
         staging=batch.queues.stages,
+        claiming=batch.records.keys(),
     )
     batch.offset_ms = batch.state.offset.estimate() or 0  # a median: computed once per batch
     for r in stuck:

@@ -727,6 +727,30 @@ def handed_over_then_id_used_again(fifo: bool) -> None:
     assert machine.model.deliveries[("k1", None, None)] == 1
 
 
+def test_a_send_at_once_and_a_send_now_due_at_one_millisecond_both_arrive() -> None:
+    """Found by `make test-model MODEL_EXAMPLES=300` (FIFO, registry, parking, guard): an id
+    scheduled through the delay queue is sent again at once (a direct send into the FIFO
+    destination, outside the registry), then its scheduled copy is sent now, due at the
+    same millisecond; the consumer asks for a retry of the first (nothing sent: the id is
+    scheduled). Both sends had the forward key of (id, due), so the staging queue's forward
+    was dropped by SQS inside its five minutes, the record said delivered, and the id was
+    never handled. The hand-over now carries a key of its registry claim."""
+    _in_a_process_of_its_own("send_at_once_and_send_now_due_together()")
+
+
+def send_at_once_and_send_now_due_together() -> None:
+    machine = WholeWay()
+    machine.deploy(registry=True, guard=False, fifo=True)
+    machine.send(delay=95, big=False, keyed=False)
+    ident = f"{1:032d}"  # the model's first drawn id
+    assert ident in machine.model.sent
+    machine.send_again(_Drawn([ident]), delay=0)
+    machine.send_now(_Drawn([ident]))
+    machine.consume_batch(actions=["retry"], wait=30)
+    machine.teardown()  # "never handled" before the fix
+    assert machine.model.deliveries[(ident, None, None)] == 2
+
+
 @pytest.mark.timeout(960)
 def test_make_test_model_runs_the_machine_at_the_size_it_is_given() -> None:
     """`make test-model` as the README writes it, at the size it is given (`MODEL_EXAMPLES`,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -414,6 +415,37 @@ def test_a_hand_over_into_staging_carries_its_due_time_and_to_a_fair_queue_its_g
     assert wire_format.GROUP_ID_ATTRIBUTE not in fair.attributes
     assert wire_format.DUE_AT_ATTRIBUTE not in fair.attributes
     assert fair.at_once().group_id == "tenant-1"
+
+
+def test_a_claimed_hand_over_into_staging_has_a_key_of_its_claim() -> None:
+    """Found by the whole-way model: a send of an id at once into its FIFO destination and a
+    send-now of its parked copy, due at the same millisecond, had one forward key, and SQS
+    dropped the second as a copy of the first while its record said delivered. A hand-over
+    that claims its registry record carries a key of that claim: the same SQS message again
+    (a retried hand-over) has the same one, another claim or the direct send another."""
+    ident = {
+        wire_format.MESSAGE_ID_ATTRIBUTE: message_shape.string_attribute("m-1"),
+        wire_format.GROUP_ID_ATTRIBUTE: message_shape.string_attribute("order-7"),
+    }
+
+    def claimed(
+        message_id: str, *, claims: bool = True, extra: dict[str, AttributeValue] = ident
+    ) -> Any:
+        m = msg("5", extra=extra, first=T + 5000, message_id=message_id)
+        handed = decide(m, local_now_ms=0, offset_ms=None, lim=LIM, staging=True, claims=claims)
+        assert isinstance(handed, HandOver)
+        into_staging = msg(None, extra=handed.attributes, message_id=f"staged-{message_id}")
+        forwarded = forward(into_staging, lim=LIM)
+        assert isinstance(forwarded, Forward)
+        return forwarded.dedup_id
+
+    first, again, other = claimed("s1"), claimed("s1"), claimed("s2")
+    assert first == again == identity.forward_dedup_id_of_claim("m-1", T + 5000, "s1")
+    unclaimed = identity.forward_dedup_id("m-1", T + 5000)  # also the direct send's key
+    assert len({first, other, unclaimed}) == 3
+    assert claimed("s1", claims=False) == claimed("s2", claims=False) == unclaimed
+    given = {**ident, DEDUP: message_shape.string_attribute("task-7")}  # the caller's wins
+    assert claimed("s1", extra=given) == claimed("s2", extra=given) == "task-7"
 
 
 @pytest.mark.parametrize("group", [None, "", "with space", "x" * 129])
