@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from sqsdelay.core import (
     defaults,
     failure_record,
+    fifo_dedup,
     identity,
     message_shape,
     parking,
@@ -26,7 +27,6 @@ from sqsdelay.core import (
     wire_format,
 )
 from sqsdelay.core.delays import whole_seconds
-from sqsdelay.core.identity import forward_dedup_id as forward_dedup_id  # older callers' name
 from sqsdelay.core.received import Received, parse_natural
 from sqsdelay.core.types import Attributes, InvalidDelayAction, Target
 from sqsdelay.errors import InvalidMessage
@@ -282,7 +282,7 @@ def decide(
     """Requeue, hand over or poison. `staging`: the destination is FIFO, and its hand-overs
     go to its staging queue. `claims`: this SQS message will claim the message's registry
     record before its hand-over, which then carries the claim's deduplication key
-    (`identity.forward_dedup_id_of_claim`).
+    (`fifo_dedup.forward_dedup_id_of_claim`).
 
     Broker "now" is `ApproximateFirstReceiveTimestamp` on a first receive; on a redelivery it
     is the local clock corrected by the estimated broker-minus-local offset.
@@ -408,16 +408,7 @@ def forward(
     due = parse_natural(
         message_shape.string_value(received.attributes, wire_format.DUE_AT_ATTRIBUTE)
     )
-    replay = message_shape.string_value(received.attributes, wire_format.REPLAY_ATTRIBUTE)
-    given, ignored = _given_dedup_id(received.attributes)
-    if given is not None:
-        dedup = identity.forward_dedup_id_given(given, replay)
-    elif due is not None and replay:
-        dedup = identity.forward_dedup_id_of_replay(ident, due, replay)
-    elif due is not None:
-        dedup = identity.forward_dedup_id(ident, due)
-    else:
-        dedup = identity.forward_dedup_id_by_content(ident, received.body, received.attributes)
+    dedup, ignored = fifo_dedup.forward_key(ident, received.body, received.attributes, due)
     return Forward(attrs, group, dedup, wait, dedup_ignored=ignored, size=size)
 
 
@@ -427,23 +418,6 @@ def forward(
 _LEFT_AT_THE_FORWARD = frozenset(
     {wire_format.GROUP_ID_ATTRIBUTE, wire_format.DEDUPLICATION_ID_ATTRIBUTE}
 )
-
-
-def _given_dedup_id(attributes: Attributes) -> tuple[str | None, str | None]:
-    """The caller's deduplication id a staging message carries, or why it is not used: one
-    SQS would refuse (a producer's own, or mangled) must not stop the forward, which then
-    takes sqsdelay's own key, as for a message sent without one."""
-    value = attributes.get(wire_format.DEDUPLICATION_ID_ATTRIBUTE)
-    if value is None:
-        return None, None
-    text = value.get("StringValue")
-    if isinstance(text, str) and identity.is_message_id(text):
-        return text, None
-    shown = repr(text[:40]) if isinstance(text, str) else f"a {value.get('DataType')!r} value"
-    return None, (
-        f"{wire_format.DEDUPLICATION_ID_ATTRIBUTE} {shown} is not 1 to 128 letters, digits "
-        "or ASCII punctuation: forwarded under sqsdelay's own deduplication id"
-    )
 
 
 def _fraction_left(received: Received, local_now_ms: int, offset_ms: int | None) -> int:
@@ -504,7 +478,7 @@ def _hand_over(
     claims: bool = False,
 ) -> HandOver | Poison:
     """To a FIFO destination's staging queue, the group rides in its attribute, with the due
-    time as the forward's deduplication key (`identity.forward_dedup_id`) unless the message
+    time as the forward's deduplication key (`fifo_dedup.staging_key_attributes`) unless the message
     carries the caller's own (`sqsdelay.DeduplicationId`, kept as it came); to a standard
     destination, a group becomes the message's MessageGroupId (SQS fair queues)."""
     problem = ""
@@ -530,14 +504,9 @@ def _hand_over_attributes(
     does)."""
     with_id = _with_message_id(received)
     if staging:
-        with_due = {**with_id, wire_format.DUE_AT_ATTRIBUTE: message_shape.number_attribute(due)}
-        ident = identity.registry_id(with_id)
-        if claims and ident and wire_format.DEDUPLICATION_ID_ATTRIBUTE not in with_id:
-            # The forward's key, carried as a caller's would be (a caller's own is kept).
-            key = identity.forward_dedup_id_of_claim(ident, due, received.message_id)
-            dedup = {wire_format.DEDUPLICATION_ID_ATTRIBUTE: message_shape.string_attribute(key)}
-            yield {**with_due, **dedup}
-        yield with_due
+        yield from fifo_dedup.staging_key_attributes(
+            with_id, due, received.message_id if claims else None
+        )
         yield with_id
         yield message_shape.without_own(received.attributes)
     else:  # a standard destination: SQS would refuse a deduplication id there

@@ -1,4 +1,5 @@
-"""A message's identity: its id, and every id and deduplication key derived from it (pure).
+"""A message's identity: its id, and every id and deduplication key derived from it (pure),
+but a FIFO destination's, whose whole rule is `fifo_dedup.py`'s.
 
 Each key is one function, named for the hop that sends it, with the property it guarantees.
 The values are part of the wire format: a worker of another version must derive the same
@@ -88,77 +89,6 @@ def requeue_group_id(received_group_id: str | None, sqs_message_id: str) -> str:
     """A requeue stays in its original's message group (so SQS cannot hand it out while the
     original may still come back); a message that had none takes its SQS MessageId."""
     return received_group_id or sqs_message_id
-
-
-def forward_dedup_id(message_id: str, due_ms: int) -> str:
-    """The deduplication id of one send into a FIFO destination (at once, or forwarded from
-    its staging queue): the id and the send's due time in epoch ms (`sqsdelay.DueAt`). Every
-    copy of that send (a retried hand-over, a redelivered forward, a lost answer) has the
-    same one; a new send of the same id has a new due time, so it is not dropped."""
-    return _sha256(f"sqsdelay|{message_id}|{due_ms}")
-
-
-def forward_dedup_id_of_claim(message_id: str, due_ms: int, claimed_by: str) -> str:
-    """The deduplication id of a hand-over into a FIFO destination's staging queue that
-    claimed its registry record (`claimed_by`: the SQS MessageId that claims). Each
-    generation of an id is claimed by one SQS message, whose retried hand-overs share the
-    key; a direct send of the id, or another generation due at the same millisecond (a
-    send-now of a parked copy beside a send of the id at once, or a send and a reschedule
-    with one `at=`), has another key and is not dropped. Found by the whole-way model:
-    with `forward_dedup_id` the later of two such sends was lost inside SQS's five
-    minutes while its record said delivered."""
-    return _sha256(f"sqsdelay|{message_id}|{due_ms}|claim:{claimed_by}")
-
-
-def forward_dedup_id_of_replay(message_id: str, due_ms: int, replay: str) -> str:
-    """`forward_dedup_id` of a replayed message (`sqsdelay.Replay`): a replay keeps its due
-    time, so without its token it had its first delivery's key, and a replay within SQS's
-    five minutes of that forward was dropped by the FIFO destination. Copies of one replay
-    share the token, so they still share the key."""
-    return _sha256(f"sqsdelay|{message_id}|{due_ms}|replay:{replay}")
-
-
-def forward_dedup_id_given(dedup_id: str, replay: str | None = None) -> str:
-    """The deduplication id of a send into a FIFO destination that named one
-    (`deduplication_id=`, carried as `sqsdelay.DeduplicationId`): that id itself, on the
-    direct send and on the forward alike, so that two sends with one id (or a send of
-    taskiq-aio-sqs's own, which uses the task id) that reach the destination within SQS's
-    five minutes arrive once, whatever their routes and delays. A replay's is the id and
-    its token, hashed: SQS would drop a replay under the caller's id within five minutes
-    of its first delivery, and copies of one replay share the token."""
-    if not replay:
-        return dedup_id
-    return _sha256(f"sqsdelay|dedup:{dedup_id}|replay:{replay}")
-
-
-def forward_dedup_id_by_content(message_id: str, body: str, attributes: Attributes) -> str:
-    """The forward's deduplication id when the staging message has no room for its due time
-    (eight attributes of the caller's): the id, the body and the attributes, which every copy
-    of one send carries unchanged. A new send of the same id with the same body and
-    attributes within five minutes is dropped, as with a bare id; one that differs in either
-    (a Celery or Dramatiq retry counts its retries in the body) is not."""
-    return _sha256(f"sqsdelay|{message_id}|content:{_content_digest(body, attributes)}")
-
-
-def _content_digest(body: str, attributes: Attributes) -> str:
-    """Length-prefixed, so that no two contents read the same; names sorted, as SQS does not
-    keep their order."""
-    digest = hashlib.sha256()
-
-    def part(data: bytes) -> None:
-        digest.update(b"%d:" % len(data))
-        digest.update(data)
-
-    part(body.encode())
-    for name in sorted(attributes):
-        value = attributes[name]
-        part(name.encode())
-        part(value["DataType"].encode())
-        if "BinaryValue" in value:  # bytes, from boto3 and from a Lambda event alike
-            part(b"B" + value["BinaryValue"])
-        else:
-            part(b"S" + value.get("StringValue", "").encode())
-    return digest.hexdigest()
 
 
 def schedule_name(delay_queue: str, message_id: str) -> str:

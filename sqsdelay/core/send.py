@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 from sqsdelay.core import (
     batch_entries,
     defaults,
+    fifo_dedup,
     identity,
     message_shape,
     message_tags,
@@ -240,11 +241,7 @@ def plan(
     if where == "direct" and group is not None and fifo and not millis:
         target = destination  # a FIFO destination, now
         request["MessageGroupId"] = group
-        request["MessageDeduplicationId"] = (
-            identity.forward_dedup_id_given(dedup)
-            if dedup is not None
-            else identity.forward_dedup_id(ident, send_key)
-        )
+        request["MessageDeduplicationId"] = fifo_dedup.direct_key(ident, send_key, dedup)
     elif where == "direct" and group is not None and fifo:
         staged = True
         # SQS takes no per-message delay on a FIFO queue: its staging queue does, and the

@@ -48,7 +48,7 @@ ATTEMPT_ATTRIBUTE: Final = "sqsdelay.Attempt"
 REPLAY_ATTRIBUTE: Final = "sqsdelay.Replay"
 # A caller's deduplication id (`send(..., deduplication_id=)`, taskiq-aio-sqs's
 # MessageDeduplicationId), for a FIFO destination: carried through the delay and staging
-# queues, it becomes the forward's MessageDeduplicationId (`identity.forward_dedup_id_given`)
+# queues, it becomes the forward's MessageDeduplicationId (`fifo_dedup.forward_key`)
 # and is left behind there, as sqsdelay.GroupId is.
 DEDUPLICATION_ID_ATTRIBUTE: Final = "sqsdelay.DeduplicationId"
 OWN_ATTRIBUTES: Final = frozenset(

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqsdelay.core import defaults, identity, message_shape, quotas, wire_format
+from sqsdelay.core import defaults, fifo_dedup, identity, message_shape, quotas, wire_format
 from sqsdelay.core.decision import (
     Forward,
     HandOver,
@@ -361,7 +361,7 @@ def test_a_forward_deduplicates_every_copy_of_one_send_but_never_a_new_send() ->
     assert isinstance(one, Forward) and one == copy
     assert one.request() == {
         "MessageGroupId": "order-7",
-        "MessageDeduplicationId": identity.forward_dedup_id("m-1", T + 5000),
+        "MessageDeduplicationId": fifo_dedup.forward_dedup_id("m-1", T + 5000),
     }
     assert set(one.attributes) == {"Color", wire_format.MESSAGE_ID_ATTRIBUTE}  # no DueAt
     other = forward(staged("order-7", "m-2"), lim=LIM)
@@ -375,7 +375,7 @@ def test_a_forward_deduplicates_every_copy_of_one_send_but_never_a_new_send() ->
     assert isinstance(bare, Forward) and isinstance(again, Forward)
     assert bare.dedup_id == again.dedup_id != one.dedup_id
     carried = staged("g", "m-1", due=None).attributes
-    assert bare.dedup_id == identity.forward_dedup_id_by_content("m-1", "body", carried)
+    assert bare.dedup_id == fifo_dedup.forward_dedup_id_by_content("m-1", "body", carried)
     foreign = forward(staged("g", None, due=None), lim=LIM)  # no id of ours: SQS's id
     assert isinstance(foreign, Forward) and foreign.dedup_id != bare.dedup_id
 
@@ -397,7 +397,7 @@ def test_a_replays_forward_is_a_new_send_and_copies_of_it_are_one() -> None:
     assert (
         replay.dedup_id
         == copy.dedup_id
-        == identity.forward_dedup_id_of_replay("m-1", T + 5000, "e-1")
+        == fifo_dedup.forward_dedup_id_of_replay("m-1", T + 5000, "e-1")
     )
     assert len({first.dedup_id, replay.dedup_id, again.dedup_id}) == 3
     assert replay.attributes[wire_format.REPLAY_ATTRIBUTE]["StringValue"] == "e-1"
@@ -440,8 +440,8 @@ def test_a_claimed_hand_over_into_staging_has_a_key_of_its_claim() -> None:
         return forwarded.dedup_id
 
     first, again, other = claimed("s1"), claimed("s1"), claimed("s2")
-    assert first == again == identity.forward_dedup_id_of_claim("m-1", T + 5000, "s1")
-    unclaimed = identity.forward_dedup_id("m-1", T + 5000)  # also the direct send's key
+    assert first == again == fifo_dedup.forward_dedup_id_of_claim("m-1", T + 5000, "s1")
+    unclaimed = fifo_dedup.forward_dedup_id("m-1", T + 5000)  # also the direct send's key
     assert len({first, other, unclaimed}) == 3
     assert claimed("s1", claims=False) == claimed("s2", claims=False) == unclaimed
     given = {**ident, DEDUP: message_shape.string_attribute("task-7")}  # the caller's wins
@@ -486,8 +486,8 @@ def test_a_forward_is_deduplicated_by_the_callers_id_not_the_due_time() -> None:
     replayed = with_dedup(msg(None, extra={**staged("g", "m-1").attributes, **token}), given)
     replay = forward(replayed, lim=LIM)
     assert isinstance(replay, Forward)
-    assert replay.dedup_id == identity.forward_dedup_id_given("task-7", "e-1") != "task-7"
-    assert replay.dedup_id != identity.forward_dedup_id_given("task-7", "e-2")
+    assert replay.dedup_id == fifo_dedup.forward_dedup_id_given("task-7", "e-1") != "task-7"
+    assert replay.dedup_id != fifo_dedup.forward_dedup_id_given("task-7", "e-2")
 
 
 def test_every_hop_before_the_forward_keeps_the_callers_id() -> None:
@@ -533,7 +533,7 @@ def test_whatever_a_producer_wrote_in_the_attribute_is_handed_over_and_forwarded
     if isinstance(text, str) and identity.is_message_id(text):
         assert f.dedup_id == text and f.level == "info"
     else:
-        assert f.dedup_id == identity.forward_dedup_id("m1", T + 5000)
+        assert f.dedup_id == fifo_dedup.forward_dedup_id("m1", T + 5000)
         assert f.level == "warning" and DEDUP in f.log_fields()["deduplication_id_ignored"]
     assert identity.is_message_id(f.dedup_id)
 
@@ -554,7 +554,7 @@ def test_a_forward_that_ignores_a_bad_id_delivers_the_message_and_logs_a_warning
         for m in stub.queues["orders.fifo"]
     }
     assert sent["m-0"]["MessageDeduplicationId"] == "task-7"
-    assert sent["m-1"]["MessageDeduplicationId"] == identity.forward_dedup_id("m-1", T + 5000)
+    assert sent["m-1"]["MessageDeduplicationId"] == fifo_dedup.forward_dedup_id("m-1", T + 5000)
     assert all(DEDUP not in m["MessageAttributes"] for m in sent.values())
     forwarded = {e["message_id"]: e for e in events(out, "delay.forwarded")}
     assert forwarded["m-0"]["level"] == "info"

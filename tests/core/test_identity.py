@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqsdelay.core import identity, message_shape, parking, wire_format
+from sqsdelay.core import fifo_dedup, identity, message_shape, parking, wire_format
 from sqsdelay.core.decision import Forward, HandOver, Limits, Requeue, decide, forward
 from sqsdelay.core.received import Received
 from sqsdelay.core.send import Message, SendLimits, park_request, plan
@@ -54,9 +54,9 @@ PINNED = {
 def test_the_functions_give_the_values_the_code_gave_before_it_moved() -> None:
     assert identity.send_dedup_id("order-1", NOW) == PINNED["send"]
     assert identity.send_dedup_id("order-1", 1_700_000_000) == PINNED["send at a whole second"]
-    assert identity.forward_dedup_id("order-1", 1_700_000_000_250) == PINNED["fifo at once"]
+    assert fifo_dedup.forward_dedup_id("order-1", 1_700_000_000_250) == PINNED["fifo at once"]
     assert identity.requeue_dedup_id("dd1", "sqs-1") == PINNED["requeue"]
-    assert identity.forward_dedup_id("order-1", T + 5000) == PINNED["forward"]
+    assert fifo_dedup.forward_dedup_id("order-1", T + 5000) == PINNED["forward"]
     assert identity.schedule_name("p-orders-delay.fifo", "order-1") == PINNED["schedule"]
     assert identity.park_dedup_id("order-1", T + 5000) == PINNED["park"]
     assert identity.replay_dedup_id("err-1") == PINNED["replay"]
@@ -64,9 +64,9 @@ def test_the_functions_give_the_values_the_code_gave_before_it_moved() -> None:
         "a": message_shape.string_attribute("v"),
         "bin": {"DataType": "Binary", "BinaryValue": b"\x00\x01"},
     }
-    by_content = identity.forward_dedup_id_by_content("order-1", "b", content)
+    by_content = fifo_dedup.forward_dedup_id_by_content("order-1", "b", content)
     assert by_content == PINNED["forward by content"]
-    replay = identity.forward_dedup_id_given("task-7", "e-1")
+    replay = fifo_dedup.forward_dedup_id_given("task-7", "e-1")
     assert replay == PINNED["replay with a deduplication id"]
 
 
@@ -151,8 +151,8 @@ def test_every_key_is_within_sqs_limits(
         identity.send_dedup_id(ident, now),
         identity.requeue_dedup_id(other, ident),
         identity.requeue_group_id(None, ident),
-        identity.forward_dedup_id(ident, due),
-        identity.forward_dedup_id_by_content(ident, body, attrs),
+        fifo_dedup.forward_dedup_id(ident, due),
+        fifo_dedup.forward_dedup_id_by_content(ident, body, attrs),
         identity.park_dedup_id(ident, due),
         identity.replay_dedup_id(ident),
         identity.new_message_id(),

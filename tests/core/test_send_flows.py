@@ -93,7 +93,7 @@ def test_a_fraction_of_a_second_travels_as_milliseconds_when_there_is_room() -> 
 def test_a_fifo_destination_is_sent_to_now_through_staging_or_through_its_delay_queue() -> None:
     from sqsdelay.aws.sender import plan
     from sqsdelay.core import wire_format
-    from sqsdelay.core.decision import forward_dedup_id
+    from sqsdelay.core.fifo_dedup import forward_dedup_id
 
     s = Settings(region="us-east-1", queue_prefix="p-")
 
