@@ -18,12 +18,10 @@ CALL_MAKERS = {"sqsdelay.aws.callers", "sqsdelay.aws.clients", "sqsdelay.aws.sen
 # any `.send()` or `.run()`: a generator's `send` or an event loop's `run` is no AWS call.
 DRIVES = {"drive", "adrive", "adrive_until_pause"}
 
-# Modules without an AWS call, each until the file that imports it from here can change
-# (aws/worker.py and aws/batch_runner.py are being split, issue 60 §2). This list only
-# shrinks: a module that calls AWS, or is gone, fails until taken off.
+# Modules without an AWS call, each until what it holds moves to core/ (issue 60 §1). This
+# list only shrinks: a module that calls AWS, or is gone, fails until taken off.
 PENDING = {
     "batch_runner.py": "the step's config, state and park targets: to core/ with the split",
-    "capacity.py": "a re-export of core/capacity.py until worker.py imports it from there",
     # The documents are core/emf.py's; where a stdout writer belongs is the split's to say.
     "emf.py": "EmfWriter writes core/emf.py's lines to stdout (worker.py imports it here)",
 }

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from sqsdelay.aws.callers import AsyncCaller
-from sqsdelay.aws.worker import _stopped
+from sqsdelay.aws.receive_driver import _stopped
 from sqsdelay.core.flows import Call, Reply
 
 

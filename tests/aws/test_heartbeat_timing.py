@@ -1,5 +1,5 @@
-"""When a batch's first heartbeat fires (aws/worker.py, core/heartbeat.py): counted from when
-the receive's answer was read, not from when the heartbeat's task first runs. On a loop
+"""When a batch's first heartbeat fires (aws/receive_driver.py, core/heartbeat.py): counted
+from when the receive's answer was read, not from when the heartbeat's task first runs. On a loop
 that lags, the task runs a lag after the answer, and the broker's visibility clock started
 before the answer: a beat counted from the task's start landed after the visibility had run
 out (a saturated machine's `extend_failed`)."""
@@ -42,13 +42,13 @@ def beats(
         return [Reply({"Successful": [{"Id": "0"}], "Failed": []}) for _ in calls]
 
     async def run() -> list[float]:
-        worker._caller = caller  # type: ignore[assignment]
+        worker.driver._caller = caller  # type: ignore[assignment]
         if lag:
             worker._lag.add(time.monotonic(), lag)
         received = [from_boto({"MessageId": "m", "ReceiptHandle": "h", "Body": "b"})]
         started = time.monotonic()
         beat = asyncio.create_task(
-            worker._keep_hidden(
+            worker.driver._keep_hidden(
                 worker.queues[0].trio,
                 received,
                 Outcome(),

@@ -1,4 +1,4 @@
-"""The worker's room for batches that finish on their own (aws/worker.py over
+"""The worker's room for batches that finish on their own (aws/receive_driver.py over
 core/capacity.py, whose own tests are tests/core/test_capacity.py): discovery giving back the
 room of the queues it drops, and a batch that finds no room."""
 
@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from sqsdelay.aws import worker as worker_module
-from sqsdelay.aws.worker import PAUSING_BATCHES, Worker
+from sqsdelay.aws import receive_driver
+from sqsdelay.aws.worker import Worker
+from sqsdelay.core.receive_loops import PAUSING_BATCHES
 from sqsdelay.settings import Settings
 
 
@@ -23,18 +24,18 @@ def test_a_queue_dropped_and_added_fifty_times_leaves_the_room_where_it_started(
         return []
 
     worker._problems = no_problems  # type: ignore[method-assign]
-    worker._spawn = lambda tg, q: spawned.append(q)  # type: ignore[method-assign]
+    worker.driver._spawn = lambda tg, q: spawned.append(q)  # type: ignore[method-assign]
 
     async def run() -> None:
-        start = worker.pausing_room
+        start = worker.driver.pausing_room
         await worker._refresh(None, ["p-steady-delay.fifo"])  # type: ignore[arg-type]
-        steady = worker.pausing_room
+        steady = worker.driver.pausing_room
         assert steady == start + PAUSING_BATCHES * 10 * 3
         for _ in range(50):
             await worker._refresh(None, ["p-steady-delay.fifo", "p-flaky-delay.fifo"])  # type: ignore[arg-type]
-            assert worker.pausing_room == steady + PAUSING_BATCHES * 10 * 3
+            assert worker.driver.pausing_room == steady + PAUSING_BATCHES * 10 * 3
             await worker._refresh(None, ["p-steady-delay.fifo"])  # type: ignore[arg-type]
-        assert worker.pausing_room == steady
+        assert worker.driver.pausing_room == steady
         assert len(spawned) == 51  # steady once, flaky each time it came back
 
     asyncio.run(run())
@@ -48,7 +49,7 @@ def test_a_batch_that_finds_no_room_is_finished_by_its_loop(
     (a waiting acquire never returned there, and SIGTERM never completed)."""
     settings = Settings(region="us-east-1", queue_prefix="p-", concurrency=3)
     worker = Worker(settings, ["*"])
-    assert worker.pausing_room == 0  # nothing found yet, or the last queue dropped
+    assert worker.driver.pausing_room == 0  # nothing found yet, or the last queue dropped
     driven: list[Any] = []
 
     async def until_pause(flow: Any, caller: Any) -> list[str]:
@@ -57,13 +58,13 @@ def test_a_batch_that_finds_no_room_is_finished_by_its_loop(
     async def drive(flow: Any, caller: Any, pending: Any = None) -> None:
         driven.append(pending)
 
-    monkeypatch.setattr(worker_module, "adrive_until_pause", until_pause)
-    monkeypatch.setattr(worker_module, "adrive", drive)
+    monkeypatch.setattr(receive_driver, "adrive_until_pause", until_pause)
+    monkeypatch.setattr(receive_driver, "adrive", drive)
     worker.batches.flow = lambda *a, **k: "flow"  # type: ignore[method-assign,assignment,return-value]
-    worker._caller = object()  # type: ignore[assignment]
+    worker.driver._caller = object()  # type: ignore[assignment]
     raw = [{"MessageId": "m1", "ReceiptHandle": "r1", "Body": "b"}]
-    queue = worker_module.QueueLoops(worker.resolver.trio_of_delay_queue("p-orders-delay.fifo"))
+    queue = receive_driver.QueueLoops(worker.resolver.trio_of_delay_queue("p-orders-delay.fifo"))
 
-    asyncio.run(asyncio.wait_for(worker._process(queue, raw, 3), timeout=5))
+    asyncio.run(asyncio.wait_for(worker.driver._process(queue, raw, 3), timeout=5))
     assert driven == [["a hand-over waiting out its fraction of a second"]]
-    assert worker._pausing.held == 0
+    assert worker.driver._pausing.held == 0

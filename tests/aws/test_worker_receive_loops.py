@@ -1,5 +1,5 @@
-"""A busy queue's receive loops in the worker (aws/worker.py, following
-core/receive_loops.py's demand) against scripted receive answers: a backlog gets extra loops
+"""A busy queue's receive loops in the worker (aws/receive_driver.py, following
+core/receive_loops.py's rules) against scripted receive answers: a backlog gets extra loops
 whether its receives come back full or short (as SQS's do), never more than the pool and
 the concurrency allow, and once any loop finds it drained (an empty receive), no extra loop
 polls again."""
@@ -62,7 +62,8 @@ def drain(visible: int, most: int, polls: int = 3) -> tuple[Worker, Queue]:
 
     async def run() -> tuple[Worker, Queue]:
         worker = Worker(settings, ["orders"])
-        queue = Queue(visible=visible, stop=worker._stop, most=most)
+        driver = worker.driver
+        queue = Queue(visible=visible, stop=driver._stop, most=most)
         processed, active, done = [0], [0], asyncio.Event()
         batches = iter(range(1000))
 
@@ -76,13 +77,13 @@ def drain(visible: int, most: int, polls: int = 3) -> tuple[Worker, Queue]:
             if processed[0] == visible and not active[0]:
                 done.set()  # each loop has gone on from its last batch: polled, or ended
 
-        worker._poller = queue  # type: ignore[assignment]
-        worker._process = process  # type: ignore[method-assign]
-        worker._idle_period = None  # long-poll from the start: no counts
-        worker._polls = polls
+        driver._poller = queue  # type: ignore[assignment]
+        driver._process = process  # type: ignore[method-assign]
+        driver._idle_period = None  # long-poll from the start: no counts
+        driver._polls = polls
         loops = worker.queues[0]
         async with asyncio.TaskGroup() as tg:
-            worker._spawn(tg, loops)
+            driver._spawn(tg, loops)
             await until(done.is_set, f"{visible} messages processed")
             # After the drain: an empty receive came back, every extra loop has ended, and the
             # first loop polls on. A regression that polls again from an extra loop never gets

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from sqsdelay.aws import worker as worker_module
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Sender
+from sqsdelay.core import receive_loops
 from sqsdelay.core.discovery import changes, delay_queues
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
@@ -158,7 +158,7 @@ def test_a_busy_queue_takes_spare_polls_never_another_queues(
     """Room for 8 long polls, 6 queues: the busy one may add one loop (8 - 6, less the
     eighth kept for queues found later), not its 3 more; the others still hand over, none
     early (how late depends on how busy the machine is: moto serves every queue)."""
-    monkeypatch.setattr(worker_module, "DISCOVERY_POLLS", 8)
+    monkeypatch.setattr(receive_loops, "DISCOVERY_POLLS", 8)
     names = ["busy", "a", "b", "c", "d", "e"]
     urls = install(fleet, sqs, *names)
     busy = urls["busy-delay.fifo"]
