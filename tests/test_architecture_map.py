@@ -88,7 +88,6 @@ NOT_YET = {
     "cost/render/charts.py": "test_cost_report.py",
     "cost/render/files.py": "test_formats.py",
     "cost/render/html.py": "test_cost_report.py",
-    "cost/render/text.py": "test_months_sql.py, test_terminal.py",
     "cost/run.py": "test_cost_report.py, integration/test_cli.py",
     "cost/session.py": "test_cost_report_processes.py",
     "cost/whatif.py": "test_cost_report.py",

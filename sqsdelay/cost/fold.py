@@ -19,8 +19,9 @@ from sqsdelay.core import queue_names, quotas, tags, wire_format
 from sqsdelay.cost import bill as b
 from sqsdelay.cost.collect import to_pandas
 from sqsdelay.cost.focus import DYNAMODB, SCHEDULER, SQS
-from sqsdelay.cost.money import Billed, route_requests
-from sqsdelay.cost.pricing import Pricing, Quantities, Requests
+from sqsdelay.cost.money import Billed, estimated_requests, route_requests
+from sqsdelay.cost.pricing import Pricing
+from sqsdelay.cost.request_counts import Quantities, Requests
 
 # The report's tables show this many destinations by name (times the months, times two
 # routes: a few thousand rows at most); `--top-destinations` changes it.
@@ -176,11 +177,12 @@ def fold(
         .agg(*(F.sum(c).alias(c) for c in parts))
         .persist()  # ranked here, and the FOCUS rows later
     )
-    cost = Billed(
-        fifo=F.col("fifo") + F.col("destination_fifo") + F.col("idle_poll_requests"),
-        standard=F.col("standard") + F.col("staging_poll_requests"),
-        invocations=F.col("invocations"),
-    ).cost(pricing)
+    cost = estimated_requests(
+        Billed(F.col("fifo"), F.col("standard"), F.col("invocations")),
+        destination_fifo=F.col("destination_fifo"),
+        delay_polls=F.col("idle_poll_requests"),
+        staging_polls=F.col("staging_poll_requests"),
+    ).cost(pricing)  # at first-tier list prices: a ranking, not the estimate
     rank = per_month.groupBy("destination").agg(F.sum(cost).alias("usd"))
     if bill is not None:
         listed = (

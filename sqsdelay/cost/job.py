@@ -23,13 +23,8 @@ from sqsdelay.cost.fold import (
 )
 from sqsdelay.cost.inputs import KINDS, PRICED, carried_over
 from sqsdelay.cost.months_sql import month_of, month_start_micros, month_text
-from sqsdelay.cost.pricing import (
-    AT_SEND,
-    Pricing,
-    Quantities,
-    park_break_even_seconds,
-    quantities,
-)
+from sqsdelay.cost.pricing import Pricing, park_break_even_seconds
+from sqsdelay.cost.request_counts import AT_SEND, Quantities, quantities
 from sqsdelay.cost.sql import Sql, SqlOps, literal
 
 QUANTITY_SUMS = [f.name for f in fields(Quantities) if f.name != "messages"]

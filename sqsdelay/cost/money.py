@@ -1,7 +1,13 @@
-"""Requests turned into money, written once: each model's requests and cost (`model_costs`),
-the requests of the route each message took (`route_requests`), an aggregate priced
-(`priced`), the volume tiers, the registry, and one message's estimate. The same formulas
-price a number, a pandas column or a Spark column.
+"""Requests into money, the whole rule in one place (issue 60 §2): what each model's requests
+cost at first-tier list prices (`Billed`, `model_costs`, `priced`), which requests the
+estimate bills (`estimated_requests`: the route each message took, a FIFO destination's
+forwards, the idle polls), how a month's requests meet the volume tiers and the free tiers
+(`tiered_cost`, `month_cost`, `monthly_estimate`), the registry, one message's estimate, and
+how money is rounded and written (`round_money`, `amount`, `money`). The same formulas price
+a number, a pandas column or a Spark column.
+
+How many requests a message makes is `cost/request_counts.py`'s; the prices are
+`cost/pricing.py`'s.
 """
 
 from __future__ import annotations
@@ -11,28 +17,35 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from sqsdelay.cost.pricing import (
-    Pricing,
-    PythonOps,
-    Quantities,
-    Requests,
-    load_pricing,
-    park_break_even_seconds,
-    requests,
-)
+from sqsdelay.cost.pricing import Pricing, load_pricing, park_break_even_seconds
+from sqsdelay.cost.request_counts import PythonOps, Quantities, Requests, requests
+from sqsdelay.errors import InvalidInput
 
 MODELS = ["reference", "exact", "batched", "parked", "scheduler"]
 
 
+def places(x: float) -> int:
+    """How many decimals money shows: cents, or 4 below one cent (so that a small cost does
+    not read as nothing)."""
+    return 4 if 0 < abs(x) < 0.01 else 2
+
+
 def round_money(x: float) -> float:
-    """Cents, or 4 decimals below one cent: no float noise shown as money."""
+    """Money as the report's figures hold it: rounded to `places` (no float noise shown as
+    money). NaN stays NaN."""
     if x != x:  # NaN
         return x
-    return round(x, 4) if abs(x) < 0.01 else round(x, 2)
+    return round(x, places(x))
+
+
+def amount(x: float) -> str:
+    """A figure of money as a table shows it, without its currency: `places` decimals and
+    thousands separators (1,234.57; 0.0046)."""
+    return f"{x:,.{places(x)}f}"
 
 
 def money(x: float, currency: str) -> str:
-    """The report's one money format: two decimals with thousands separators."""
+    """Money in a sentence: two decimals with thousands separators, and its currency."""
     return f"{x:,.2f} {currency}"
 
 
@@ -153,6 +166,73 @@ def tiered_cost(
         lower = upper
     assert lower == math.inf
     return cost
+
+
+# The account's free tiers the report can apply (--free-tier). They are the account's, shared
+# with everything else in it: the estimate is incremental cost unless asked.
+FREE_TIERS = ("sqs", "scheduler")
+
+
+def check_free_tiers(free_tier: frozenset[str]) -> None:
+    """Refuse a free tier not in `FREE_TIERS`, saying what --free-tier takes."""
+    unknown = set(free_tier) - set(FREE_TIERS)
+    if unknown:
+        raise InvalidInput(f"--free-tier takes {' or '.join(FREE_TIERS)}, not {sorted(unknown)}")
+
+
+def billed_invocations(invocations: Any, pricing: Pricing, free_tier: frozenset[str]) -> Any:
+    """A month's Scheduler invocations that are paid (a pandas column, one row a month): all
+    of them, or those beyond the free invocations of a month when the Scheduler's free tier
+    is applied."""
+    if "scheduler" not in free_tier:
+        return invocations
+    return (invocations - pricing.scheduler_free_invocations_per_month).clip(lower=0)
+
+
+def free_invocations_cost(invocations: Any, pricing: Pricing, free_tier: frozenset[str]) -> float:
+    """What the Scheduler's free tier takes off these monthly invocations (0 unless it is
+    applied), at Scheduler's price."""
+    free = float((invocations - billed_invocations(invocations, pricing, free_tier)).sum())
+    return float(Billed(0.0, 0.0, free).cost(pricing))
+
+
+def estimated_requests(
+    route: Billed, *, destination_fifo: Any, delay_polls: Any, staging_polls: Any
+) -> Billed:
+    """The requests the estimate bills, for the route each message took (`route_requests`):
+    FIFO, the delay queue's with a FIFO destination's own (its forwards) and the delay
+    queue's idle long polls; standard, the route's with a FIFO destination's staging queue's
+    long polls; and parked messages' Scheduler invocations. Numbers, pandas or Spark columns."""
+    return Billed(
+        fifo=route.fifo + destination_fifo + delay_polls,
+        standard=route.standard + staging_polls,
+        invocations=route.invocations,
+    )
+
+
+def monthly_estimate(by_month: Any, pricing: Pricing, free_tier: frozenset[str]) -> list[float]:
+    """Each usage month's estimate (a row of `by_month`: the `priced` columns and the idle
+    polls summed per month): the month's `estimated_requests`, FIFO and standard through the
+    volume tiers (`tiered_cost`), and the paid Scheduler invocations; the account's free
+    tiers only when asked."""
+    month = estimated_requests(
+        Billed(
+            by_month["estimated_fifo"],
+            by_month["estimated_standard"],
+            by_month["estimated_invocations"],
+        ),
+        destination_fifo=by_month["estimated_destination_fifo"],
+        delay_polls=by_month["idle_poll_requests"],
+        staging_polls=by_month["staging_poll_requests"],
+    )
+    paid = billed_invocations(month.invocations, pricing, free_tier)
+    scheduler = Billed(0.0, 0.0, paid).cost(pricing)
+    free = pricing.free_requests_per_month if "sqs" in free_tier else 0
+    return [
+        tiered_cost(float(month.fifo[m]), float(month.standard[m]), pricing, free=free)
+        + float(scheduler[m])
+        for m in by_month.index
+    ]
 
 
 def registry_cost(writes: Any, reads: Any, pricing: Pricing) -> Any:

@@ -7,9 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqsdelay.cost.money import money, round_money
-from sqsdelay.cost.pricing import (
-    Pricing,
-)
+from sqsdelay.cost.pricing import Pricing
 from sqsdelay.errors import InvalidInput
 
 

@@ -1,4 +1,4 @@
-"""The pricing formulas as Spark SQL text, built in Python.
+"""The request-count formulas (`cost/request_counts.py`) as Spark SQL text, built in Python.
 
 The same `quantities` that evaluate one message (`PythonOps`) build the job's columns. Built
 as PySpark `Column`s, every `+`, `*` and `F.when` is a round trip to the JVM (py4j): about
@@ -78,7 +78,7 @@ def literal(value: Any) -> str:
 
 
 class SqlOps:
-    """The pricing formulas' operations (`pricing.Ops`) as SQL text."""
+    """The formulas' operations (`request_counts.Ops`) as SQL text."""
 
     def ceil(self, x: Any) -> Sql:
         return Sql(f"ceil({literal(x)})")

@@ -1,6 +1,7 @@
-"""The cost report's summary: the small aggregate priced into tables and a JSON-ready
-summary (models, tiers, the free tier, the options, the cost of running). Pure pandas on a
-few thousand rows at most; rendering is `render/`.
+"""The cost report's summary: the small aggregate, priced by `cost/money.py` (what requests
+cost, which meet the tiers and the free tiers, how money is rounded), laid out in tables and
+a JSON-ready summary (models, the options cheapest first, the months, the cost of running).
+Pure pandas on a few thousand rows at most; rendering is `render/`.
 """
 
 from __future__ import annotations
@@ -14,14 +15,19 @@ from sqsdelay.core.queue_trios import Role
 from sqsdelay.cost import focus as focus_rows
 from sqsdelay.cost.bands import BAND_ORDER
 from sqsdelay.cost.job import Aggregate
-from sqsdelay.cost.money import MODELS, Billed, priced, round_money, tiered_cost
-from sqsdelay.cost.operating_cost import Running, running_costs
-from sqsdelay.cost.pricing import (
-    REGISTRY_READ_UNITS_PER_HOP,
-    REGISTRY_WRITE_UNITS,
-    Pricing,
+from sqsdelay.cost.money import (
+    MODELS,
+    Billed,
+    check_free_tiers,
+    free_invocations_cost,
+    monthly_estimate,
+    priced,
+    round_money,
 )
+from sqsdelay.cost.operating_cost import Running, running_costs
+from sqsdelay.cost.pricing import Pricing
 from sqsdelay.cost.reconcile import reconcile
+from sqsdelay.cost.request_counts import REGISTRY_READ_UNITS_PER_HOP, REGISTRY_WRITE_UNITS
 from sqsdelay.errors import InvalidInput
 
 MODEL_TITLES = {
@@ -71,16 +77,6 @@ SUMS = [
 PRICED_KINDS = ("scheduled", "carried_over")
 
 
-FREE_TIERS = ("sqs", "scheduler")
-
-
-def _free_scheduler(invocations: Any, pricing: Pricing, free: frozenset[str]) -> Any:
-    """Scheduler invocations billed after the account's free tier (when applied), per month."""
-    if "scheduler" not in free:
-        return invocations
-    return (invocations - pricing.scheduler_free_invocations_per_month).clip(lower=0)
-
-
 def build(
     agg: Aggregate,
     pricing: Pricing,
@@ -94,9 +90,7 @@ def build(
 ) -> Report:
     import pandas as pd
 
-    unknown = set(free_tier) - set(FREE_TIERS)
-    if unknown:
-        raise InvalidInput(f"--free-tier takes {' or '.join(FREE_TIERS)}, not {sorted(unknown)}")
+    check_free_tiers(free_tier)
     shape = agg.shape
     counts = {k: round(float(n)) for k, n in shape.groupby("kind")["messages"].sum().items()}
     scheduled = shape[shape["kind"].isin(PRICED_KINDS)]
@@ -143,16 +137,7 @@ def build(
     delayed = round(float(totals["delayed_messages"]))
     monthly = {str(m): round_money(float(c)) for m, c in by_month["estimated_cost"].items()}
     free_invocations = {
-        model: Billed(
-            0.0,
-            0.0,
-            float(
-                (
-                    by_month[f"{model}_invocations"]
-                    - _free_scheduler(by_month[f"{model}_invocations"], pricing, free_tier)
-                ).sum()
-            ),
-        ).cost(pricing)
+        model: free_invocations_cost(by_month[f"{model}_invocations"], pricing, free_tier)
         for model in ("parked", "scheduler")
     }
     reconciliation, bill_notes = reconcile(by_dest_month, rows, agg.bill, pricing)
@@ -273,7 +258,7 @@ def _by_destination_and_month(
     by_dest_month["delays_requests"] = sum(queues[r].requests for r in booked)
     by_dest_month["delays_cost"] = sum(queues[r].cost(pricing) for r in booked)
     by_month = by_dest_month.groupby(level="month").sum()
-    by_month["estimated_cost"] = _estimated(by_month, pricing, free_tier)
+    by_month["estimated_cost"] = monthly_estimate(by_month, pricing, free_tier)
     by_destination = by_dest_month.groupby(level="destination").sum()
     by_destination = by_destination.sort_values("batched_cost", ascending=False)
     return by_dest_month, by_month, by_destination
@@ -365,25 +350,6 @@ def _assumptions(
         "backups (its records, until 14 days after due), and the worker's compute (Fargate "
         "task size and count, or Lambda memory and time per batch); inputs in summary.json "
         "`running_inputs` (defaults from infra/, --running FILE).",
-    ]
-
-
-def _estimated(by_month: Any, pricing: Pricing, free_tier: frozenset[str]) -> Any:
-    """Each usage month's estimate, for the route each message took: the FIFO and standard
-    requests and the idle polls through the volume tiers, and parked messages' Scheduler
-    invocations; the account's free tiers only when asked."""
-    fifo = (
-        by_month["estimated_fifo"]
-        + by_month["estimated_destination_fifo"]
-        + by_month["idle_poll_requests"]
-    )
-    standard = by_month["estimated_standard"] + by_month["staging_poll_requests"]
-    invocations = by_month["estimated_invocations"]
-    scheduler = Billed(0.0, 0.0, _free_scheduler(invocations, pricing, free_tier)).cost(pricing)
-    free = pricing.free_requests_per_month if "sqs" in free_tier else 0
-    return [
-        tiered_cost(float(fifo[m]), float(standard[m]), pricing, free=free) + float(scheduler[m])
-        for m in by_month.index
     ]
 
 

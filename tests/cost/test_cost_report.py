@@ -16,7 +16,8 @@ from sqsdelay.cost.inputs import envelope_texts, read_scheduled
 from sqsdelay.cost.job import aggregate
 from sqsdelay.cost.money import priced, round_money
 from sqsdelay.cost.options import ReportRequest
-from sqsdelay.cost.pricing import PythonOps, load_pricing, requests
+from sqsdelay.cost.pricing import load_pricing
+from sqsdelay.cost.request_counts import PythonOps, requests
 from sqsdelay.cost.run import run_report
 from sqsdelay.cost.whatif import WhatIf
 from sqsdelay.cost.workload import generate

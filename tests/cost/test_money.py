@@ -1,6 +1,6 @@
 """Requests turned into money (cost/money.py): one message's estimate, the volume tiers and
-free tier, the registry's request units, each model's bill, the route a message took, and
-how money is written."""
+the free tiers, which requests a month's estimate bills, the registry's request units, each
+model's bill, the route a message took, and how money is rounded and written."""
 
 from __future__ import annotations
 
@@ -11,13 +11,24 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sqsdelay.cost.money import (
+    FREE_TIERS,
     MODELS,
+    Billed,
+    amount,
     billed,
+    billed_invocations,
+    check_free_tiers,
     estimate,
+    estimated_requests,
+    free_invocations_cost,
     model_costs,
     money,
+    monthly_estimate,
+    places,
     priced,
     registry_cost,
     round_money,
@@ -25,7 +36,12 @@ from sqsdelay.cost.money import (
     tiered_cost,
     unit_money,
 )
-from sqsdelay.cost.pricing import NEVER, PythonOps, Requests, load_pricing, quantities
+from sqsdelay.cost.pricing import load_pricing
+from sqsdelay.cost.request_counts import NEVER, PythonOps, Requests, quantities
+from sqsdelay.errors import InvalidInput
+
+PRICES = load_pricing()
+FREE = PRICES.scheduler_free_invocations_per_month
 
 
 def test_reference_example_one_year() -> None:
@@ -179,3 +195,137 @@ def test_an_aggregate_is_priced_row_by_row_as_each_rows_messages_are() -> None:
     assert df["estimated_fifo"][1] == pytest.approx(Requests.of(parked).parked_fifo)
     assert list(df["delayed_messages"]) == [1, 1]
     assert "parked_route" in agg and "exact_cost" not in agg  # the input is left as it was
+
+
+# The shipped tiers: FIFO 0.50, 0.40, 0.35 and standard 0.40, 0.30, 0.24 per million, the
+# first up to 100 billion requests a month, the second up to 200 billion.
+BOUNDS = [100e9, 200e9]
+VOLUME = st.integers(0, 300 * 10**9)
+
+
+@given(VOLUME, VOLUME, st.integers(0, 10**9), st.integers(0, 10**9), st.sampled_from([0, None]))
+def test_a_months_cost_through_the_tiers_never_falls_when_requests_are_added(
+    fifo: int, standard: int, more_fifo: int, more_standard: int, free: int | None
+) -> None:
+    before = tiered_cost(fifo, standard, PRICES, free=free)
+    after = tiered_cost(fifo + more_fifo, standard + more_standard, PRICES, free=free)
+    assert after >= before - 1e-9 * before
+    assert before >= 0
+
+
+@given(st.sampled_from([0, *BOUNDS]), st.integers(-3, 3), st.sampled_from(["fifo", "standard"]))
+def test_one_more_request_costs_the_price_of_the_tier_it_falls_in(
+    bound: float, offset: int, kind: str
+) -> None:
+    """Request n + 1 of a month, FIFO or standard alone and no free tier, costs its tier's
+    price: the tier's own up to its limit, included; the next one's from one above."""
+    n = max(0, int(bound) + offset)
+    tier = next(
+        t for t in PRICES.sqs_tiers if t.up_to_requests is None or n + 1 <= t.up_to_requests
+    )
+    price = (tier.fifo_per_million if kind == "fifo" else tier.standard_per_million) / 1e6
+
+    def cost(requests: int) -> float:
+        counts = (requests, 0) if kind == "fifo" else (0, requests)
+        return tiered_cost(*counts, PRICES, free=0)
+
+    assert cost(n + 1) - cost(n) == pytest.approx(price, rel=1e-3)
+
+
+def test_the_tier_limits_are_exact() -> None:
+    """The first 100 billion requests at the first tier's price, not one more."""
+    assert tiered_cost(100e9, 0, PRICES, free=0) == 100e9 * 0.5e-6
+    assert tiered_cost(200e9, 0, PRICES, free=0) == 100e9 * 0.5e-6 + 100e9 * 0.4e-6
+    above = tiered_cost(100e9 + 1, 0, PRICES, free=0) - tiered_cost(100e9, 0, PRICES, free=0)
+    assert above == pytest.approx(0.4e-6, rel=1e-3)
+    # standard after FIFO fills the first tier's volume: the second tier's standard price
+    mixed = tiered_cost(100e9, 1_000, PRICES, free=0) - tiered_cost(100e9, 0, PRICES, free=0)
+    assert mixed == pytest.approx(1_000 * 0.3e-6, rel=1e-6)
+
+
+@given(st.integers(0, 3 * 10**6), st.integers(0, 3 * 10**6))
+def test_the_sqs_free_tier_takes_fifo_first_and_costs_nothing_within_it(
+    fifo: int, standard: int
+) -> None:
+    free = min(PRICES.free_requests_per_month, fifo + standard)
+    cost = tiered_cost(fifo, standard, PRICES)
+    if fifo + standard == free:
+        assert cost == 0
+    billable_fifo = max(0, fifo - free)
+    billable_standard = standard - max(0, free - fifo)
+    assert cost == pytest.approx(billable_fifo * 0.5e-6 + billable_standard * 0.4e-6, abs=1e-12)
+
+
+def test_money_shows_cents_or_four_places_below_a_cent_in_tables_and_figures_alike() -> None:
+    shown = [places(x) for x in (0, 0.01, -0.01, 0.0099, -0.004, 1e-9, 12.3)]
+    assert shown == [2, 2, 2, 4, 4, 4, 2]
+    assert [amount(x) for x in (0, 1234.567, 0.004567, -0.004567, 0.01)] == [
+        "0.00",
+        "1,234.57",
+        "0.0046",
+        "-0.0046",
+        "0.01",
+    ]
+
+
+@given(st.floats(-1e12, 1e12, allow_nan=False))
+def test_a_tables_figure_is_the_rounded_figure_written_out(x: float) -> None:
+    """`amount` writes what `round_money` keeps: the report's files and its pages agree."""
+    assert float(amount(x).replace(",", "")) == round_money(x)
+
+
+def test_only_the_free_tiers_the_report_knows_are_taken() -> None:
+    assert FREE_TIERS == ("sqs", "scheduler")
+    check_free_tiers(frozenset({"sqs", "scheduler"}))
+    check_free_tiers(frozenset())
+    with pytest.raises(
+        InvalidInput, match="--free-tier takes sqs or scheduler, not \\['lambda'\\]"
+    ):
+        check_free_tiers(frozenset({"lambda", "sqs"}))
+
+
+def test_the_schedulers_free_tier_counts_only_when_asked_and_never_below_zero() -> None:
+    invocations = pd.Series([FREE - 1, FREE + 5, 3 * FREE])
+    assert list(billed_invocations(invocations, PRICES, frozenset())) == list(invocations)
+    paid = billed_invocations(invocations, PRICES, frozenset({"scheduler"}))
+    assert list(paid) == [0, 5, 2 * FREE]
+    saved = free_invocations_cost(invocations, PRICES, frozenset({"scheduler"}))
+    assert saved == pytest.approx((FREE - 1 + FREE + FREE) * 1e-6)
+    assert free_invocations_cost(invocations, PRICES, frozenset({"sqs"})) == 0
+
+
+def test_the_estimate_bills_the_route_the_destinations_forwards_and_the_idle_polls() -> None:
+    route = Billed(fifo=1.0, standard=2.0, invocations=3.0)
+    got = estimated_requests(route, destination_fifo=10.0, delay_polls=100.0, staging_polls=1e3)
+    assert (got.fifo, got.standard, got.invocations) == (111.0, 1002.0, 3.0)
+
+
+def test_each_months_estimate_goes_through_the_tiers_with_the_idle_polls_and_invocations() -> None:
+    by_month = pd.DataFrame(
+        {
+            "estimated_fifo": [1e6, 2e9],
+            "estimated_destination_fifo": [0.0, 1e6],
+            "idle_poll_requests": [129_600.0, 129_600.0],
+            "estimated_standard": [5e5, 3e9],
+            "staging_poll_requests": [0.0, 129_600.0],
+            "estimated_invocations": [10.0, 2e7],
+        },
+        index=["2026-01", "2026-02"],
+    )
+    for free_tier in (frozenset(), frozenset({"sqs", "scheduler"})):
+        got = monthly_estimate(by_month, PRICES, free_tier)
+        free = 1e6 if "sqs" in free_tier else 0
+        invocations = by_month["estimated_invocations"]
+        if "scheduler" in free_tier:
+            invocations = (invocations - FREE).clip(lower=0)
+        for i, month in enumerate(by_month.itertuples()):
+            fifo = month.estimated_fifo + month.estimated_destination_fifo
+            fifo += month.idle_poll_requests
+            standard = month.estimated_standard + month.staging_poll_requests
+            expected = tiered_cost(fifo, standard, PRICES, free=free)
+            expected += invocations.iloc[i] * PRICES.scheduler_price
+            assert got[i] == pytest.approx(expected)
+    assert (
+        monthly_estimate(by_month, PRICES, frozenset({"scheduler"}))[0]
+        < monthly_estimate(by_month, PRICES, frozenset())[0]
+    )

@@ -7,7 +7,7 @@ import duckdb
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sqsdelay.cost.pricing import PythonOps, quantities
+from sqsdelay.cost.request_counts import PythonOps, quantities
 from sqsdelay.cost.sql import Sql, SqlOps, literal
 
 

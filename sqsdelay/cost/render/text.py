@@ -1,13 +1,13 @@
 """The report's words: the sentence that compares the options, the cost-of-running lines,
-and how a table cell is written. Shared by the HTML page, the terminal and the demo; money's
-one format is `cost/money.py`'s."""
+and how a table cell is written. Shared by the HTML page, the terminal and the demo; how
+money is rounded and written is `cost/money.py`'s (`amount`, `money`)."""
 
 from __future__ import annotations
 
 import html
 from typing import Any
 
-from sqsdelay.cost.money import money
+from sqsdelay.cost.money import amount, money
 
 
 def comparison(summary: dict[str, Any]) -> str:
@@ -45,8 +45,8 @@ COUNT, MONEY, TEXT = "count", "money", "text"
 def cell(value: Any, kind: str) -> str:
     if kind == TEXT:
         return html.escape(str(value))
-    if value != value:  # NaN
+    if value != value:  # NaN: an empty cell
         return ""
     if kind == COUNT:
         return f"{value:,.0f}"
-    return f"{value:,.4f}" if 0 < abs(value) < 0.01 else f"{value:,.2f}"
+    return amount(value)
