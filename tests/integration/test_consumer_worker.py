@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -20,7 +21,9 @@ from sqsdelay import consumer
 from sqsdelay.aws.sender import Sender
 from sqsdelay.core import wire_format
 from sqsdelay.settings import Settings
+from tests.support import handovers
 from tests.support.consumerkit import counts, install, lambda_record, receive_one
+from tests.support.handovers import assert_handed_over_in_time
 from tests.support.workerkit import Collector
 
 pytestmark = pytest.mark.slow
@@ -35,11 +38,13 @@ class Stack:
     env: dict[str, str]
     urls: dict[str, str]
     sqs: Any
+    log: Path  # the worker's events, every hop's delay.requeued among them
 
 
 @pytest.fixture(scope="module")
-def stack(moto_url: str) -> Iterator[Stack]:
+def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     prefix = f"c{uuid.uuid4().hex[:8]}-"
+    log = tmp_path_factory.mktemp("consumer-worker") / "events.jsonl"
     env = {
         **os.environ,
         "SQSDELAY_ENDPOINT_URL": moto_url,
@@ -48,6 +53,7 @@ def stack(moto_url: str) -> Iterator[Stack]:
         "SQSDELAY_MAX_NATIVE_DELAY_SECONDS": str(CYCLE),
         "SQSDELAY_WAIT_TIME_SECONDS": "1",
     }
+    worker_env = {**env, "SQSDELAY_LOG_FILE": str(log), "SQSDELAY_LOG_LEVEL": "DEBUG"}
     settings = Settings(
         endpoint_url=moto_url,
         region="us-east-1",
@@ -59,12 +65,12 @@ def stack(moto_url: str) -> Iterator[Stack]:
     urls = install(settings, sqs, "orders")
     worker = subprocess.Popen(
         [sys.executable, "-m", "sqsdelay", "worker", "orders"],
-        env=env,
+        env=worker_env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        yield Stack(settings, env, urls, sqs)
+        yield Stack(settings, env, urls, sqs, log)
     finally:
         worker.terminate()
         worker.wait(timeout=30)
@@ -83,6 +89,7 @@ def test_a_retry_of_more_than_twelve_hours_of_hops_arrives_once_on_time(stack: S
     delay = HOPS * CYCLE + 0.5
     due = time.time() + delay
     done = consumer.retry_later(record, delay, sender=sender)
+    around = (due - delay, time.time())  # the retry's send lies between
     assert done.sent is not None and done.sent.route == "delay-queue"
     assert counts(stack.sqs, stack.urls["orders"]) == (0, 0, 0)  # the original is gone
     collector = Collector(stack.sqs, stack.urls["orders"])
@@ -91,7 +98,11 @@ def test_a_retry_of_more_than_twelve_hours_of_hops_arrives_once_on_time(stack: S
     assert len(collector.got) == 1
     late = got.at - due
     print(f"retry of {HOPS} cycles: {late:+.3f} s from due")
-    assert 0 <= late <= 1.0, late
+    # Its due time kept over 49 hops (no drift), at most a cycle carried, no extra hop: the
+    # worker's own figures. Timed, only more than 5 cycles late shows on a busy machine.
+    hops = handovers.read(stack.log)
+    assert_handed_over_in_time(hops, done.message_id, delay=delay, cycle=CYCLE, sent_between=around)
+    assert 0 <= late < 5.0, late
     assert got.body == "call the partner tomorrow" and got.attributes["k"]["StringValue"] == "v"
     assert got.attributes[wire_format.ATTEMPT_ATTRIBUTE]["StringValue"] == "1"
     assert got.attributes[wire_format.MESSAGE_ID_ATTRIBUTE]["StringValue"] == done.message_id
