@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqsdelay.cost.money import round_money
+from sqsdelay.cost.money import amount, round_money
 from sqsdelay.cost.render.text import (
     COUNT,
     MONEY,
@@ -24,13 +24,9 @@ def test_a_cell_is_a_count_money_or_escaped_text_and_nan_is_empty() -> None:
     assert cell(1235.5, COUNT) == "1,236"
     assert cell("<b>&", TEXT) == "&lt;b&gt;&amp;"
     assert cell(float("nan"), COUNT) == cell(float("nan"), MONEY) == ""
-    assert [cell(x, MONEY) for x in (0.0, 1234.567, 0.004567, -0.004567, 0.00999)] == [
-        "0.00",
-        "1,234.57",
-        "0.0046",
-        "-0.0046",
-        "0.0100",
-    ]
+    figures = (0.0, 1234.567, 0.004567, -0.004567, 0.00999)
+    assert [cell(x, MONEY) for x in figures] == [amount(x) for x in figures]
+    assert cell(0.004567, MONEY) == "0.0046"  # below a cent: four places, not "0.00"
 
 
 @given(st.floats(-1e12, 1e12, allow_nan=False))
