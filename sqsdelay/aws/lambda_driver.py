@@ -15,8 +15,8 @@ from typing import Any
 from sqsdelay.aws.batch_runner import BatchRunner
 from sqsdelay.aws.callers import SyncCaller
 from sqsdelay.aws.clients import observe, sync_clients
-from sqsdelay.aws.emf import EmfWriter
 from sqsdelay.aws.queue_urls import QueueResolver
+from sqsdelay.core.emf import EmfWriter
 from sqsdelay.core.flows import drive
 from sqsdelay.core.outcomes import Outcome
 from sqsdelay.core.received import Received, from_lambda
@@ -53,7 +53,12 @@ class Handler:
         self.batches = BatchRunner(self.settings, self.resolver, delete=False, clock=monotonic)
         self.state = self.batches.state
         self.stats = self.state.stats
-        self.metrics = EmfWriter(self.settings, write=write_metrics, clock=clock)
+        self.metrics = EmfWriter(
+            self.settings.metrics_namespace,
+            enabled=self.settings.metrics == "emf",
+            write=write_metrics,
+            clock=clock,
+        )
         self._callers: dict[str, SyncCaller] = {}
         for given in (client, scheduler, dynamodb):
             if given is not None:

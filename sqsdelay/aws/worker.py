@@ -27,11 +27,11 @@ import aioboto3
 from sqsdelay.aws.batch_runner import BatchRunner
 from sqsdelay.aws.callers import AsyncCaller
 from sqsdelay.aws.clients import LONG_POLL_READ_TIMEOUT, async_clients, client_kwargs, observe
-from sqsdelay.aws.emf import EmfWriter
 from sqsdelay.aws.queue_urls import QueueResolver, check_queue
 from sqsdelay.aws.receive_driver import LAG_SAMPLE_S, QueueLoops, ReceiveDriver
 from sqsdelay.core import discovery, heartbeat, idle, receive_loops
 from sqsdelay.core.backlog import Backlog
+from sqsdelay.core.emf import EmfWriter
 from sqsdelay.core.flows import Call, adrive
 from sqsdelay.core.outcomes import Stats
 from sqsdelay.core.queue_trios import QueueSpec, QueueTrio
@@ -68,7 +68,12 @@ class Worker:
         self.batches = BatchRunner(settings, self.resolver, delete=True, clock=monotonic)
         self.state = self.batches.state
         self.stats = self.state.stats
-        self.metrics = EmfWriter(settings, write=write_metrics, clock=clock)
+        self.metrics = EmfWriter(
+            settings.metrics_namespace,
+            enabled=settings.metrics == "emf",
+            write=write_metrics,
+            clock=clock,
+        )
         self.backlog = Backlog(settings.max_native_delay_seconds * 1000)
         # How late the event loop runs (core.heartbeat), on the real monotonic clock: it
         # sizes the receive visibility and holds back receives.

@@ -6,12 +6,14 @@ Powertools for AWS Lambda builds each object (`AmazonCloudWatchEMFProvider`, whi
 works outside Lambda). One object per destination (dimension `Destination`, and no dimension
 for the totals the alarms use), one per API (`Service`, `Api`) and one for the clock offset.
 An object holds at most 100 values of a metric, so hand-over lateness is split across as
-many objects as it needs. `aws/emf.py` writes them.
+many objects as it needs. `EmfWriter` writes a flush's objects as lines.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
@@ -28,6 +30,9 @@ from sqsdelay.core.metrics import (
     UNITS,
     Tally,
 )
+from sqsdelay.logs import get_logger
+
+log = get_logger("sqsdelay.aws.emf")  # the name its `metrics.failed` event always had
 
 # The EMF specification's limit per object, for metrics and for values of one metric.
 MAX_VALUES = 100
@@ -87,3 +92,48 @@ def objects(
         visible, due = backlog
         values = {BACKLOG_VISIBLE: [visible], BACKLOG_DUE: [due]}
         yield _object(namespace, {}, values, timestamp_ms)
+
+
+class EmfWriter:
+    """Flushes a runtime's tally as EMF lines to `write` (stdout by default: CloudWatch Logs
+    reads the worker's and the Lambda handler's output, and these lines, as it reads their
+    logs). `enabled`: SQSDELAY_METRICS=emf."""
+
+    def __init__(
+        self,
+        namespace: str,
+        *,
+        enabled: bool,
+        write: Callable[[str], object] | None = None,
+        clock: Callable[[], float],
+    ) -> None:
+        self.namespace = namespace
+        self.enabled = enabled
+        self._write = write or _stdout
+        self._clock = clock
+
+    def flush(
+        self, tally: Tally, offset_ms: int | None, backlog: tuple[int, int] | None = None
+    ) -> int:
+        """Write what `tally` counted since the last flush (and the worker's backlog); how
+        many objects were written."""
+        taken = tally.take()
+        if not self.enabled or not (taken or offset_ms is not None or backlog is not None):
+            return 0
+        now_ms = int(self._clock() * 1000)
+        try:
+            lines = [
+                json.dumps(o, separators=(",", ":"))
+                for o in objects(taken, self.namespace, now_ms, offset_ms, backlog)
+            ]
+        except Exception:  # metrics must never fail a batch or an invocation
+            log.exception("metrics.failed")
+            return 0
+        if lines:  # one write: the lines are not interleaved with another thread's output
+            self._write("\n".join(lines) + "\n")
+        return len(lines)
+
+
+def _stdout(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()

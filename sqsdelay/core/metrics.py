@@ -1,7 +1,7 @@
 """What a runtime counts between two metric flushes (pure): messages moved per destination,
 hand-over lateness, due windows, calls per API, throttled calls and fallbacks.
 
-`sqsdelay.aws.emf` writes a `Tally` as CloudWatch embedded metric format lines. The names
+`sqsdelay.core.emf` writes a `Tally` as CloudWatch embedded metric format lines. The names
 and units are a contract (README, docs/metrics.md, infra/dashboard.yaml).
 """
 

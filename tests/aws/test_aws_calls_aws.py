@@ -21,9 +21,9 @@ DRIVES = {"drive", "adrive", "adrive_until_pause"}
 # Modules without an AWS call, each until what it holds moves to core/ (issue 60 §1). This
 # list only shrinks: a module that calls AWS, or is gone, fails until taken off.
 PENDING = {
+    # Its flow (pause tags, park target, the step) is pure, but it builds StepConfig and the
+    # park targets from Settings: first Settings.step_config(), as Settings.send_config().
     "batch_runner.py": "the step's config, state and park targets: to core/ with the split",
-    # The documents are core/emf.py's; where a stdout writer belongs is the split's to say.
-    "emf.py": "EmfWriter writes core/emf.py's lines to stdout (worker.py imports it here)",
 }
 
 

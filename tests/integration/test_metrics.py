@@ -16,9 +16,9 @@ import boto3
 import pytest
 
 from sqsdelay.aws.cloudwatch import read_metrics
-from sqsdelay.aws.emf import EmfWriter
 from sqsdelay.aws.lambda_driver import Handler
 from sqsdelay.aws.sender import Message, Sender
+from sqsdelay.core.emf import EmfWriter
 from sqsdelay.core.metrics import UNITS, Tally
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
@@ -181,7 +181,14 @@ def test_inspect_prints_the_metrics_and_says_when_there_are_none(
     for ms in [120, 340, 560, 2780]:
         tally.handed_over(f"{prefix}orders", ms)
     lines: list[str] = []
-    EmfWriter(Settings(), write=lines.append, clock=time.time).flush(tally, None)
+    defaults = Settings()
+    writer = EmfWriter(
+        defaults.metrics_namespace,
+        enabled=defaults.metrics == "emf",
+        write=lines.append,
+        clock=time.time,
+    )
+    writer.flush(tally, None)
     objects = emf.parse("".join(lines).splitlines())
     # The due windows are read for the last complete cycle: written on both sides of the
     # current minute's start, one of them is in it whenever inspect runs.
