@@ -25,8 +25,10 @@ import pytest
 from sqsdelay import errors
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
+from tests.support import handovers
 from tests.support.cli import run
 from tests.support.dramatiqkit import app_variables, imported_app
+from tests.support.handovers import assert_handed_over_in_time
 
 pytestmark = pytest.mark.slow
 CYCLE = 2
@@ -41,6 +43,7 @@ class Stack:
     out: Path
     env: dict[str, str]
     sqs: Any
+    log: Path  # the sqsdelay worker's events, every hop's delay.requeued among them
 
     def lines(self) -> dict[str, list[list[float]]]:
         found: dict[str, list[list[float]]] = defaultdict(list)
@@ -62,6 +65,7 @@ def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
     namespace = f"d{uuid.uuid4().hex[:8]}"
     queue = f"{namespace}_default"
     out = tmp_path_factory.mktemp("dramatiq") / "ran.txt"
+    log = out.parent / "sqsdelay-events.jsonl"
     settings = {
         "SQSDELAY_ENDPOINT_URL": moto_url,
         "SQSDELAY_REGION": "us-east-1",
@@ -88,12 +92,12 @@ def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         )
         worker = subprocess.Popen(
             [sys.executable, "-m", "sqsdelay", "worker", queue],
-            env=env,
+            env={**env, "SQSDELAY_LOG_FILE": str(log), "SQSDELAY_LOG_LEVEL": "DEBUG"},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         sqs = boto3.client("sqs", endpoint_url=moto_url, region_name="us-east-1")
-        s = Stack(app, queue, out, env, sqs)
+        s = Stack(app, queue, out, env, sqs, log)
         try:
             app.record.send("warm-up")
             wait_for(lambda: s.ran("warm-up"), timeout=60)
@@ -105,14 +109,17 @@ def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
 
 
 def test_twenty_delayed_messages_run_once_on_time(stack: Stack, record_property: Any) -> None:
-    """Delays of one to four cycles: each runs once, never before it is due, within a
-    second after."""
+    """Delays of one to four cycles: each runs once, never before it is due, handed over
+    by the sqsdelay worker without a hop too many."""
     dues = {}
+    sends = []  # message id, delay, the clock around the send
     for i in range(20):
         delay_ms = (CYCLE + 1) * 1000 + (i * 370) % (3 * CYCLE * 1000)
         tag = f"late{i}-{uuid.uuid4().hex[:4]}"
-        dues[tag] = time.time() + delay_ms / 1000
-        stack.app.record.send_with_options(args=(tag,), delay=delay_ms)
+        before = time.time()
+        dues[tag] = before + delay_ms / 1000
+        sent = stack.app.record.send_with_options(args=(tag,), delay=delay_ms)
+        sends.append((sent.message_id, delay_ms / 1000, before, time.time()))
     wait_for(lambda: all(stack.ran(t) for t in dues), timeout=60)
     time.sleep(1.5)  # a duplicate would have come by now
     late = sorted(stack.ran(t)[0] - due for t, due in dues.items())
@@ -120,7 +127,14 @@ def test_twenty_delayed_messages_run_once_on_time(stack: Stack, record_property:
     record_property("lateness_max_s", round(late[-1], 3))
     print(f"dramatiq lateness over 20 messages: p50 {median(late):.3f} s, max {late[-1]:.3f} s")
     assert all(len(stack.ran(t)) == 1 for t in dues)
-    assert late[0] >= 0 and late[-1] <= 1.0, late
+    # A cycle (2 s) late is the checks' on the worker's log below: timed, a busy machine
+    # (3.3 s seen in CI at load 15) hides it; more than two cycles late shows.
+    assert late[0] >= 0 and late[-1] < 5.0, late
+    hops = handovers.read(stack.log)
+    for message_id, delay, before, after in sends:
+        assert_handed_over_in_time(
+            hops, message_id, delay=delay, cycle=CYCLE, sent_between=(before, after)
+        )
 
 
 def test_retries_with_backoffs_beyond_the_cycle_run_as_many_times_as_they_say(
