@@ -9,6 +9,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,11 +20,6 @@ from tests.conftest import wait_for
 from tests.support.cost_events import write_event_log
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture
-def event_log(tmp_path: Path) -> Path:
-    return write_event_log(tmp_path)
 
 
 def test_class_data_archive_options_and_a_failed_dump(tmp_path: Path) -> None:
@@ -142,92 +139,136 @@ def test_a_report_starting_stops_the_dump_and_never_uses_its_half_archive(
     assert list(archive.parent.iterdir()) == []
 
 
+@dataclass(frozen=True)
+class FirstRun:
+    """The command's first run (no archive yet) beside a dump that a report before it left
+    running, and what it left, as seen the moment it returned."""
+
+    done: subprocess.CompletedProcess[str]
+    env: dict[str, str]
+    root: Path  # the runs' output directories
+    cache: Path  # the user's cache directory of sqsdelay (XDG_CACHE_HOME)
+    cached: list[str]  # the files in it
+    dump: list[bool]  # the stand-in dump and its JVM running, its half archive there
+    dumper: int  # the stand-in dump's pid
+    claim: str  # the claim's text: the dump that now runs, and its list
+    archive: Path  # where the default setting (auto) keeps the archive
+
+
+def cost_report(
+    env: dict[str, str], root: Path, name: str, *settings: str, java: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """`sqsdelay cost-report` of the test event log into `root/name`, as a user runs it;
+    `java` goes to its JVMs."""
+    args = ["cost-report", "--input", str(root / "events.jsonl"), "--output", str(root / name)]
+    options = f"{env.get('JAVA_TOOL_OPTIONS', '')} {java}".strip()
+    return subprocess.run(
+        [sys.executable, "-m", "sqsdelay", *settings, *args],
+        env={**env, "JAVA_TOOL_OPTIONS": options},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def ran(done: subprocess.CompletedProcess[str]) -> str:
+    """The report's output, once checked: it ran, its dump stayed quiet, no progress bar."""
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "[cds]" not in done.stdout + done.stderr  # the dump stays quiet
+    assert "[Stage " not in done.stderr  # Spark's progress bar is for a terminal
+    return done.stdout
+
+
+# One first run for both tests below, which had one each: a report costs about 40 CPU-s (a
+# JVM, a Spark session, the job). Each test asserts on what the run left when it returned
+# (kept here), so either may run alone or first; the real dump, if no test waited for it, is
+# stopped at the end: the suite needs no archive (a core back).
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FirstRun]:
+    from sqsdelay.cost import classarchive
+
+    root = tmp_path_factory.mktemp("class-archive")
+    write_event_log(root)
+    env = {k: v for k, v in os.environ.items() if k != "SQSDELAY_SPARK_CLASS_ARCHIVE"}
+    env["XDG_CACHE_HOME"] = str(root / "cache")
+    with pytest.MonkeyPatch.context() as m:  # the file the command's `auto` names
+        m.setenv("XDG_CACHE_HOME", env["XDG_CACHE_HOME"])
+        archive = classarchive.class_archive_file("auto")
+    assert archive is not None
+    lock = archive.with_name(f"{archive.name}.lock")
+    try:
+        # A first report's dump, caught half-way (a stand-in: a real one would cost a core).
+        jvm, partial = fake_dump(root, archive)
+        dumper = int(lock.read_text().split()[0])
+        # the cycle is the worker's setting, not a flag of its own
+        done = cost_report(env, root, "first", "--max-native-delay-seconds", "300")
+        yield FirstRun(
+            done=done,
+            env=env,
+            root=root,
+            cache=archive.parent,
+            cached=sorted(p.name for p in archive.parent.iterdir()),
+            dump=[running(dumper), running(jvm), partial.exists()],
+            dumper=dumper,
+            claim=lock.read_text() if lock.exists() else "",
+            archive=archive,
+        )
+    finally:
+        classarchive.stop_dump(archive)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_report_run_beside_the_dump_stops_it_and_dumps_again(
-    event_log: Path, tmp_path: Path
-) -> None:
+def test_a_report_run_beside_the_dump_stops_it_and_dumps_again(first_run: FirstRun) -> None:
     """The command as a user runs it right after a first report whose dump still runs: the
     dump is gone before the report's JVM starts (its half archive never mapped, the report
     records a class list as a first run does) and the report leaves a dump of its own."""
-    from sqsdelay.cost import classarchive
-
-    archive = tmp_path / "cache" / "spark.jsa"
-    jvm, partial = fake_dump(tmp_path, archive)
-    dumper = int(archive.with_name("spark.jsa.lock").read_text().split()[0])
-    env = {**os.environ, "SQSDELAY_SPARK_CLASS_ARCHIVE": str(archive)}
-    args = ["cost-report", "--input", str(event_log), "--output", str(tmp_path / "out")]
-    done = subprocess.run(
-        [sys.executable, "-m", "sqsdelay", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=500,
-    )
-    try:
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert not running(dumper) and not running(jvm) and not partial.exists()
-        assert (tmp_path / "out" / "report.html").exists()
-        # Its own dump (a real one), from the list it recorded: the retry.
-        lock = archive.with_name("spark.jsa.lock")
-        again, listed = lock.read_text().split()
-        assert int(again) != dumper and Path(listed).name.endswith(".classlist")
-    finally:
-        classarchive.stop_dump(archive)  # the suite needs no archive: a core back
+    ran(first_run.done)
+    assert first_run.dump == [False, False, False]  # dump, its JVM, its half archive: gone
+    assert (first_run.root / "first" / "report.html").exists()
+    # Its own dump (a real one), from the list it recorded: the retry.
+    again, listed = first_run.claim.split()
+    assert int(again) != first_run.dumper and Path(listed).name.endswith(".classlist")
+    assert Path(listed).name.startswith(first_run.archive.name)  # the file `auto` names
 
 
-# Two reports, a dump of 16,000 classes between them (53 s of one core, at nice 19) and the
-# driver's session: 111 s alone, and past the suite's 300 s once beside the whole suite.
-# A hang guard, as the wheel test's.
+# Two reports (the first run's, beside a stand-in dump: the test above), a dump of 16,000
+# classes between them (about 70 CPU-s, at nice 19) and the driver's session: 170 s alone,
+# and past the suite's 300 s once beside the whole suite. A hang guard, as the wheel test's.
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_cost_report_cli_starts_the_second_time_from_the_class_archive(
-    event_log: Path, tmp_path: Path
+    first_run: FirstRun, tmp_path: Path
 ) -> None:
     """The command as a user runs it, with the default class-data archive (auto): the first
     run writes an archive into the user cache directory, the second starts from it."""
-    cache = tmp_path / "cache" / "sqsdelay"
-    env = {k: v for k, v in os.environ.items() if k != "SQSDELAY_SPARK_CLASS_ARCHIVE"}
-    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
-
-    def report(name: str, *settings: str, java: str = "") -> str:
-        args = ["cost-report", "--input", str(event_log), "--output", str(tmp_path / name)]
-        options = f"{env.get('JAVA_TOOL_OPTIONS', '')} {java}".strip()
-        done = subprocess.run(
-            [sys.executable, "-m", "sqsdelay", *settings, *args],
-            env={**env, "JAVA_TOOL_OPTIONS": options},
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert "[cds]" not in done.stdout + done.stderr  # the dump stays quiet
-        assert "[Stage " not in done.stderr  # Spark's progress bar is for a terminal
-        return done.stdout
-
-    # the cycle is the worker's setting, not a flag of its own
-    printed = report("first", "--max-native-delay-seconds", "300")
+    printed = ran(first_run.done)
     # rich wraps the long path at 80 columns
     assert "Batched (this worker)" in printed and "report.html" in printed.replace("\n", "")
-    assert json.loads((tmp_path / "first" / "summary.json").read_text())["cycle_seconds"] == 300
+    summary = first_run.root / "first" / "summary.json"
+    assert json.loads(summary.read_text())["cycle_seconds"] == 300
     # The command did not wait for the dump: it runs in a process of its own once the report
     # is written, from the first run's class list, and leaves the archive and nothing else.
-    assert not list(cache.glob("*.jsa")) and list(cache.glob("*.classlist"))
+    cached = first_run.cached
+    assert not [f for f in cached if f.endswith(".jsa")]
+    assert [f for f in cached if f.endswith(".classlist")]
+    cache = first_run.cache
 
     def written_alone() -> list[Path]:
         files = list(cache.iterdir())
         return files if [f.suffix for f in files] == [".jsa"] else []
 
     (archive,) = wait_for(written_alone, timeout=600, interval=0.5)
-    assert archive.suffix == ".jsa" and archive.stat().st_size > 10_000_000
+    assert archive == first_run.archive and archive.stat().st_size > 10_000_000
     written = archive.stat().st_mtime_ns
     # It fits the driver's JVM and class path, and Spark's classes come from it: with
     # -Xshare:on a JVM that cannot map its archive refuses to start (the launcher's JVM maps
     # the JDK's own), and each JVM logs where every class came from.
     loads = tmp_path / "class-loads"
     loads.mkdir()
-    report("second", java=f"-Xshare:on -Xlog:class+load=info:file={loads}/%p.log")
-    assert (tmp_path / "second" / "report.html").exists()
+    java = f"-Xshare:on -Xlog:class+load=info:file={loads}/%p.log"
+    ran(cost_report(first_run.env, first_run.root, "second", java=java))
+    assert (first_run.root / "second" / "report.html").exists()
     logged = "".join(f.read_text() for f in loads.iterdir())
     assert "org.apache.spark.deploy.SparkSubmit source: shared objects file" in logged
     assert "org.apache.spark.sql.SparkSession source: shared objects file" in logged
