@@ -26,6 +26,8 @@ from sqsdelay.aws.sender import AsyncSender
 from sqsdelay.settings import Settings
 from sqsdelay.taskiq import DelayedSource, ScheduleNotCancelled, SQSBroker
 from tests.conftest import wait_for
+from tests.support import handovers
+from tests.support.handovers import assert_handed_over_in_time, assert_no_hop_late
 from tests.support.taskiqkit import Publisher, RunLog, cli
 
 pytestmark = pytest.mark.slow
@@ -43,19 +45,26 @@ class Stack:
     log: RunLog
     env: dict[str, str]
     publisher: Publisher
+    events: Path  # the sqsdelay worker's, every hop's delay.requeued among them
+    checked: int = 0  # how many of them ran_once_on_time has checked
 
     def kiq(self, task: Any, *args: Any, **labels: Any) -> Any:
         kicker = task.kicker().with_labels(**labels) if labels else task.kicker()
         return self.publisher.run(kicker.kiq(*args))
 
     def ran_once_on_time(self, dues: dict[str, float]) -> list[float]:
-        """Wait for every tag; then each ran once, none before its due time, none more than
-        1 s after. Returns the lateness of each."""
+        """Wait for every tag; then each ran once, none before its due time, and no hop of
+        the sqsdelay worker so far was late. Returns the lateness of each."""
         wait_for(lambda: all(self.log.ran(t) for t in dues), timeout=60)
         time.sleep(1.5)  # a duplicate would have come by now
         late = [self.log.ran(t)[0] - due for t, due in dues.items()]
         assert all(len(self.log.ran(t)) == 1 for t in dues), self.log.lines()
-        assert all(0 <= x <= 1.0 for x in late), dict(zip(dues, late, strict=True))
+        # A cycle (2 s) late is assert_no_hop_late's, from the worker's own figures: timed, a
+        # busy machine (3.3 s seen in CI at load 15) hides it; more than two cycles show.
+        assert all(0 <= x < 5.0 for x in late), dict(zip(dues, late, strict=True))
+        events = handovers.read(self.events)
+        assert_no_hop_late(events[self.checked :], cycle=CYCLE)
+        self.checked = len(events)
         return late
 
 
@@ -65,6 +74,7 @@ def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
     queue, fifo, bucket = name, f"{name}-ordered.fifo", f"{name}-results"
     large_bucket = f"{name}-large"
     folder = tmp_path_factory.mktemp("taskiq")
+    events = folder / "sqsdelay-events.jsonl"
     settings = {
         "SQSDELAY_ENDPOINT_URL": moto_url,
         "SQSDELAY_REGION": "us-east-1",
@@ -104,12 +114,12 @@ def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         )
     worker = subprocess.Popen(
         [sys.executable, "-m", "sqsdelay", "worker", queue, fifo],
-        env=env,
+        env={**env, "SQSDELAY_LOG_FILE": str(events), "SQSDELAY_LOG_LEVEL": "DEBUG"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     publisher = Publisher()
-    s = Stack(app, queue, fifo, RunLog(Path(test["TASKIQ_TEST_OUT"])), env, publisher)
+    s = Stack(app, queue, fifo, RunLog(Path(test["TASKIQ_TEST_OUT"])), env, publisher, events)
     try:
         publisher.run(app.broker.startup())
         s.kiq(app.record, "warm-up")
@@ -156,22 +166,30 @@ def test_no_delay_and_a_short_delay_are_sent_by_taskiq_aio_sqs_never_early(stack
 
 def test_two_delays_of_several_cycles_run_once_on_time(stack: Stack) -> None:
     """Beyond the native delay (and beyond taskiq-aio-sqs's 900 s check, here scaled to the
-    2 s cycle): through the delay queue, each once, never early, within a second."""
+    2 s cycle): through the delay queue, each once, never early, no hop too many."""
     dues = {}
+    sends = []  # task id, delay, the clock around the kick
     for tag, delay in (("three-cycles", 3 * CYCLE + 0.4), ("five-cycles", 5 * CYCLE + 0.7)):
         tag = f"{tag}-{uuid.uuid4().hex[:4]}"
-        dues[tag] = time.time() + delay
-        stack.kiq(stack.app.record, tag, delay=delay)
+        before = time.time()
+        dues[tag] = before + delay
+        task = stack.kiq(stack.app.record, tag, delay=delay)
+        sends.append((task.task_id, delay, before, time.time()))
     late = stack.ran_once_on_time(dues)
+    events = handovers.read(stack.events)
+    for task_id, delay, before, after in sends:  # due times kept, no requeue too many
+        assert_handed_over_in_time(
+            events, task_id, delay=delay, cycle=CYCLE, sent_between=(before, after)
+        )
     print(f"taskiq lateness of two long delays: {[round(x, 3) for x in late]} s")
 
 
 def test_a_retry_beyond_the_cycle_goes_through_sqsdelay(stack: Stack) -> None:
     """SmartRetryMiddleware: 3 attempts, each backoff 3 s plus jitter (beyond the 2 s cycle;
     with the default cycle, beyond 15 minutes). Each retry keeps its task id, runs once, not
-    before its backoff is over, and within a second after."""
+    before its backoff is over, and no hop of it is late."""
     tag = f"flaky-{uuid.uuid4().hex[:6]}"
-    stack.kiq(stack.app.flaky, tag)
+    task = stack.kiq(stack.app.flaky, tag)
     wait_for(lambda: len(stack.log.ran(tag)) >= 3, timeout=60)
     time.sleep(RETRY_DELAY + 2)  # no fourth run
     runs = stack.log.ran(tag)
@@ -179,7 +197,11 @@ def test_a_retry_beyond_the_cycle_goes_through_sqsdelay(stack: Stack) -> None:
     assert len(runs) == 3 and len(kicked) == 3, (runs, kicked)
     for ran, (at, delay) in zip(runs[1:], kicked[1:], strict=True):
         assert delay > CYCLE  # through sqsdelay
-        assert at + delay <= ran <= at + delay + 1.0, (ran, at, delay)
+        # A cycle (2 s) late is assert_no_hop_late's; timed, more than two cycles late shows.
+        assert at + delay <= ran < at + delay + 5.0, (ran, at, delay)
+    retries = [e for e in handovers.read(stack.events) if e.get("message_id") == task.task_id]
+    assert len([e for e in retries if e["event"] == "delay.handed_over"]) == 2, retries
+    assert_no_hop_late(retries, cycle=CYCLE)
 
 
 def test_a_cancelled_task_never_runs_and_the_registry_lists_the_others(stack: Stack) -> None:

@@ -26,6 +26,22 @@ def most_requeues(delay: float, cycle: float) -> int:
     return max(0, math.ceil(delay / cycle) - 2)
 
 
+def assert_no_hop_late(
+    events: list[dict[str, Any]], message_id: str | None = None, *, cycle: float
+) -> None:
+    """Each hand-over carried at most a cycle (DelaySeconds and the wait), each requeue had
+    more than a cycle left: a requeue with less comes back after the message is due, and a
+    hand-over a cycle late needs one of the two. `message_id` None: every message."""
+    for e in events:
+        if message_id not in (None, e.get("message_id")):
+            continue
+        if e["event"] == "delay.handed_over":
+            carried = e["remaining_seconds"] * 1000 + e["wait_ms"]
+            assert 0 <= carried <= cycle * 1000, e
+        elif e["event"] == "delay.requeued":  # a redelivery's figure is reckoned later
+            assert e["receive_count"] > 1 or e["remaining_seconds"] > cycle, e
+
+
 def assert_handed_over_in_time(
     events: list[dict[str, Any]],
     message_id: str | None,
@@ -35,11 +51,8 @@ def assert_handed_over_in_time(
     sent_between: tuple[float, float],
 ) -> None:
     """The message was handed over, its due time the send's (broker time, which lies between
-    the test's clock readings around the send), with at most a cycle left to carry in
-    DelaySeconds and the wait, after no more requeues than its delay needs, each with more
-    than a cycle left. A hand-over a cycle late needs a requeue with a cycle or less left
-    (it comes back after its due time) or a cycle too much in what it carries. `message_id`
-    None: the log's only message."""
+    the test's clock readings around the send), after no more requeues than its delay needs,
+    with no hop late (`assert_no_hop_late`). `message_id` None: the log's only message."""
     mine = [e for e in events if message_id in (None, e.get("message_id"))]
     handed = [e for e in mine if e["event"] == "delay.handed_over"]
     requeued = [e for e in mine if e["event"] == "delay.requeued"]
@@ -47,9 +60,6 @@ def assert_handed_over_in_time(
     low = math.floor(sent_between[0] * 1000) + round(delay * 1000) - 1
     high = math.ceil(sent_between[1] * 1000) + round(delay * 1000) + 1
     for h in handed:
-        carried = h["remaining_seconds"] * 1000 + h["wait_ms"]
         assert low <= h["due_at_ms"] <= high, (message_id, h, low, high)
-        assert 0 <= carried <= cycle * 1000, (message_id, h)
     assert len(requeued) <= most_requeues(delay, cycle), (message_id, len(requeued), delay)
-    for r in requeued:  # a redelivery's figure is reckoned later: it may have less left
-        assert r["receive_count"] > 1 or r["remaining_seconds"] > cycle, (message_id, r)
+    assert_no_hop_late(mine, cycle=cycle)
