@@ -396,6 +396,8 @@ def test_simulated_parking_one_schedule_never_early_and_far_fewer_requests(days:
     loop = simulate(days * 86_400, seed=days)
     park = simulate(days * 86_400, seed=days, park_after_seconds=after)
     assert park.schedules == 1 and loop.schedules == 0
+    # A virtual clock (40 ms late here, every run): no scheduling noise reaches this bar; a hop
+    # too many, or a fire time without room for the last cycle, is a cycle (900 s) late.
     assert 0 <= park.lateness_ms < 2_000 and 0 <= loop.lateness_ms < 2_000
     # send, one hop to park (receive + delete), Scheduler's send, the last hop (3)
     assert park.sqs_requests == 7 and park.hops == 2
