@@ -118,11 +118,16 @@ class BatchInHand:
         elif isinstance(d, Requeue):  # a parked message is not in the loop: not counted
             tally.due(destination, d.due_ms - self.broker_ms())
 
-    def drop(self, source: Received, why: Literal["cancelled", "duplicate"]) -> None:
-        """Delete without sending: cancelled, or a copy of a message another copy handed over."""
+    def drop(self, source: Received, why: Literal["cancelled", "duplicate", "superseded"]) -> None:
+        """Delete without sending: cancelled, a copy of a message another copy handed over,
+        or a copy of an earlier send of its id (`registry.Record.of_generation`)."""
         self.dropped.append(source)
         self.outcome.ends[source.message_id] = "cancelled" if why == "cancelled" else "dropped"
-        event = "delay.cancelled" if why == "cancelled" else "delay.duplicate_dropped"
+        event = {
+            "cancelled": "delay.cancelled",
+            "duplicate": "delay.duplicate_dropped",
+            "superseded": "delay.superseded_dropped",
+        }[why]
         self.state.stats.events[event] += 1
         self.state.stats.tally.count(self.queues.destination, CANCELLED)
         self.state.failures.forget(source.message_id)

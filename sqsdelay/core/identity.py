@@ -77,6 +77,13 @@ def send_dedup_id(message_id: str, now: float) -> str:
     return _sha256(f"{message_id}|{now}")
 
 
+def send_dedup_id_of_due(message_id: str, now: float, due_ms: int) -> str:
+    """`send_dedup_id` with the send's due time: two sends of one id at one clock reading
+    (a frozen test clock; a send moved a millisecond later by `registry.put`) are two sends
+    when their due times differ, and a retried request is still one."""
+    return _sha256(f"{message_id}|{now}|{due_ms}")
+
+
 def requeue_dedup_id(received_dedup_id: str, sqs_message_id: str) -> str:
     """The deduplication id of a requeue into the delay queue: from the received message's
     own deduplication id and its SQS MessageId. A retried requeue of the same physical

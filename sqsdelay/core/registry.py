@@ -108,6 +108,12 @@ class Record:
     size_bytes: int = 0
     attribute_names: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()  # NAME=VALUE, sorted (core/message_tags.py)
+    # The due time the send gave its messages (their sqsdelay.DueAt), kept through
+    # reschedules, and the due times it was moved to (which a hop writes into the copies it
+    # requeues): together, the due times a copy of this generation can carry. 0: written
+    # before generations were told apart.
+    send_due_ms: int = 0
+    moved_dues: frozenset[int] = frozenset()
 
     def held_by_another_receive(self, sqs_message_id: str) -> bool:
         """Claimed by this SQS message but not delivered: a redelivery may take it over once
@@ -120,6 +126,18 @@ class Record:
         """A handed-over record that a replay with this token may claim: a new generation
         of the message, not a copy of one already handed over."""
         return self.state == "handed-over" and bool(replay) and replay != self.replay
+
+    def of_generation(self, carried_due_ms: int | None) -> bool:
+        """Whether a copy carrying this due time is of the send this record describes. A
+        copy of an earlier send of the id (cancelled, handed over, or replaced before it
+        went out) is not: a record describes only the id's latest send, and following it,
+        a cancelled copy was delivered in a new send's place. Unknown (no due time carried,
+        an older record) counts as this generation, as before."""
+        if not self.send_due_ms or carried_due_ms is None:
+            return True
+        return (
+            carried_due_ms in (self.send_due_ms, self.due_ms) or carried_due_ms in self.moved_dues
+        )
 
     def dead_lettered_as(self, sqs_message_id: str) -> bool:
         """This SQS message was dead-lettered by a worker: another receive of it is a copy
@@ -159,6 +177,8 @@ def record_of(item: Mapping[str, Any]) -> Record | None:
             size_bytes=int(item.get("size_bytes", {}).get("N", "0")),
             attribute_names=tuple(item.get("attribute_names", {}).get("SS", ())),
             tags=tuple(sorted(item.get("tags", {}).get("SS", ()))),
+            send_due_ms=int(item.get("send_due_ms", {}).get("N", "0")),
+            moved_dues=frozenset(int(n) for n in item.get("moved_dues", {}).get("NS", ())),
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -180,20 +200,42 @@ def _faulted(fault: Fault | None) -> Fault | None:
 # -- the sender --------------------------------------------------------------------------
 
 
-def put(table: str, record: Record, now_ms: int, timeout: float | None) -> Flow[bool]:
-    """Write a new record, not yet sent. False: a record with this key is scheduled and was
-    sent (a duplicate: send nothing)."""
+Put = Literal["written", "duplicate", "due-taken"]
+# A new send of an id whose earlier send ended (cancelled, handed over) must not carry a due
+# time that earlier send's copies may carry: a copy is told apart by it (`of_generation`).
+_NEW_GENERATION: Final = (
+    "#s <> :scheduled AND (attribute_not_exists(send_due_ms) OR send_due_ms <> :due) "
+    "AND due_ms <> :due AND NOT contains(moved_dues, :due)"
+)
+
+
+def put(table: str, record: Record, now_ms: int, timeout: float | None) -> Flow[Put]:
+    """Write a new record, not yet sent. `duplicate`: a record with this key is scheduled and
+    was sent (send nothing). `due-taken`: the id's earlier send, which ended, had this due
+    time (send it a millisecond later). A record scheduled but not sent (its sender failed
+    in between) is written over: that sender's retry."""
     params = {
         "TableName": table,
         "Item": item_of(record, now_ms),
-        "ConditionExpression": "attribute_not_exists(id) OR #s <> :scheduled OR sent = :false",
+        "ConditionExpression": (
+            "attribute_not_exists(id) OR (#s = :scheduled AND sent = :false) "
+            f"OR ({_NEW_GENERATION})"
+        ),
         "ExpressionAttributeNames": {"#s": "state"},
-        "ExpressionAttributeValues": {":scheduled": {"S": "scheduled"}, ":false": {"BOOL": False}},
+        "ExpressionAttributeValues": {
+            ":scheduled": {"S": "scheduled"},
+            ":false": {"BOOL": False},
+            ":due": _n(record.due_ms),
+        },
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
     [reply] = yield [Call("dynamodb", "PutItem", params, timeout=timeout)]
     if (fault := _faulted(reply.fault)) is not None:
         raise RegistryError("PutItem", table, fault.code, fault.detail)
-    return reply.fault is None
+    if reply.fault is None:
+        return "written"
+    old = record_of(reply.fault.item or {})
+    return "due-taken" if old is not None and old.state != "scheduled" else "duplicate"
 
 
 def item_of(record: Record, now_ms: int) -> dict[str, Any]:
@@ -209,6 +251,8 @@ def item_of(record: Record, now_ms: int) -> dict[str, Any]:
         "updated_ms": _n(now_ms),
         TTL_ATTRIBUTE: _expires(record.due_ms),
     }
+    if record.send_due_ms:  # its copies carry it (a send with room for sqsdelay.DueAt)
+        item["send_due_ms"] = _n(record.send_due_ms)
     if record.size_bytes:
         item["size_bytes"] = _n(record.size_bytes)
     if record.attribute_names:  # a string set may not be empty
@@ -459,10 +503,15 @@ def cancel(
 def reschedule(
     table: str, destination: str, message_id: str, due_ms: int, now_ms: int, timeout: float | None
 ) -> Flow[tuple[Change, Record | None]]:
-    """Move the due time of a scheduled record (`moved`: the worker's next read follows it)."""
-    update = f"SET due_ms = :due, moved = :true, updated_ms = :now, {TTL_ATTRIBUTE} = :expires"
+    """Move the due time of a scheduled record (`moved`: the worker's next read follows it),
+    and add it to the due times its copies may carry (`moved_dues`)."""
+    update = (
+        f"SET due_ms = :due, moved = :true, updated_ms = :now, {TTL_ATTRIBUTE} = :expires "
+        "ADD moved_dues :dues"
+    )
     values = {
         ":due": _n(due_ms),
+        ":dues": {"NS": [str(due_ms)]},
         ":true": {"BOOL": True},
         ":now": _n(now_ms),
         ":expires": _expires(due_ms),

@@ -15,7 +15,7 @@ from sqsdelay.core.decision import HandOver
 from sqsdelay.core.delays import whole_seconds
 from sqsdelay.core.flows import Fault, Flow
 from sqsdelay.core.message_shape import number_attribute
-from sqsdelay.core.received import Received
+from sqsdelay.core.received import Received, parse_natural
 from sqsdelay.core.record_decisions import Outgoing
 from sqsdelay.core.step_state import PARK_SHARE, SEND_SHARE
 from sqsdelay.logs import get_logger
@@ -60,6 +60,14 @@ def follow_registry(
             _registry_hold(batch, r)
         elif record is None:
             kept.append(r)
+        elif not record.of_generation(_carried_due(r)):
+            # A copy of an earlier send of the id, whose record this send wrote over: that
+            # send was cancelled, handed over by another copy, or replaced before it went
+            # out. A replay of its dead letter is owed: it goes on, out of this record's reach.
+            if replay_token(r):
+                kept.append(r)
+            else:
+                batch.drop(r, "superseded")
         elif record.state == "cancelled":
             batch.drop(r, "cancelled")
         elif record.dead_lettered_as(r.message_id):
@@ -75,6 +83,13 @@ def follow_registry(
             # record says, not at its delay counted again from the replay's send.
             kept.append(_due_from(r, record) if record.moved or replay_token(r) else r)
     return kept
+
+
+def _carried_due(received: Received) -> int | None:
+    """The due time a copy carries (`sqsdelay.DueAt`), None without a valid one."""
+    return parse_natural(
+        message_shape.string_value(received.attributes, wire_format.DUE_AT_ATTRIBUTE)
+    )
 
 
 def replay_token(received: Received) -> str | None:

@@ -8,7 +8,7 @@ for the worker.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
@@ -273,12 +273,21 @@ def plan(
                 dedup
             )
         attributes[wire_format.DELAY_ATTRIBUTE] = message_shape.string_attribute(str(seconds))
-        if millis % 1000:  # the worker's last hop is exact to the millisecond
-            attributes[wire_format.DELAY_MS_ATTRIBUTE] = message_shape.string_attribute(str(millis))
+        if limits.wire_format == "nservicebus":
+            # NServiceBus's own request, attribute for attribute (docs/nservicebus.md), and
+            # the fraction of a second beside it, so that the last hop is exact.
+            if millis % 1000:
+                fraction = message_shape.string_attribute(str(millis))
+                attributes[wire_format.DELAY_MS_ATTRIBUTE] = fraction
+        else:
+            # The send's due time, to the millisecond (the last hop is exact), as its registry
+            # record has it: a copy of an earlier send of the id is told apart by it
+            # (`registry.Record.of_generation`) from the first hop on.
+            attributes[wire_format.DUE_AT_ATTRIBUTE] = message_shape.number_attribute(send_key)
         # One group per message, so no message ever blocks another; its deduplication id is
         # this send's, so that SQS's five minutes never swallow a new send of the same id.
         request["MessageGroupId"] = nsb_id = ident
-        request["MessageDeduplicationId"] = identity.send_dedup_id(ident, now)
+        request["MessageDeduplicationId"] = identity.send_dedup_id_of_due(ident, now, send_key)
     if nsb_id is not None:  # the worker and the forward need it: a send without room is refused
         attributes[wire_format.MESSAGE_ID_ATTRIBUTE] = message_shape.string_attribute(nsb_id)
     elif _id_fits(body, attributes, ident, limits.max_message_bytes):
@@ -319,6 +328,35 @@ def plan(
         trace_header=xray,
         trace=placed,
         tags=tags,
+    )
+
+
+def a_millisecond_later(planned: PlannedSend, now: float) -> PlannedSend:
+    """A delay-queue send planned at `now`, due a millisecond later: its due time, delay,
+    deduplication id and size as `plan` would have made them for that delay (an earlier,
+    ended send of the id had its due time: `registry.put`)."""
+    millis = planned.delay_ms + 1
+    seconds = whole_seconds(millis)
+    send_key = int(now * 1000) + millis
+    attributes = dict(planned.request.get("MessageAttributes", {}))
+    attributes[wire_format.DELAY_ATTRIBUTE] = message_shape.string_attribute(str(seconds))
+    if wire_format.DELAY_MS_ATTRIBUTE in attributes:
+        attributes[wire_format.DELAY_MS_ATTRIBUTE] = message_shape.string_attribute(str(millis))
+    if wire_format.DUE_AT_ATTRIBUTE in attributes:
+        attributes[wire_format.DUE_AT_ATTRIBUTE] = message_shape.number_attribute(send_key)
+    body = planned.request["MessageBody"]
+    request = {**planned.request, "MessageAttributes": attributes}
+    request["MessageDeduplicationId"] = identity.send_dedup_id_of_due(
+        planned.message_id, now, send_key
+    )
+    trace = planned.trace and replace(planned.trace, attributes=attributes)
+    return replace(
+        planned,
+        request=request,
+        trace=trace,
+        delay_ms=millis,
+        delay_seconds=seconds,
+        size_bytes=message_shape.message_size(body, attributes),
     )
 
 

@@ -39,6 +39,8 @@ from sqsdelay.errors import (
 from sqsdelay.logs import get_logger
 
 log = get_logger("sqsdelay.aws.sender")  # the name operators' log filters know
+# Writes of a record a millisecond later each, when the id's earlier sends had its due time.
+DUE_TAKEN_ATTEMPTS = 3
 
 
 class SendFlows:
@@ -140,22 +142,34 @@ class SendFlows:
                 "SQSDELAY_REGISTRY=dynamodb (and run sqsdelay install), or send without tags"
             )
 
-    def _register(self, planned: PlannedSend, now: float, index: int) -> Flow[SendResult | None]:
-        """Record a delay-queue send in the registry before it is sent; a result (nothing to
-        send) when the id is scheduled already. Raises RegistryError: nothing is sent."""
+    def _register(
+        self, planned: PlannedSend, now: float, index: int
+    ) -> Flow[SendResult | PlannedSend]:
+        """Record a delay-queue send in the registry before it is sent: what to send (the
+        planned send, or it a millisecond later), or a result (nothing to send) when the id
+        is scheduled already. Raises RegistryError: nothing is sent."""
         if self._table is None or planned.route != "delay-queue":
-            return None
+            return planned
         ident = planned.request["MessageGroupId"]
-        now_ms = int(now * 1000)
-        record = self._record(planned, now)
-        timeout = self.config.call_timeout
-        if (yield from registry.put(self._table, record, now_ms, timeout)):
+        now_ms, timeout = int(now * 1000), self.config.call_timeout
+        for _ in range(DUE_TAKEN_ATTEMPTS):
+            record = self._record(planned, now)
+            written = yield from registry.put(self._table, record, now_ms, timeout)
+            if written != "due-taken":
+                break
+            # The id's earlier send, ended, had this due time, which its copies still in the
+            # delay queue carry: this send goes a millisecond later, told apart by it.
+            planned = send.a_millisecond_later(planned, now)
+        else:
+            why = f"{DUE_TAKEN_ATTEMPTS} earlier sends of {ident!r} had its due time: send again"
+            raise RegistryError("PutItem", self._table, "DueTaken", why)
+        if written == "written":
             if planned.tags:  # indexed before the send: a bulk cancel finds what went out
                 expires = record.due_ms // 1000 + registry.KEEP_AFTER_DUE_SECONDS
                 yield from message_tags.write(
                     self._table, planned.destination, ident, planned.tags, expires, timeout
                 )
-            return None
+            return planned
         url = yield from self._url(planned)
         return send_results.result_of(planned, url, None, index, duplicate=True)
 
@@ -203,10 +217,10 @@ class SendFlows:
         )
         self.tracing.placed(planned)
         self._check_tagged([planned])
-        duplicate = yield from self._register(planned, now, 0)
-        if duplicate is not None:
-            return send_results.traced(producer, planned, duplicate, now)
-        return (yield from self._deliver(planned, now, producer))
+        registered = yield from self._register(planned, now, 0)
+        if isinstance(registered, SendResult):  # a duplicate: nothing sent
+            return send_results.traced(producer, planned, registered, now)
+        return (yield from self._deliver(registered, now, producer))
 
     def _deliver(
         self, planned: PlannedSend, now: float, producer: Producer | None
@@ -298,16 +312,19 @@ class SendFlows:
 
     def _record(self, planned: PlannedSend, now: float) -> registry.Record:
         given = planned.request.get("MessageAttributes", {})
+        due = int(now * 1000) + planned.delay_ms
         return registry.Record(
             planned.destination,
             planned.message_id,
-            int(now * 1000) + planned.delay_ms,
+            due,
             "scheduled",
             send.written_route(planned.delay_seconds, self.config.park_after),
             size_bytes=planned.size_bytes,
             # the caller's names only (the console shows them; values and body stay out)
             attribute_names=tuple(sorted(set(given) - wire_format.SENDER_ATTRIBUTES)),
             tags=tuple(message_tags.as_strings(planned.tags)),
+            # Copies are told apart by their send's due time only when they carry it.
+            send_due_ms=due if wire_format.DUE_AT_ATTRIBUTE in given else 0,
         )
 
     def _send_recorded(
@@ -400,10 +417,11 @@ class SendFlows:
         return send_results.finish(result, len(planned), raise_on_failure)
 
     def _register_batch(
-        self, planned: Sequence[PlannedSend], now: float, result: BatchResult
+        self, planned: list[PlannedSend], now: float, result: BatchResult
     ) -> Flow[set[int]]:
         """Register a batch's delay-queue sends, `park_concurrency` writes at a time: the
-        indexes not to send (duplicates, in `result.sent`; unrecorded, in `result.failed`)."""
+        indexes not to send (duplicates, in `result.sent`; unrecorded, in `result.failed`).
+        A send moved a millisecond later replaces its plan in `planned`."""
         done: set[int] = set()
         if self._table is None:
             return done
@@ -418,13 +436,14 @@ class SendFlows:
                 elif isinstance(answer, SendFailure):
                     result.failed.append(answer)
                 else:
+                    planned[i] = answer
                     continue
                 done.add(i)
         return done
 
     def _try_register(
         self, planned: PlannedSend, now: float, index: int
-    ) -> Flow[SendResult | SendFailure | None]:
+    ) -> Flow[SendResult | SendFailure | PlannedSend]:
         try:
             return (yield from self._register(planned, now, index))
         except RegistryError as exc:

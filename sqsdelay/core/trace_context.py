@@ -175,9 +175,10 @@ def place_in_send(
 ) -> Placed:
     """The sender's placement, after every attribute of the caller's and of sqsdelay's: into
     the delay queue one attribute stays free for the worker's `sqsdelay.DueAt` (its first
-    hop adds it, and parking needs it), unless `sqsdelay.DelayMilliseconds` holds its place
-    (the worker replaces it with DueAt)."""
-    reserve = route == "delay-queue" and wire_format.DELAY_MS_ATTRIBUTE not in attributes
+    hop adds it, and parking needs it) unless the send's own due time, or the fraction of a
+    second (NServiceBus wire format), holds its place."""
+    own = {wire_format.DUE_AT_ATTRIBUTE, wire_format.DELAY_MS_ATTRIBUTE}
+    reserve = route == "delay-queue" and not own & set(attributes)
     return place(body, attributes, context, max_bytes, reserve=int(reserve))
 
 

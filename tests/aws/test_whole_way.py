@@ -751,6 +751,44 @@ def send_at_once_and_send_now_due_together() -> None:
     assert machine.model.deliveries[(ident, None, None)] == 2
 
 
+@pytest.mark.parametrize("fifo", [False, True])
+def test_a_cancelled_copy_is_not_delivered_in_place_of_a_new_send_of_its_id(fifo: bool) -> None:
+    """Found by `make test-model MODEL_EXAMPLES=300` (registry, guard, fair queues): a message
+    is cancelled while its copy is in the delay queue, and its id is sent again. The copy met
+    the new send's record (`scheduled`), claimed it and was delivered with the cancelled
+    body; the new send's copy then found the record handed over and was dropped. Each copy
+    now carries its send's due time, which the record knows (`Record.of_generation`)."""
+    _in_a_process_of_its_own(f"cancelled_then_id_sent_again({fifo})")
+
+
+def cancelled_then_id_sent_again(fifo: bool) -> None:
+    machine = WholeWay()
+    machine.deploy(registry=True, guard=False, fifo=fifo)
+    machine.send(delay=25, big=False, keyed=True)
+    machine.cancel(_Drawn(["k1"]))
+    assert machine.model.cancelled == {"k1"}
+    machine.send_again(_Drawn(["k1"]), delay=95)
+    machine.teardown()  # "delivered after its cancel" before the fix
+    assert machine.model.deliveries[("k1", None, None)] == 1
+
+
+def test_a_cancelled_send_and_a_new_one_due_at_one_millisecond_are_told_apart() -> None:
+    """As above, with the new send due at the very millisecond of the cancelled one (the
+    model's clock stands still; in production, one `at=` for both): the registry moves the
+    new send a millisecond on (`registry.put` answers `due-taken`)."""
+    _in_a_process_of_its_own("cancelled_then_id_sent_again_due_together()")
+
+
+def cancelled_then_id_sent_again_due_together() -> None:
+    machine = WholeWay()
+    machine.deploy(registry=True, guard=False, fifo=False)
+    machine.send(delay=25, big=False, keyed=True)
+    machine.cancel(_Drawn(["k1"]))
+    machine.send_again(_Drawn(["k1"]), delay=25)
+    machine.teardown()
+    assert machine.model.deliveries[("k1", None, None)] == 1
+
+
 @pytest.mark.timeout(960)
 def test_make_test_model_runs_the_machine_at_the_size_it_is_given() -> None:
     """`make test-model` as the README writes it, at the size it is given (`MODEL_EXAMPLES`,

@@ -44,6 +44,8 @@ PINNED = {
     "replay": "2b464329422be20b7993ac583e97368069acda11bc2d3cf6b131ee1039a4486e",
     # Added with issue 45 §4.2 (a staging message without room for sqsdelay.DueAt).
     "forward by content": "fc77086718757517355432594d650d512166226b1b1fbd127f3d16a125957a6f",
+    # Added with issue 58: the delay queue's key of a send, with its due time.
+    "send with its due time": "f146d83c4143e8214ae3f16066a178394340cb70c3916c0a4293030b6136203e",
     # Added with issue 58 (10): a replay of a send that named its deduplication id.
     "replay with a deduplication id": (
         "d6f7b9ff8792978e1e2dbbb58ff517f117e79dec224eb0cc3e55faaf7059f61d"
@@ -71,11 +73,15 @@ def test_the_functions_give_the_values_the_code_gave_before_it_moved() -> None:
 
 
 def test_the_callers_give_the_values_they_gave_before() -> None:
+    # The delay queue's key has the send's due time since issue 58 (`send_dedup_id_of_due`):
+    # it is compared only with the copies of one request, which one sender makes.
     sent = plan("orders", Message("x", delay=3600, id="order-1"), LIMITS, now=NOW)
-    assert sent.request["MessageDeduplicationId"] == PINNED["send"]
+    due = int(NOW * 1000) + 3_600_000
+    assert sent.request["MessageDeduplicationId"] == PINNED["send with its due time"]
+    assert sent.request["MessageDeduplicationId"] == identity.send_dedup_id_of_due(
+        "order-1", NOW, due
+    )
     assert sent.request["MessageGroupId"] == "order-1"
-    whole = plan("orders", Message("x", delay=3600, id="order-1"), LIMITS, now=1_700_000_000)
-    assert whole.request["MessageDeduplicationId"] == PINNED["send at a whole second"]
     at_once = Message("x", delay=0, id="order-1", group_id="g")
     fifo = plan("orders.fifo", at_once, LIMITS, now=NOW)
     assert fifo.request["MessageDeduplicationId"] == PINNED["fifo at once"]

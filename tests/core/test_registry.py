@@ -3,6 +3,7 @@ writes is read back whole, a foreign item is not a record, and a claim's answer 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ records = st.builds(
     due_ms=st.integers(0, 10**15),
     state=st.just("scheduled"),
     route=st.sampled_from(["delay-queue", "parked"]),
+    send_due_ms=st.integers(0, 10**15),
 )
 
 
@@ -31,7 +33,7 @@ def written(record: Record) -> dict[str, Any]:
     [call] = next(flow)
     with pytest.raises(StopIteration) as done:
         flow.send([Reply()])
-    assert done.value.value is True and call.api == "PutItem"
+    assert done.value.value == "written" and call.api == "PutItem"
     return dict(call.params["Item"])
 
 
@@ -53,7 +55,14 @@ def test_a_duplicate_put_sends_nothing_and_a_failed_one_raises() -> None:
     next(flow)
     with pytest.raises(StopIteration) as done:
         flow.send([Reply(fault=Fault("ConditionalCheckFailedException"))])
-    assert done.value.value is False
+    assert done.value.value == "duplicate"
+    # The id's earlier send ended (here: cancelled) with this due time: a millisecond later.
+    ended = {**written(record), "state": {"S": "cancelled"}}
+    flow = registry.put(TABLE, record, now_ms=1, timeout=1.0)
+    next(flow)
+    with pytest.raises(StopIteration) as done:
+        flow.send([Reply(fault=Fault("ConditionalCheckFailedException", item=ended))])
+    assert done.value.value == "due-taken"
     flow = registry.put(TABLE, record, now_ms=1, timeout=1.0)
     next(flow)
     with pytest.raises(RegistryError):
@@ -94,3 +103,26 @@ def item(**fields: Any) -> dict[str, Any]:
 )
 def test_a_claims_answer_says_who_won(fault: Fault | None, claim: str) -> None:
     assert registry.claimed(fault, "sqs-1")[0] == claim
+
+
+def test_a_copy_of_an_earlier_send_of_the_id_is_told_apart_by_its_due_time() -> None:
+    """Found by `make test-model` (issue 58): a cancelled copy, still in the delay queue when
+    its id was sent again, met the new send's record and was delivered in its place. A
+    record knows the due times its own copies can carry: the send's, and each reschedule's."""
+    sent = Record("orders", "m1", 10_000, "scheduled", "parked", send_due_ms=10_000)
+    record = registry.record_of(written(sent))
+    assert record is not None
+    assert record.of_generation(10_000) and not record.of_generation(9_000)
+    moved = replace(record, due_ms=20_000, moved=True, moved_dues=frozenset({15_000, 20_000}))
+    assert all(moved.of_generation(d) for d in (10_000, 15_000, 20_000))
+    assert not moved.of_generation(12_000)
+    # No due time carried (no room for it), or a record written before: as before, its own.
+    assert moved.of_generation(None)
+    assert replace(moved, send_due_ms=0).of_generation(12_000)
+
+
+def test_a_reschedule_adds_its_due_time_to_those_the_copies_may_carry() -> None:
+    flow = registry.reschedule(TABLE, "orders", "m1", 20_000, now_ms=1, timeout=1.0)
+    [call] = next(flow)
+    assert "ADD moved_dues :dues" in call.params["UpdateExpression"]
+    assert call.params["ExpressionAttributeValues"][":dues"] == {"NS": ["20000"]}

@@ -111,9 +111,12 @@ def test_a_longer_delay_goes_to_the_delay_queue_with_what_the_worker_reads(milli
     assert string(attrs, wire_format.DELAY_ATTRIBUTE) == str(seconds)
     # one group per message, named by its id, as NServiceBus names it
     assert sent.request["MessageGroupId"] == string(attrs, wire_format.MESSAGE_ID_ATTRIBUTE)
-    assert sent.request["MessageDeduplicationId"] == identity.send_dedup_id("m1", NOW)
-    if millis % 1000:  # the fraction of a second, so that the last hop is exact
-        assert string(attrs, wire_format.DELAY_MS_ATTRIBUTE) == str(millis)
+    due = int(NOW * 1000) + millis
+    assert sent.request["MessageDeduplicationId"] == identity.send_dedup_id_of_due("m1", NOW, due)
+    # the due time to the millisecond (the last hop is exact; it tells the send's copies
+    # apart from an earlier send's of the id), which the fraction of a second gave before
+    assert attrs[wire_format.DUE_AT_ATTRIBUTE]["StringValue"] == str(due)
+    assert wire_format.DELAY_MS_ATTRIBUTE not in attrs
 
 
 def test_a_fifo_destination_gets_its_group_and_a_key_of_this_send() -> None:
@@ -161,7 +164,8 @@ def test_a_deduplication_id_rides_each_route_into_a_fifo_destination() -> None:
     for p in (staged, looped):
         assert string(p.request["MessageAttributes"], DEDUP) == "task-7"
     assert "MessageDeduplicationId" not in staged.request
-    assert looped.request["MessageDeduplicationId"] == identity.send_dedup_id("m1", NOW)
+    looped_key = identity.send_dedup_id_of_due("m1", NOW, int(NOW * 1000) + 3_600_000)
+    assert looped.request["MessageDeduplicationId"] == looped_key
     for delay in (0, 5, 3600):  # without one: as before
         assert DEDUP not in sent(delay, None).request.get("MessageAttributes", {})
 
@@ -206,3 +210,21 @@ def test_no_room_for_the_deduplication_id_is_refused_saying_how_many_fit(
     plan("orders.fifo", message(most + 1, None), LIMITS, now=NOW)  # room without it
     with pytest.raises(TooManyAttributes, match=f"at most {most} attributes of your own"):
         plan("orders.fifo", message(most + 1), LIMITS, now=NOW)
+
+
+def test_a_send_a_millisecond_later_is_planned_as_for_that_delay() -> None:
+    """`registry.put` answers `due-taken` when the id's earlier, ended send had this due
+    time: the send goes a millisecond later, every field as `plan` makes it for that delay."""
+    from sqsdelay.core.send import a_millisecond_later
+
+    for millis in (3_600_000, 3_600_999):
+        first = plan(
+            "orders", Message("b", delay=timedelta(milliseconds=millis), id="m1"), LIMITS, now=NOW
+        )
+        later = plan(
+            "orders",
+            Message("b", delay=timedelta(milliseconds=millis + 1), id="m1"),
+            LIMITS,
+            now=NOW,
+        )
+        assert a_millisecond_later(first, NOW) == later

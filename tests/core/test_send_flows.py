@@ -73,21 +73,20 @@ def test_send_takes_the_fields_of_message_and_refuses_a_misspelt_one() -> None:
     assert calls == []
 
 
-def test_a_fraction_of_a_second_travels_as_milliseconds_when_there_is_room() -> None:
+def test_a_fraction_of_a_second_travels_in_the_due_time_when_there_is_room() -> None:
     from sqsdelay.aws.sender import plan
     from sqsdelay.core import wire_format
 
     s = Settings(region="us-east-1")
     attrs = plan("orders", Message("x", delay=1000.25), s, now=0).request["MessageAttributes"]
     assert attrs[wire_format.DELAY_ATTRIBUTE]["StringValue"] == "1001"
-    assert attrs[wire_format.DELAY_MS_ATTRIBUTE]["StringValue"] == "1000250"
-    whole = plan("orders", Message("x", delay=1000), s, now=0).request["MessageAttributes"]
-    assert wire_format.DELAY_MS_ATTRIBUTE not in whole
+    assert attrs[wire_format.DUE_AT_ATTRIBUTE]["StringValue"] == "1000250"
+    assert wire_format.DELAY_MS_ATTRIBUTE not in attrs  # the due time says it
     # Eight of the caller's, the delay and NServiceBus.MessageId: no room, whole seconds.
     eight = {f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(8)}
     full = plan("orders", Message("x", delay=1000.25, attributes=eight), s, now=0)
     assert len(full.request["MessageAttributes"]) == 10
-    assert wire_format.DELAY_MS_ATTRIBUTE not in full.request["MessageAttributes"]
+    assert wire_format.DUE_AT_ATTRIBUTE not in full.request["MessageAttributes"]
 
 
 def test_a_fifo_destination_is_sent_to_now_through_staging_or_through_its_delay_queue() -> None:

@@ -79,16 +79,17 @@ def test_the_context_never_takes_room_the_callers_attributes_or_sqsdelays_need()
     )
     assert set(attrs_of(direct)) - set(user(8)) == {wire_format.MESSAGE_ID_ATTRIBUTE, "traceparent"}
     assert direct.trace is not None and direct.trace.skipped == ("tracestate",)
-    # through the delay queue: the delay and id, and one kept free for the worker's DueAt
+    # through the delay queue: the delay, the id and the send's due time
     looped = send.plan(
         "orders", Message("b", delay=5000, attributes=user(7)), limits(), now=NOW, trace=TRACE
     )
-    assert "traceparent" not in attrs_of(looped) and len(attrs_of(looped)) == 9
+    assert "traceparent" not in attrs_of(looped) and len(attrs_of(looped)) == 10
+    assert wire_format.DUE_AT_ATTRIBUTE in attrs_of(looped)
     assert looped.trace is not None and looped.trace.skipped == ("traceparent", "tracestate")
     six = send.plan(
         "orders", Message("b", delay=5000, attributes=user(6)), limits(), now=NOW, trace=TRACE
     )
-    assert "traceparent" in attrs_of(six) and len(attrs_of(six)) == 9
+    assert "traceparent" in attrs_of(six) and len(attrs_of(six)) == 10
     # the caller's 10: sent as given
     full = send.plan(
         "orders", Message("b", delay=0, attributes=user(10)), limits(), now=NOW, trace=TRACE
