@@ -14,7 +14,9 @@ from typing import Any
 from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.sender import Sender
 from sqsdelay.settings import Settings
+from tests.support.handovers import assert_handed_over_in_time
 from tests.support.lambdas import lambda_function
+from tests.support.logs import capture_logs, logged
 from tests.support.workerkit import Collector, RunningWorker
 
 
@@ -148,6 +150,8 @@ def test_requeued_twice_with_one_receive_loop_twenty_messages_are_handed_over_wi
     sender = Sender(settings, client=sqs)
     due_ms: dict[str, int] = {}
     earliest_ms: dict[str, int] = {}
+    ids: dict[str, str] = {}
+    out = capture_logs("DEBUG")  # every hop's delay.requeued
     with RunningWorker(settings, ["orders"]):
         for i in range(20):  # 3.5 s on a 1 s cycle: requeued twice, then a 0.5 s wait
             # Due 3.5 s after SQS took the send: after the call began, before its answer
@@ -155,7 +159,7 @@ def test_requeued_twice_with_one_receive_loop_twenty_messages_are_handed_over_wi
             # the loaded emulator took half a second to take counted as the worker's), and
             # "never early" from before the call.
             earliest_ms[f"m{i}"] = int(time.time() * 1000) + 3500
-            sender.send("orders", f"m{i}", delay=3.5)
+            ids[f"m{i}"] = sender.send("orders", f"m{i}", delay=3.5).message_id
             due_ms[f"m{i}"] = int(time.time() * 1000) + 3500
             collector.poll()
             time.sleep(0.3)  # batches in hand overlap the next ones' requeues
@@ -167,4 +171,11 @@ def test_requeued_twice_with_one_receive_loop_twenty_messages_are_handed_over_wi
     seen = sorted(round(d.at * 1000) - earliest_ms[d.body] for d in collector.got)
     record_property("lateness_max_ms", late[-1])
     record_property("consumer_lateness_max_ms", seen[-1])
-    assert len(collector.got) == 20 and seen[0] >= 0 and late[-1] <= 1000, (late, seen)
+    assert len(collector.got) == 20 and seen[0] >= 0, (late, seen)
+    hops = logged(out)  # due times kept, no requeue too many, none with a cycle or less left
+    for body, message_id in ids.items():
+        around = ((earliest_ms[body] - 3500) / 1000, (due_ms[body] - 3500) / 1000)
+        assert_handed_over_in_time(hops, message_id, delay=3.5, cycle=1, sent_between=around)
+    # A requeue missed for a 20 s long poll (moto's own) shows; a cycle (1 s) late is the
+    # checks' above: a busy machine delays the worker's sends by as much (3.3 s seen).
+    assert late[-1] < 5000, (late, seen)
