@@ -26,7 +26,7 @@ from sqsdelay.aws.clients import MISSING_QUEUE_CODES
 from sqsdelay.aws.queue_urls import QueueResolver
 from sqsdelay.core import heartbeat, idle, quotas, receive_loops
 from sqsdelay.core.backlog import Backlog
-from sqsdelay.core.backoff import BackoffTimer
+from sqsdelay.core.backoff import CircuitBreaker
 from sqsdelay.core.capacity import Capacity
 from sqsdelay.core.flows import Call, Fault, Flow, adrive, adrive_until_pause
 from sqsdelay.core.metrics import RECEIVE_FAILURES
@@ -95,7 +95,7 @@ class ReceiveDriver:
         self._lag = lag
         self._clock = clock
         # Receives back off on their own: a working receive says nothing about sends.
-        self.receive_breaker = BackoffTimer()
+        self.receive_breaker = CircuitBreaker()
         self._stop = asyncio.Event()
         # Set when receives failed for too long: the worker raises it once stopped.
         self.fatal: SqsDelayError | None = None

@@ -1,6 +1,6 @@
-"""Backoff (pure: the caller passes the time).
+"""Backing off after failures (pure: the caller passes the time).
 
-`BackoffTimer` is the per-target circuit breaker: after a whole call to a queue fails, that
+`CircuitBreaker` is the per-target circuit breaker: after a whole call to a queue fails, that
 queue is left alone for a capped, doubling wait. `retry_backoff_seconds` is how long a single
 message that failed stays out of sight before its next try.
 """
@@ -10,8 +10,9 @@ from __future__ import annotations
 from sqsdelay.core import quotas
 
 
-class BackoffTimer:
-    """Per-target capped exponential backoff after whole-call failures."""
+class CircuitBreaker:
+    """A circuit breaker per target: after a whole call fails, the target is left alone for
+    a capped wait that doubles with each failure in a row, until a success closes it."""
 
     def __init__(self, base_seconds: float = 1.0, cap_seconds: float = 300.0) -> None:
         self.base = base_seconds

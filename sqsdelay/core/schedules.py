@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from sqsdelay.core import identity, parking
-from sqsdelay.core.backoff import BackoffTimer
+from sqsdelay.core.backoff import CircuitBreaker
 from sqsdelay.core.flows import Call, Fault, Flow
 from sqsdelay.core.types import CancelOutcome
 from sqsdelay.errors import SqsOperationError
@@ -45,7 +45,7 @@ def accepted(answer: Answer, request: Mapping[str, Any]) -> bool:
 
 
 def settle(
-    answer: Answer, request: Mapping[str, Any], breaker: BackoffTimer, now: float
+    answer: Answer, request: Mapping[str, Any], breaker: CircuitBreaker, now: float
 ) -> str | None:
     """Read a CreateSchedule answer for a worker or a sender: None when the message is parked
     (the breaker closes), else why not. A fault of Scheduler itself, or no answer, opens

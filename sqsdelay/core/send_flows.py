@@ -21,7 +21,7 @@ from sqsdelay.core import (
     send_results,
     wire_format,
 )
-from sqsdelay.core.backoff import BackoffTimer
+from sqsdelay.core.backoff import CircuitBreaker
 from sqsdelay.core.delays import delay_milliseconds
 from sqsdelay.core.flows import Call, Flow, gather
 from sqsdelay.core.park_targets import ParkTargets, Place
@@ -64,7 +64,7 @@ class SendFlows:
         self.tracing: Tracing = tracing or NoTracing()
         self._clock = clock
         # Scheduler's outages last longer than a send: wait 5 s first, then 10, 20 ...
-        self._breaker = BackoffTimer(base_seconds=5)
+        self._breaker = CircuitBreaker(base_seconds=5)
         self._table = config.registry_table
 
     def on_queues(self, resolver: QueueLookup) -> SendFlows:

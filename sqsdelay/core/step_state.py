@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqsdelay.core.backoff import BackoffTimer
+from sqsdelay.core.backoff import CircuitBreaker
 from sqsdelay.core.clock import ClockOffset
 from sqsdelay.core.decision import Limits
 from sqsdelay.core.failures import FailureLog
@@ -47,9 +47,9 @@ class StepState:
 
     def __init__(self) -> None:
         self.offset = ClockOffset()
-        self.sends = BackoffTimer()
-        self.scheduler = BackoffTimer()
-        self.registry = BackoffTimer()
+        self.sends = CircuitBreaker()
+        self.scheduler = CircuitBreaker()
+        self.registry = CircuitBreaker()
         self.failures = FailureLog()
         self.stats = Stats()
         self.in_hand: set[str] = set()

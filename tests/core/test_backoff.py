@@ -1,15 +1,15 @@
-"""core/backoff.py: the per-target breaker after whole-call failures (`BackoffTimer`), a
-failed message's wait, and a wait as a visibility change SQS accepts. The consumer's
-jittered retry backoff (`retries.Backoff`) is test_retries.py's."""
+"""core/backoff.py: the per-target circuit breaker after whole-call failures
+(`CircuitBreaker`), a failed message's wait, and a wait as a visibility change SQS accepts.
+The consumer's jittered retry backoff (`retries.Backoff`) is test_retries.py's."""
 
 from __future__ import annotations
 
 from sqsdelay.core import quotas
-from sqsdelay.core.backoff import BackoffTimer, retry_backoff_seconds, visibility_seconds
+from sqsdelay.core.backoff import CircuitBreaker, retry_backoff_seconds, visibility_seconds
 
 
-def test_backoff_timer_backs_off_exponentially_and_caps() -> None:
-    b = BackoffTimer(base_seconds=1, cap_seconds=10)
+def test_circuit_breaker_backs_off_exponentially_and_caps() -> None:
+    b = CircuitBreaker(base_seconds=1, cap_seconds=10)
     assert b.retry_in("q", 0) == 0
     assert [b.failure("q", 0) for _ in range(6)] == [1, 2, 4, 8, 10, 10]
     assert b.retry_in("q", 3) == 7 and b.retry_in("other", 3) == 0
@@ -23,7 +23,7 @@ def test_retry_backoff_grows_and_caps() -> None:
 
 
 def test_a_breaker_opens_for_each_target_alone_and_a_success_closes_it() -> None:
-    b = BackoffTimer(base_seconds=2, cap_seconds=60)
+    b = CircuitBreaker(base_seconds=2, cap_seconds=60)
     assert b.failure("a", 100) == 2 and b.failure("b", 100) == 2 and b.failure("a", 101) == 4
     assert (b.retry_in("a", 101), b.retry_in("b", 101)) == (4, 1)
     assert b.retry_in("a", 200) == 0  # the wait is over, never negative
@@ -32,7 +32,7 @@ def test_a_breaker_opens_for_each_target_alone_and_a_success_closes_it() -> None
 
 
 def test_a_long_outage_waits_the_cap_and_no_more() -> None:
-    b = BackoffTimer(base_seconds=1, cap_seconds=300)
+    b = CircuitBreaker(base_seconds=1, cap_seconds=300)
     waits = [b.failure("q", 0) for _ in range(2000)]  # the exponent is bounded: no overflow
     assert max(waits) == 300 and waits[-1] == 300
 

@@ -1,7 +1,7 @@
 """A destination outage, in worker and in Lambda mode: nothing is dead-lettered, however many
 times the messages come back, and everything is delivered once the destination returns.
 
-The outage is compressed: the backoff timer is capped at 2 s (300 s in production), so each
+The outage is compressed: the circuit breaker's wait is capped at 2 s (300 s in production), so each
 message is redelivered many times, as in a long outage, with SQSDELAY_MAX_ATTEMPTS=1.
 """
 
@@ -16,7 +16,7 @@ from sqsdelay.aws.installer import Installer
 from sqsdelay.aws.lambda_driver import Handler
 from sqsdelay.aws.sender import Message, Sender
 from sqsdelay.aws.worker import WorkerThread
-from sqsdelay.core.backoff import BackoffTimer
+from sqsdelay.core.backoff import CircuitBreaker
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.support.lambda_events import invoke_as_lambda
@@ -53,7 +53,7 @@ def test_worker_waits_out_an_outage(make_settings: Callable[..., Settings], sqs:
     )
     urls = start_outage(s, sqs)
     running = WorkerThread(s, ["orders"])
-    running.worker.state.sends = BackoffTimer(base_seconds=0.5, cap_seconds=2)
+    running.worker.state.sends = CircuitBreaker(base_seconds=0.5, cap_seconds=2)
     with running:
         stats = running.worker.stats
         wait_for(lambda: stats.requests["ChangeMessageVisibilityBatch"] >= REDELIVERIES, 60)
@@ -68,7 +68,7 @@ def test_lambda_waits_out_an_outage(make_settings: Callable[..., Settings], sqs:
     s = make_settings(max_native_delay_seconds=1, max_attempts=1)
     urls = start_outage(s, sqs)
     handler = Handler(s, client=sqs)
-    handler.state.sends = BackoffTimer(base_seconds=0.5, cap_seconds=2)
+    handler.state.sends = CircuitBreaker(base_seconds=0.5, cap_seconds=2)
 
     def invoke() -> None:
         invoke_as_lambda(sqs, urls["delay"], handler)
