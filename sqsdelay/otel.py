@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from sqsdelay.core import consumed, message_shape, trace_context, wire_format
+from sqsdelay.core import consumer_message, message_shape, trace_context, wire_format
 from sqsdelay.core.types import Attributes
 from sqsdelay.errors import InvalidMessage
 from sqsdelay.logs import get_logger
@@ -275,14 +275,14 @@ def active_context(settings: Any) -> dict[str, str]:
 
 @contextlib.contextmanager
 def message_span(settings: Any, message: object, queue_url: str | None = None) -> Iterator[Any]:
-    """`consumer_span` of a received message in any shape `core/consumed.py` reads (a boto3
+    """`consumer_span` of a received message in any shape `core/consumer_message.py` reads (a boto3
     message, a Lambda record, a Powertools SQSRecord); one it cannot read gets a span
     without a producer's context rather than no handler."""
     if _load(settings) is None:
         yield None
         return
     try:
-        incoming = consumed.read(message, queue_url, need_queue=False)
+        incoming = consumer_message.read(message, queue_url, need_queue=False)
         attributes, queue = incoming.received.attributes, incoming.queue.name
         ident: str | None = incoming.received.message_id
     except InvalidMessage:

@@ -22,9 +22,8 @@ from typing import Any, TypeVar
 
 from sqsdelay.aws.callers import AsyncCaller, SyncCaller
 from sqsdelay.aws.clients import async_service, sync_service
-from sqsdelay.core import consumed as received_rules
-from sqsdelay.core import idempotency
-from sqsdelay.core.consumed import Incoming
+from sqsdelay.core import consumer_message, idempotency
+from sqsdelay.core.consumer_message import ConsumerMessage
 from sqsdelay.core.flows import Flow, adrive, drive
 from sqsdelay.core.idempotency import (
     DEFAULT_EXPIRES_AFTER_SECONDS,
@@ -46,7 +45,7 @@ class _GuardBase:
         table: str | None,
         *,
         name: str | None,
-        key: Callable[[Incoming], str] | None,
+        key: Callable[[ConsumerMessage], str] | None,
         expires_after_seconds: int,
         in_progress_seconds: float,
         clock: Callable[[], float],
@@ -62,7 +61,7 @@ class _GuardBase:
         self.key = key
         self._clock = clock
 
-    def record_key(self, incoming: Incoming, handler: Callable[..., Any]) -> str:
+    def record_key(self, incoming: ConsumerMessage, handler: Callable[..., Any]) -> str:
         """The record's id. The caller's `key` is asked only when the message has no
         sqsdelay id (the id wins): a key that fails on some bodies fails no run it serves."""
         caller_key = self.key
@@ -81,7 +80,7 @@ class _GuardBase:
     ) -> tuple[str, Flow[Outcome[Any] | None]]:
         """The message's record key and the flow that claims it. `context`: the Lambda
         context, whose remaining time becomes the run's in-progress expiry."""
-        incoming = received_rules.read(message, queue_url, need_queue=False)
+        incoming = consumer_message.read(message, queue_url, need_queue=False)
         remaining = getattr(context, "get_remaining_time_in_millis", None)
         ms = self.config.in_progress_for(int(remaining()) if remaining else None)
         key = self.record_key(incoming, handler)
@@ -123,7 +122,7 @@ class Guard(_GuardBase):
         table: str | None,
         *,
         name: str | None = None,
-        key: Callable[[Incoming], str] | None = None,
+        key: Callable[[ConsumerMessage], str] | None = None,
         expires_after_seconds: int = DEFAULT_EXPIRES_AFTER_SECONDS,
         in_progress_seconds: float = DEFAULT_IN_PROGRESS_SECONDS,
         client: Any = None,
@@ -200,7 +199,7 @@ class AsyncGuard(_GuardBase):
         table: str | None,
         *,
         name: str | None = None,
-        key: Callable[[Incoming], str] | None = None,
+        key: Callable[[ConsumerMessage], str] | None = None,
         expires_after_seconds: int = DEFAULT_EXPIRES_AFTER_SECONDS,
         in_progress_seconds: float = DEFAULT_IN_PROGRESS_SECONDS,
         client: Any = None,

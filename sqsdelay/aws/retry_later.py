@@ -16,7 +16,7 @@ from typing import Any
 
 from sqsdelay import deprecations, otel
 from sqsdelay.aws.sender import AsyncSender, Sender
-from sqsdelay.core import consumed as received_rules
+from sqsdelay.core import consumer_message
 from sqsdelay.core.delays import DelayLike
 from sqsdelay.core.retries import Backoff
 from sqsdelay.core.retry_flows import (
@@ -57,7 +57,7 @@ def retry_later(
     timedelta, any length) or `at` a time, then delete the original. `message`: a boto3
     ReceiveMessage message (with `queue_url`), a Lambda SQS event record, or a Powertools
     SQSRecord. A failed send raises and leaves the original in place."""
-    incoming = received_rules.read(message, queue_url)
+    incoming = consumer_message.read(message, queue_url)
     s = sender or held_sender()
     return s.run(retry_flow(s.flows, incoming, delay=delay, at=at))
 
@@ -71,7 +71,7 @@ async def async_retry_later(
     sender: AsyncSender,
 ) -> Retried:
     """As `retry_later`, with an entered `AsyncSender`."""
-    incoming = received_rules.read(message, queue_url)
+    incoming = consumer_message.read(message, queue_url)
     return await sender.run(retry_flow(sender.flows, incoming, delay=delay, at=at))
 
 
@@ -130,7 +130,7 @@ class RetryPolicy:
         queue_url: str | None = None,
         sender: Sender | None = None,
     ) -> Retried:
-        incoming = received_rules.read(message, queue_url)
+        incoming = consumer_message.read(message, queue_url)
         s = sender or held_sender()
         return s.run(backoff_flow(s.flows, incoming, self.backoff, self.draw(), reason))
 
@@ -154,7 +154,7 @@ class AsyncRetryPolicy:
     async def retry(
         self, message: object, reason: str, *, queue_url: str | None = None, sender: AsyncSender
     ) -> Retried:
-        incoming = received_rules.read(message, queue_url)
+        incoming = consumer_message.read(message, queue_url)
         return await sender.run(
             backoff_flow(sender.flows, incoming, self.backoff, self.draw(), reason)
         )

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, TypeVar
 
 from sqsdelay.core import wire_format
-from sqsdelay.core.consumed import Incoming
+from sqsdelay.core.consumer_message import ConsumerMessage
 from sqsdelay.core.flows import Call, Fault, Flow
 from sqsdelay.errors import (
     ConfigError,
@@ -95,7 +95,7 @@ POWERTOOLS_KEY_JMESPATH: Final = powertools_key_jmespath()
 
 
 def key_data(
-    incoming: Incoming, fallback: str | Callable[[], str] | None = None
+    incoming: ConsumerMessage, fallback: str | Callable[[], str] | None = None
 ) -> dict[str, str | None]:
     """The message's stable key: its sqsdelay id (or `fallback`, the caller's key for a
     message without one, called only then: the id wins), its retry number as carried, and
@@ -126,7 +126,7 @@ def key_data(
     return data
 
 
-def _string(incoming: Incoming, name: str) -> str | None:
+def _string(incoming: ConsumerMessage, name: str) -> str | None:
     value = incoming.received.attributes.get(name)
     return value.get("StringValue") if value else None
 
@@ -257,7 +257,7 @@ class GuardConfig:
 
     def key(
         self,
-        incoming: Incoming,
+        incoming: ConsumerMessage,
         fallback: str | Callable[[], str] | None,
         *,
         function_name: str,

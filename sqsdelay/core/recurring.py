@@ -364,7 +364,7 @@ class Occurrence:
 
 
 def occurrence_of(attributes: Attributes) -> Occurrence | None:
-    """The occurrence a received message is (its attributes: `Incoming.received.attributes`),
+    """The occurrence a received message is (its attributes: `ConsumerMessage.received.attributes`),
     or None for a message no recurring schedule sent."""
     name = message_shape.string_value(attributes, SCHEDULE_ATTRIBUTE)
     when = message_shape.string_value(attributes, SCHEDULED_TIME_ATTRIBUTE)

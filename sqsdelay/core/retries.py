@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 
 from sqsdelay.core import failure_record, identity, message_shape, wire_format
-from sqsdelay.core.consumed import Incoming
+from sqsdelay.core.consumer_message import ConsumerMessage
 from sqsdelay.core.received import Received, parse_natural
 from sqsdelay.core.send import Message
 from sqsdelay.core.types import Attributes
@@ -31,7 +31,7 @@ def attempt_of(attributes: Attributes) -> int:
     return count or 0
 
 
-def retry_message(incoming: Incoming, *, attempt: int, **when: object) -> Message:
+def retry_message(incoming: ConsumerMessage, *, attempt: int, **when: object) -> Message:
     """The send that retries `incoming` as retry number `attempt`: the body as received; the
     attributes as received, less those the sender sets itself (it sets them again: the id,
     the message type), with `sqsdelay.Attempt`; the group and the trace header. `when` is
@@ -57,7 +57,7 @@ def retry_message(incoming: Incoming, *, attempt: int, **when: object) -> Messag
 
 
 def dead_letter_attributes(
-    incoming: Incoming, reason: str, delay_queue: str, max_bytes: int
+    incoming: ConsumerMessage, reason: str, delay_queue: str, max_bytes: int
 ) -> Attributes:
     """The error queue's attributes for a message the backoff gave up on: the worker's
     failure record (`failure_record.attributes`), written as if the message had failed in

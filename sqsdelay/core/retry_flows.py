@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from sqsdelay.core import retries
-from sqsdelay.core.consumed import Incoming
+from sqsdelay.core.consumer_message import ConsumerMessage
 from sqsdelay.core.delays import DelayLike
 from sqsdelay.core.flows import Call, Fault, Flow
 from sqsdelay.core.queue_lookup import QueueLookup
@@ -58,7 +58,7 @@ def _check(flows: SendFlows) -> None:
         )
 
 
-def _check_region(flows: SendFlows, incoming: Incoming) -> None:
+def _check_region(flows: SendFlows, incoming: ConsumerMessage) -> None:
     """A message from another Region's queue cannot be retried with this sender's client:
     its queues would be looked up (and written to) in the client's Region instead."""
     own = flows.region()
@@ -129,13 +129,13 @@ def _addressed(flow: Flow[T], resolver: QueueLookup) -> Flow[T]:
         return result
 
 
-def _original_url(flows: SendFlows, incoming: Incoming) -> Flow[str]:
+def _original_url(flows: SendFlows, incoming: ConsumerMessage) -> Flow[str]:
     if incoming.queue.url:
         return incoming.queue.url
     return (yield from flows.resolver.lookup(incoming.queue.name, incoming.queue.account))
 
 
-def _delete_original(flows: SendFlows, incoming: Incoming) -> Flow[None]:
+def _delete_original(flows: SendFlows, incoming: ConsumerMessage) -> Flow[None]:
     url = yield from _original_url(flows, incoming)
     params = {"QueueUrl": url, "ReceiptHandle": incoming.received.receipt_handle}
     [reply] = yield [Call("sqs", "DeleteMessage", params, timeout=flows.config.call_timeout)]
@@ -154,7 +154,7 @@ def _delete_original(flows: SendFlows, incoming: Incoming) -> Flow[None]:
 
 def retry_flow(
     flows: SendFlows,
-    incoming: Incoming,
+    incoming: ConsumerMessage,
     *,
     delay: DelayLike | None,
     at: datetime | None,
@@ -186,7 +186,7 @@ def retry_flow(
     return Retried(number, sent=result, message_id=result.message_id)
 
 
-def dead_letter_flow(flows: SendFlows, incoming: Incoming, reason: str) -> Flow[Retried]:
+def dead_letter_flow(flows: SendFlows, incoming: ConsumerMessage, reason: str) -> Flow[Retried]:
     """To the error queue with the reason, in the `sqsdelay.Failure` record the worker writes
     on poison, so that `sqsdelay replay-errors QUEUE` brings it back; then delete."""
     _check(flows)
@@ -218,7 +218,7 @@ def dead_letter_flow(flows: SendFlows, incoming: Incoming, reason: str) -> Flow[
 
 
 def backoff_flow(
-    flows: SendFlows, incoming: Incoming, backoff: Backoff, draw: float, reason: str
+    flows: SendFlows, incoming: ConsumerMessage, backoff: Backoff, draw: float, reason: str
 ) -> Flow[Retried]:
     """The next retry after the backoff's wait, or the error queue once it gives up."""
     number = retries.attempt_of(incoming.received.attributes) + 1

@@ -51,7 +51,7 @@ from hypothesis.stateful import (
 
 from sqsdelay.aws.retry_later import RetryLater, RetryPolicy, handle_batch
 from sqsdelay.aws.sender import Message
-from sqsdelay.core import consumed, retries, wire_format
+from sqsdelay.core import consumer_message, retries, wire_format
 from sqsdelay.core.received import from_boto
 from sqsdelay.core.replay import replay_errors
 from sqsdelay.core.retries import Backoff
@@ -419,7 +419,7 @@ class WholeWay(RuleBasedStateMachine):
     def _deliver(self, message: dict[str, Any], action: str, wait: int) -> None:
         key = self._arrived(message)
         now_ms = int(self.clock() * 1000)
-        incoming = consumed.read(message, self.w.urls["destination"])
+        incoming = consumer_message.read(message, self.w.urls["destination"])
         met = len(self.w.faults.met)
 
         def handler(_: object) -> None:

@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sqsdelay.core import consumed, retries, send, wire_format
+from sqsdelay.core import consumer_message, retries, send, wire_format
 from sqsdelay.core.types import Attributes
 from sqsdelay.errors import InvalidDelay, InvalidInput, InvalidMessage
 from tests.support.consumerkit import (
@@ -47,9 +47,9 @@ def test_the_three_kinds_read_alike() -> None:
     message = boto3_message(attrs, MessageGroupId="g1", AWSTraceHeader=TRACE)
     record = lambda_record(message, "p-orders")
     kinds = [
-        consumed.read(message, URL),
-        consumed.read(record),
-        consumed.read(SQSRecord(record)),
+        consumer_message.read(message, URL),
+        consumer_message.read(record),
+        consumer_message.read(SQSRecord(record)),
     ]
     for incoming in kinds:
         assert incoming.received.body == '{"order": 7}'
@@ -81,7 +81,7 @@ def test_what_is_not_a_message_from_sqs_is_refused_with_what_to_give(
     message: object, url: str | None, match: str
 ) -> None:
     with pytest.raises(InvalidMessage, match=match):
-        consumed.read(message, url)
+        consumer_message.read(message, url)
 
 
 def test_the_retry_keeps_body_attributes_group_trace_and_id_and_counts_the_attempt() -> None:
@@ -91,7 +91,9 @@ def test_the_retry_keeps_body_attributes_group_trace_and_id_and_counts_the_attem
         wire_format.MESSAGE_TYPE_ATTRIBUTE: s("Shop.OrderPlaced"),
         wire_format.ATTEMPT_ATTRIBUTE: {"DataType": "Number", "StringValue": "2"},
     }
-    incoming = consumed.read(boto3_message(attrs, MessageGroupId="g1", AWSTraceHeader=TRACE), URL)
+    incoming = consumer_message.read(
+        boto3_message(attrs, MessageGroupId="g1", AWSTraceHeader=TRACE), URL
+    )
     number = retries.attempt_of(incoming.received.attributes) + 1
     message = retries.retry_message(incoming, attempt=number, delay=timedelta(hours=13))
     planned = send.plan("orders", message, LIMITS, now=1_700_000_000.0)
@@ -115,7 +117,7 @@ def test_the_retry_keeps_body_attributes_group_trace_and_id_and_counts_the_attem
 
 
 def test_a_delay_beyond_any_date_is_refused_with_what_to_do() -> None:
-    incoming = consumed.read(boto3_message(), URL)
+    incoming = consumer_message.read(boto3_message(), URL)
     with pytest.raises(InvalidDelay, match="longer than the maximum"):
         send.plan(
             "orders", retries.retry_message(incoming, attempt=1, delay=10**12), LIMITS, now=1.0
@@ -157,7 +159,9 @@ def test_whatever_a_producer_wrote_the_retry_carries_it_or_is_refused_before_sen
     received (sqsdelay's own re-derived), or the plan raises a typed error, before any call:
     the original is then never deleted."""
     message = {**boto3_message(attrs), "Body": body}
-    incoming = consumed.read(lambda_record(message, "p-orders") if lambda_shape else message, URL)
+    incoming = consumer_message.read(
+        lambda_record(message, "p-orders") if lambda_shape else message, URL
+    )
     try:
         planned = send.plan(
             "orders", retries.retry_message(incoming, attempt=1, delay=delay), LIMITS, now=1.0

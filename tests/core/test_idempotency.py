@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sqsdelay.core import consumed, idempotency, wire_format
+from sqsdelay.core import consumer_message, idempotency, wire_format
 from sqsdelay.core.flows import Call, Fault, Reply, drive
 from sqsdelay.core.types import Attributes
 from sqsdelay.errors import (
@@ -77,11 +77,11 @@ def test_the_guards_key_is_the_one_powertools_computes_from_the_record(
     if replay is not None:
         attrs[wire_format.REPLAY_ATTRIBUTE] = s(replay)
     record = lambda_record(boto3_message(attrs), "p-orders")
-    ours = idempotency.record_key("fn", idempotency.key_data(consumed.read(record)))
+    ours = idempotency.record_key("fn", idempotency.key_data(consumer_message.read(record)))
     assert ours == _powertools_key(record, "fn", idempotency.POWERTOOLS_KEY_JMESPATH)
     # A copy (another SQS MessageId, receipt) has the same key; another attempt has another.
     copy = {**record, "messageId": "other", "receiptHandle": "other"}
-    assert idempotency.record_key("fn", idempotency.key_data(consumed.read(copy))) == ours
+    assert idempotency.record_key("fn", idempotency.key_data(consumer_message.read(copy))) == ours
 
 
 def test_a_replay_has_a_key_of_its_own_and_a_first_delivery_keeps_its_old_one() -> None:
@@ -95,12 +95,12 @@ def test_a_replay_has_a_key_of_its_own_and_a_first_delivery_keeps_its_old_one() 
     replayed = lambda_record(boto3_message(replayed_attrs), "q")
     again = {**replayed_attrs, wire_format.REPLAY_ATTRIBUTE: s("err-2")}
     keys = {
-        idempotency.record_key("fn", idempotency.key_data(consumed.read(r)))
+        idempotency.record_key("fn", idempotency.key_data(consumer_message.read(r)))
         for r in (first, replayed, lambda_record(boto3_message(again), "q"))
     }
     assert len(keys) == 3
     # The key without a replay is the one every earlier version wrote.
-    assert idempotency.key_data(consumed.read(first)) == {"attempt": None, "id": "o-1"}
+    assert idempotency.key_data(consumer_message.read(first)) == {"attempt": None, "id": "o-1"}
 
 
 def test_the_callers_key_is_asked_only_without_the_id() -> None:
@@ -110,18 +110,18 @@ def test_the_callers_key_is_asked_only_without_the_id() -> None:
         raise KeyError("order_id")
 
     ours = lambda_record(boto3_message({wire_format.MESSAGE_ID_ATTRIBUTE: s("o-1")}), "q")
-    assert idempotency.key_data(consumed.read(ours), key)["id"] == "o-1"
+    assert idempotency.key_data(consumer_message.read(ours), key)["id"] == "o-1"
     foreign = lambda_record(boto3_message(), "q")
-    assert idempotency.key_data(consumed.read(foreign), lambda: "o-9")["id"] == "o-9"
+    assert idempotency.key_data(consumer_message.read(foreign), lambda: "o-9")["id"] == "o-9"
     with pytest.raises(KeyError):
-        idempotency.key_data(consumed.read(foreign), key)
+        idempotency.key_data(consumer_message.read(foreign), key)
 
 
 def test_a_foreign_message_takes_the_callers_key_in_both() -> None:
     record = lambda_record({**boto3_message(), "Body": json.dumps({"order_id": "o-9"})}, "q")
     with pytest.raises(InvalidInput, match=r"without room for its id.*Give the guard a key"):
-        idempotency.key_data(consumed.read(record))
-    ours = idempotency.record_key("fn", idempotency.key_data(consumed.read(record), "o-9"))
+        idempotency.key_data(consumer_message.read(record))
+    ours = idempotency.record_key("fn", idempotency.key_data(consumer_message.read(record), "o-9"))
     jmespath = idempotency.powertools_key_jmespath("powertools_json(body).order_id")
     assert ours == _powertools_key(record, "fn", jmespath)
     replayed = {
@@ -130,7 +130,9 @@ def test_a_foreign_message_takes_the_callers_key_in_both() -> None:
             wire_format.REPLAY_ATTRIBUTE: {"stringValue": "r-1", "dataType": "String"}
         },
     }
-    ours = idempotency.record_key("fn", idempotency.key_data(consumed.read(replayed), "o-9"))
+    ours = idempotency.record_key(
+        "fn", idempotency.key_data(consumer_message.read(replayed), "o-9")
+    )
     assert ours == _powertools_key(replayed, "fn", jmespath)
 
 
@@ -166,10 +168,10 @@ def test_for_any_id_and_attempt_a_producer_wrote_the_key_is_powertools_and_every
     if attempt is not None:
         attrs[wire_format.ATTEMPT_ATTRIBUTE] = s(attempt)
     record = lambda_record(boto3_message(attrs), "p-orders")
-    ours = idempotency.record_key("fn", idempotency.key_data(consumed.read(record)))
+    ours = idempotency.record_key("fn", idempotency.key_data(consumer_message.read(record)))
     assert ours == _powertools_key(record, "fn", idempotency.POWERTOOLS_KEY_JMESPATH)
     copy = lambda_record({**boto3_message(attrs), "MessageId": "x", "ReceiptHandle": "y"}, "q")
-    assert idempotency.record_key("fn", idempotency.key_data(consumed.read(copy))) == ours
+    assert idempotency.record_key("fn", idempotency.key_data(consumer_message.read(copy))) == ours
 
 
 def test_the_guards_flows_read_every_answer_of_dynamodb_alike_for_both_guards() -> None:
@@ -235,7 +237,9 @@ def test_an_occurrence_scheduler_did_not_fill_in_is_refused_not_skipped() -> Non
     unfilled = s("nightly@<aws.scheduler.scheduled-time>")
     record = lambda_record(boto3_message({wire_format.MESSAGE_ID_ATTRIBUTE: unfilled}), "q")
     with pytest.raises(InvalidInput, match="did not fill in"):
-        idempotency.key_data(consumed.read(record))
+        idempotency.key_data(consumer_message.read(record))
     filled = s("nightly@2026-03-30T07:00:00Z")
     record = lambda_record(boto3_message({wire_format.MESSAGE_ID_ATTRIBUTE: filled}), "q")
-    assert idempotency.key_data(consumed.read(record))["id"] == "nightly@2026-03-30T07:00:00Z"
+    assert (
+        idempotency.key_data(consumer_message.read(record))["id"] == "nightly@2026-03-30T07:00:00Z"
+    )

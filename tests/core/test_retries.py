@@ -1,4 +1,4 @@
-"""A consumer's retry later, the rules (core/retries.py, core/consumed.py) on the way back
+"""A consumer's retry later, the rules (core/retries.py, core/consumer_message.py) on the way back
 (issue 58): a give-up's error-queue record that a replay can put back in its FIFO group or
 fair-queue tenant, a replay's token carried through a retry, and where a message came from."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sqsdelay.core import consumed, message_shape, retries, send, wire_format
+from sqsdelay.core import consumer_message, message_shape, retries, send, wire_format
 from sqsdelay.core.failure_record import Replay, plan_replay
 from sqsdelay.core.received import Received
 from sqsdelay.core.types import Attributes, AttributeValue
@@ -51,7 +51,7 @@ def lambda_record(
     }
 
 
-def given_up(incoming: consumed.Incoming, reason: str = "partner down") -> Received:
+def given_up(incoming: consumer_message.ConsumerMessage, reason: str = "partner down") -> Received:
     """The error-queue message a give-up writes, as replay-errors receives it."""
     attrs = retries.dead_letter_attributes(incoming, reason, DELAY_QUEUE, MAX_BYTES)
     return Received("err-1", "rh-err", incoming.received.body, attrs)
@@ -75,7 +75,7 @@ def test_a_give_up_keeps_its_group_for_the_replay_and_the_attempt_in_its_record(
         wire_format.ATTEMPT_ATTRIBUTE: {"DataType": "Number", "StringValue": "3"},
     }
     arn = f"arn:aws:sqs:us-east-1:123456789012:{queue}"
-    incoming = consumed.read(lambda_record(attrs, arn, **system))
+    incoming = consumer_message.read(lambda_record(attrs, arn, **system))
     dead = given_up(incoming, retries.Backoff(max_attempts=3).reason(4, "partner down"))
     assert dead.attributes[wire_format.GROUP_ID_ATTRIBUTE] == s(system["MessageGroupId"])
     assert wire_format.ATTEMPT_ATTRIBUTE not in dead.attributes  # a replay counts anew
@@ -94,7 +94,7 @@ def test_a_give_up_keeps_its_group_for_the_replay_and_the_attempt_in_its_record(
 def test_a_give_up_without_a_group_has_none_and_a_stale_one_is_not_kept() -> None:
     # A producer's sqsdelay.GroupId on a message of no group is not the message's group.
     attrs: Attributes = {wire_format.GROUP_ID_ATTRIBUTE: s("stale")}
-    incoming = consumed.read(lambda_record(attrs, "arn:aws:sqs:us-east-1:1:p-orders"))
+    incoming = consumer_message.read(lambda_record(attrs, "arn:aws:sqs:us-east-1:1:p-orders"))
     dead = given_up(incoming)
     assert wire_format.GROUP_ID_ATTRIBUTE not in dead.attributes
     record = json.loads(dead.attributes[wire_format.FAILURE_ATTRIBUTE]["StringValue"])
@@ -105,7 +105,7 @@ def test_a_give_up_without_a_group_has_none_and_a_stale_one_is_not_kept() -> Non
 def test_a_long_reason_leaves_a_record_a_replay_can_read(char: str) -> None:
     """The record is cut at 4,096 characters of JSON; a reason cut there left text that is
     not JSON, and a replay refused it. The reason is cut first, so the record stays whole."""
-    incoming = consumed.read(lambda_record({}, **{"MessageGroupId": "g"}))
+    incoming = consumer_message.read(lambda_record({}, **{"MessageGroupId": "g"}))
     dead = given_up(incoming, "gave up: " + char * 10_000)
     record = json.loads(dead.attributes[wire_format.FAILURE_ATTRIBUTE]["StringValue"])
     assert record["reason"].startswith("gave up: ") and len(record["reason"]) == 300
@@ -120,7 +120,7 @@ def test_a_retry_carries_the_replay_token_unchanged(delay: int) -> None:
         wire_format.MESSAGE_ID_ATTRIBUTE: s("order-7"),
         wire_format.REPLAY_ATTRIBUTE: s("err-42"),
     }
-    incoming = consumed.read(lambda_record(attrs, "arn:aws:sqs:us-east-1:1:p-orders"))
+    incoming = consumer_message.read(lambda_record(attrs, "arn:aws:sqs:us-east-1:1:p-orders"))
     message = retries.retry_message(incoming, attempt=1, delay=delay)
     planned = send.plan("orders", message, LIMITS, now=1_700_000_000.0)
     sent = planned.request["MessageAttributes"]
@@ -156,7 +156,7 @@ def test_a_retry_carries_the_replay_token_unchanged(delay: int) -> None:
 def test_where_a_message_came_from_its_queue_account_and_region(
     message: dict[str, Any], url: str | None, where: tuple[str, str, str]
 ) -> None:
-    ref = consumed.read(message, url).queue
+    ref = consumer_message.read(message, url).queue
     assert (ref.name, ref.account, ref.region) == where
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sqsdelay.aws.sender import Sender
-from sqsdelay.core import consumed, wire_format
+from sqsdelay.core import consumer_message, wire_format
 from sqsdelay.core.flows import drive
 from sqsdelay.core.retries import Backoff
 from sqsdelay.core.retry_flows import OriginalNotDeleted, backoff_flow, retry_flow
@@ -41,7 +41,7 @@ def _flows(stub: StubAws, **settings: Any) -> SendFlows:
 
 def test_the_retry_is_sent_then_the_original_deleted_in_its_owners_queues() -> None:
     stub = StubAws()
-    incoming = consumed.read(_record())
+    incoming = consumer_message.read(_record())
     done = drive(retry_flow(_flows(stub), incoming, delay=5, at=None), stub)
     assert done.attempt == 1 and done.message_id == "order-7" and done.sent is not None
     assert [c.api for c in stub.calls if c.api != "GetQueueUrl"] == ["SendMessage", "DeleteMessage"]
@@ -54,18 +54,18 @@ def test_a_failed_send_leaves_the_original_and_a_failed_delete_says_so() -> None
     stub = StubAws()
     stub.fail("SendMessage", "InternalError", times=1)
     with pytest.raises(SqsOperationError):
-        drive(retry_flow(_flows(stub), consumed.read(_record()), delay=5, at=None), stub)
+        drive(retry_flow(_flows(stub), consumer_message.read(_record()), delay=5, at=None), stub)
     assert not [c for c in stub.calls if c.api == "DeleteMessage"]
     stub.fail("DeleteMessage", "InternalError")
     with pytest.raises(OriginalNotDeleted, match="comes back after its visibility timeout"):
-        drive(retry_flow(_flows(stub), consumed.read(_record()), delay=5, at=None), stub)
+        drive(retry_flow(_flows(stub), consumer_message.read(_record()), delay=5, at=None), stub)
 
 
 def test_a_give_up_goes_to_the_error_queue_with_its_reason() -> None:
     stub = StubAws()
     flows = _flows(stub, error_queue="error")
     done = drive(
-        backoff_flow(flows, consumed.read(_record()), Backoff(max_attempts=0), 0.5, "down"),
+        backoff_flow(flows, consumer_message.read(_record()), Backoff(max_attempts=0), 0.5, "down"),
         stub,
     )
     assert done.dead_lettered is not None and "down" in done.dead_lettered
@@ -80,5 +80,5 @@ def test_the_nservicebus_wire_format_is_refused_before_any_call() -> None:
     stub = StubAws()
     flows = _flows(stub, wire_format="nservicebus")
     with pytest.raises(ConfigError, match="NServiceBus"):
-        drive(retry_flow(flows, consumed.read(_record()), delay=5, at=None), stub)
+        drive(retry_flow(flows, consumer_message.read(_record()), delay=5, at=None), stub)
     assert stub.calls == []

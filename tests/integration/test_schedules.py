@@ -15,7 +15,7 @@ import pytest
 
 from sqsdelay import consumer
 from sqsdelay.core import recurring
-from sqsdelay.core.consumed import read
+from sqsdelay.core.consumer_message import read
 from sqsdelay.dev.emulator import ScheduleRunner
 from sqsdelay.settings import Settings
 from tests.support.cli import run

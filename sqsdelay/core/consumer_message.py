@@ -1,7 +1,7 @@
-"""A message a consumer received (not the worker's `Received`), whatever shape it came in
-(pure): a boto3 `ReceiveMessage` message with its queue URL, a Lambda SQS event record, or a
-Powertools `SQSRecord` (whose `raw_event` is that record). Read into one shape, boto3's, so
-that it can be sent again byte for byte.
+"""A message a consumer received (`ConsumerMessage`; not the worker's `Received`), whatever
+shape it came in (pure): a boto3 `ReceiveMessage` message with its queue URL, a Lambda SQS
+event record, or a Powertools `SQSRecord` (whose `raw_event` is that record). Read into one
+shape, boto3's, so that it can be sent again byte for byte.
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ class QueueRef:
 
 
 @dataclass(frozen=True)
-class Incoming:
+class ConsumerMessage:
+    """A message as a consumer received it, read into one shape: the message itself (in
+    boto3's shape, as the worker's `Received` holds one) and the queue it came from."""
+
     received: Received
     queue: QueueRef
 
@@ -63,8 +66,10 @@ class Incoming:
         return value.get("StringValue") if value else None
 
 
-def read(message: object, queue_url: str | None = None, *, need_queue: bool = True) -> Incoming:
-    """Any of the three kinds, as one `Incoming`; InvalidMessage for anything else.
+def read(
+    message: object, queue_url: str | None = None, *, need_queue: bool = True
+) -> ConsumerMessage:
+    """Any of the three kinds, as one `ConsumerMessage`; InvalidMessage for anything else.
     `need_queue`: a boto3 message must come with its queue URL (to send and delete; the
     guard needs neither)."""
     raw = getattr(message, "raw_event", message)  # a Powertools SQSRecord wraps the record
@@ -88,7 +93,7 @@ def read(message: object, queue_url: str | None = None, *, need_queue: bool = Tr
     )
 
 
-def _boto3_message(raw: Mapping[str, Any], queue_url: str | None) -> Incoming:
+def _boto3_message(raw: Mapping[str, Any], queue_url: str | None) -> ConsumerMessage:
     parsed = urlparse(queue_url or "")
     *_, owner, name = ["", *parsed.path.rstrip("/").split("/")]
     if queue_url is not None and not name:
@@ -107,7 +112,7 @@ def _boto3_message(raw: Mapping[str, Any], queue_url: str | None) -> Incoming:
         attributes=attributes,
         system={str(k): str(v) for k, v in dict(raw.get("Attributes") or {}).items()},
     )
-    return Incoming(
+    return ConsumerMessage(
         received, QueueRef(name, url=queue_url, account=account, region=host[1] if host else "")
     )
 
@@ -124,7 +129,7 @@ def _boto3_value(name: str, value: Any) -> AttributeValue:
     return out
 
 
-def _lambda_record(raw: Mapping[str, Any]) -> Incoming:
+def _lambda_record(raw: Mapping[str, Any]) -> ConsumerMessage:
     """Lambda's record: camel-case keys, binary values in base64, the queue by its ARN."""
     arn = str(raw.get("eventSourceARN", ""))
     parts = arn.split(":")
@@ -145,7 +150,7 @@ def _lambda_record(raw: Mapping[str, Any]) -> Incoming:
         attributes=attributes,
         system={str(k): str(v) for k, v in dict(raw.get("attributes") or {}).items()},
     )
-    return Incoming(received, QueueRef(parts[5], account=parts[4], region=parts[3]))
+    return ConsumerMessage(received, QueueRef(parts[5], account=parts[4], region=parts[3]))
 
 
 def _lambda_value(name: str, value: Any) -> AttributeValue:
