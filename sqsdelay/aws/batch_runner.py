@@ -11,7 +11,7 @@ from sqsdelay import otel
 from sqsdelay.aws.queue_urls import ParkTargets, QueueResolver
 from sqsdelay.core import pause
 from sqsdelay.core.flows import Flow
-from sqsdelay.core.outcomes import Outcome
+from sqsdelay.core.outcomes import BatchEnds
 from sqsdelay.core.queue_trios import QueueTrio
 from sqsdelay.core.received import Received
 from sqsdelay.core.step import StepConfig, StepState, handle
@@ -56,14 +56,14 @@ class BatchRunner:
         local_ms: int,
         deadline: float,  # on `self.clock`
         account: str = "",
-        outcome: Outcome | None = None,
-    ) -> Flow[Outcome]:
+        outcome: BatchEnds | None = None,
+    ) -> Flow[BatchEnds]:
         """The step on one batch from `trio`'s delay queue, after reading whether its
         destination is paused (at most once a period, core/pause.py) and the park target
         lookup (`client` names the region of the error queue's ARN)."""
         yield from self.refresh_pauses([pause.tag_queue(trio)])
         target = yield from self.park_targets.lookup(trio, client, account)
-        outcome = outcome if outcome is not None else Outcome()
+        outcome = outcome if outcome is not None else BatchEnds()
         try:
             return (
                 yield from handle(

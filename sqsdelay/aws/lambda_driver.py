@@ -18,7 +18,7 @@ from sqsdelay.aws.clients import observe, sync_clients
 from sqsdelay.aws.queue_urls import QueueResolver
 from sqsdelay.core.emf import EmfWriter
 from sqsdelay.core.flows import drive
-from sqsdelay.core.outcomes import Outcome
+from sqsdelay.core.outcomes import BatchEnds
 from sqsdelay.core.received import Received, from_lambda
 from sqsdelay.errors import InvalidQueueName
 from sqsdelay.logs import configure, get_logger
@@ -119,7 +119,7 @@ class Handler:
             except (KeyError, TypeError, ValueError) as exc:  # not an SQS record: leave it
                 log.error("lambda.bad_record", message_id=ident, detail=type(exc).__name__)
                 failed.append(ident)
-        outcome = Outcome()
+        outcome = BatchEnds()
         caller = self._caller(account)
         try:
             flow = self.batches.flow(

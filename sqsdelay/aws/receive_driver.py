@@ -30,7 +30,7 @@ from sqsdelay.core.backoff import CircuitBreaker
 from sqsdelay.core.capacity import Capacity
 from sqsdelay.core.flows import Call, Fault, Flow, adrive, adrive_until_pause
 from sqsdelay.core.metrics import RECEIVE_FAILURES
-from sqsdelay.core.outcomes import Outcome
+from sqsdelay.core.outcomes import BatchEnds
 from sqsdelay.core.queue_trios import QueueTrio
 from sqsdelay.core.receive_loops import QueueDemand
 from sqsdelay.core.received import SYSTEM_ATTRIBUTES, Received, from_boto
@@ -318,7 +318,7 @@ class ReceiveDriver:
     async def _process(self, q: QueueLoops, raw: list[dict[str, Any]], visibility: int) -> None:
         trio = q.trio
         received = [from_boto(m) for m in raw]
-        outcome = Outcome()
+        outcome = BatchEnds()
         started = time.monotonic()
         beat = asyncio.create_task(
             self._keep_hidden(trio, received, outcome, visibility, in_hand=started)
@@ -389,7 +389,7 @@ class ReceiveDriver:
         self,
         trio: QueueTrio,
         received: list[Received],
-        outcome: Outcome,
+        outcome: BatchEnds,
         short: int,
         *,
         in_hand: float,

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from sqsdelay.core import identity, parking, registry, trace_context
 from sqsdelay.core.decision import HandOver, Requeue
 from sqsdelay.core.metrics import CANCELLED, HELD, lateness_ms
-from sqsdelay.core.outcomes import END, Held, Outcome
+from sqsdelay.core.outcomes import END, BatchEnds, Held
 from sqsdelay.core.queue_trios import QueueTrio
 from sqsdelay.core.received import Received
 from sqsdelay.core.record_decisions import Outgoing
@@ -45,7 +45,7 @@ class BatchInHand:
     clock: Callable[[], float]
     local_ms: int  # when the batch arrived: `clock()` need not be epoch time
     deadline: float  # no call starts after it (a `clock()` time)
-    outcome: Outcome
+    outcome: BatchEnds
     done: list[Outgoing] = field(default_factory=list)  # sent or parked: may be deleted
     dropped: list[Received] = field(default_factory=list)  # cancelled or a second copy
     records: dict[str, registry.Record] = field(default_factory=dict)  # by SQS MessageId

@@ -1,6 +1,6 @@
-"""What the step reports: where each record of a batch ended (`Outcome`), and the calls and
-messages counted since the start (`Stats`), which the worker, the Lambda, the metrics and
-the demo read.
+"""What the step reports: where each record of a batch ended (`BatchEnds`), and the calls
+and messages counted since the start (`Stats`), which the worker, the Lambda, the metrics
+and the demo read.
 """
 
 from __future__ import annotations
@@ -58,11 +58,11 @@ class Held:
 
 
 @dataclass
-class Outcome:
-    """Where each record of the batch ended, by SQS MessageId; `held`, what to report or
-    keep out of sight; `released`, copies of messages another batch had in hand (neither
-    sent nor deleted: they come back when their visibility runs out); `unhidden`, held
-    records whose visibility change failed."""
+class BatchEnds:
+    """What the step reports of one batch: where each record ended, by SQS MessageId;
+    `held`, what to report or keep out of sight; `released`, copies of messages another batch
+    had in hand (neither sent nor deleted: they come back when their visibility runs out);
+    `unhidden`, held records whose visibility change failed."""
 
     ends: dict[str, End] = field(default_factory=dict)
     held: list[Held] = field(default_factory=list)

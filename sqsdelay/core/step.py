@@ -27,7 +27,7 @@ from sqsdelay.core.decision import Forward, HandOver, Park
 from sqsdelay.core.failures import is_message_fault
 from sqsdelay.core.flows import Call, Fault, Flow, gather, pause
 from sqsdelay.core.metrics import FALLBACKS
-from sqsdelay.core.outcomes import Outcome
+from sqsdelay.core.outcomes import BatchEnds
 from sqsdelay.core.pause import hold_paused
 from sqsdelay.core.queue_trios import QueueTrio
 from sqsdelay.core.quotas import MAX_BATCH_ENTRIES
@@ -81,7 +81,7 @@ def batch_calls(queue: str, api: str, entries: list[dict[str, Any]], timeout: fl
 def extend(
     queue: str,
     received: list[Received],
-    outcome: Outcome,
+    outcome: BatchEnds,
     seconds: int,
     state: StepState,
     timeout: float,
@@ -145,13 +145,13 @@ def handle(
     clock: Callable[[], float],
     local_ms: int,
     deadline: float,
-    outcome: Outcome | None = None,
-) -> Flow[Outcome]:
+    outcome: BatchEnds | None = None,
+) -> Flow[BatchEnds]:
     """The flow of one received batch; `local_ms` is when it arrived (local clock), and no
     call starts after `deadline` (a `clock()` time). A driver that passes `outcome` can see
     where records ended even if the flow fails half-way."""
     batch = BatchInHand(
-        queues, park_target, config, state, clock, local_ms, deadline, outcome or Outcome()
+        queues, park_target, config, state, clock, local_ms, deadline, outcome or BatchEnds()
     )
     fresh, copies = state.take(received)
     for r in copies:

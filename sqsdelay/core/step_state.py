@@ -36,7 +36,7 @@ class StepConfig:
     # The ECS worker deletes what it moved; Lambda deletes every record it is not told failed.
     delete: bool = True
     registry_table: str | None = None  # SQSDELAY_REGISTRY=dynamodb: the table
-    # Record a `trace_context.Hop` of every move in `Outcome.spans` (OpenTelemetry is on).
+    # Record a `trace_context.Hop` of every move in `BatchEnds.spans` (OpenTelemetry is on).
     spans: bool = False
 
 

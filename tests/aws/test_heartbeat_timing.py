@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from sqsdelay.aws.worker import Worker
 from sqsdelay.core.flows import Call, Reply
-from sqsdelay.core.outcomes import Outcome
+from sqsdelay.core.outcomes import BatchEnds
 from sqsdelay.core.received import from_boto
 from sqsdelay.settings import Settings
 
@@ -51,7 +51,7 @@ def beats(
             worker.driver._keep_hidden(
                 worker.queues[0].trio,
                 received,
-                Outcome(),
+                BatchEnds(),
                 short,
                 in_hand=started - answer_read_ago,
             )

@@ -11,7 +11,7 @@ from sqsdelay.core import wire_format
 from sqsdelay.core.batch_in_hand import BatchInHand, event_ids
 from sqsdelay.core.decision import HandOver, Park, Requeue
 from sqsdelay.core.metrics import CANCELLED, EVENT_METRICS, HELD, window
-from sqsdelay.core.outcomes import Held, Outcome
+from sqsdelay.core.outcomes import BatchEnds, Held
 from sqsdelay.core.record_decisions import outgoing
 from sqsdelay.core.step_state import StepState
 from tests.support.steps import CONFIG, Clock, Q, T, message
@@ -24,7 +24,7 @@ def batch(spans: bool = False) -> tuple[BatchInHand, Clock]:
     config = dataclasses.replace(CONFIG, spans=spans)
     b = BatchInHand(
         queues=Q, target=None, config=config, state=StepState(), clock=clock,
-        local_ms=T, deadline=clock() + 48, outcome=Outcome(),
+        local_ms=T, deadline=clock() + 48, outcome=BatchEnds(),
     )  # fmt: skip
     return b, clock
 

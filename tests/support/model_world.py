@@ -34,7 +34,7 @@ from sqsdelay.aws.queue_urls import QueueResolver
 from sqsdelay.aws.sender import Sender
 from sqsdelay.core import identity, parking, registry
 from sqsdelay.core.flows import Call, Fault, Flow, Reply
-from sqsdelay.core.outcomes import Outcome
+from sqsdelay.core.outcomes import BatchEnds
 from sqsdelay.core.parking import min_park_after_seconds
 from sqsdelay.core.received import SYSTEM_ATTRIBUTES, from_boto
 from sqsdelay.settings import Settings
@@ -356,7 +356,7 @@ class World:
         messages: list[dict[str, Any]] = reply.response.get("Messages", [])
         return messages
 
-    def worker_step(self) -> Outcome | None:
+    def worker_step(self) -> BatchEnds | None:
         """One receive of each queue the worker drains (the delay queue; a FIFO destination's
         staging queue too, by its forwarding trio) and the step on what came, as the ECS
         worker's loops make them (the Lambda handler runs the same step on the records
@@ -383,14 +383,14 @@ class World:
             outcome = self.run(flow)
         return outcome
 
-    def _invoke(self, role: str, queue: str, got: list[dict[str, Any]]) -> Outcome:
+    def _invoke(self, role: str, queue: str, got: list[dict[str, Any]]) -> BatchEnds:
         """What Lambda's poller does with a batch: invoke the handler with the records, then
         delete those it did not report failed (a failed delete leaves it to come back)."""
         arn = f"arn:aws:sqs:us-east-1:{ACCOUNT}:{queue}"
         answer = self.handler({"Records": [lambda_record(m, arn) for m in got]})
         failed = {f["itemIdentifier"] for f in answer["batchItemFailures"]}
         self.lambda_deletes(queue, [m for m in got if m["MessageId"] not in failed])
-        return Outcome()
+        return BatchEnds()
 
     def schedules(self) -> list[str]:
         """The names of the schedules still waiting to fire."""

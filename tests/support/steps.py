@@ -8,7 +8,7 @@ from typing import Any
 from sqsdelay.core import wire_format
 from sqsdelay.core.decision import Limits
 from sqsdelay.core.flows import drive
-from sqsdelay.core.outcomes import Outcome
+from sqsdelay.core.outcomes import BatchEnds
 from sqsdelay.core.parking import ParkTarget, min_park_after_seconds
 from sqsdelay.core.queue_trios import QueueTrio
 from sqsdelay.core.received import Received
@@ -71,7 +71,7 @@ def run(
     clock: Clock | None = None,
     budget: float = 48,
     queues: QueueTrio = Q,
-) -> Outcome:
+) -> BatchEnds:
     clock = clock or Clock()
     stub.advance, stub.clock = clock.advance, clock
     flow = handle(
