@@ -24,19 +24,20 @@ from sqsdelay.errors import ConfigError, InvalidDelay, MessageTooLarge
 from sqsdelay.settings import Settings
 from tests.conftest import wait_for
 from tests.integration.celery_app import make_app
+from tests.support import handovers
 from tests.support.cli import run
 from tests.support.workerkit import Collector, RunningWorker
 
 pytestmark = pytest.mark.slow
 CYCLE = 2
 ROOT = Path(__file__).resolve().parents[2]
-# Late by less than two cycles (a task held by Celery shows in queue_holds and in a second
-# run instead). How late exactly is a figure (record_property, docs/benchmarks.md), not a
-# bar asserted here: on a machine loaded by other work the Celery worker waits for a core
+# Late by less than 5 s (a task held by Celery shows in queue_holds and in a second run
+# instead). How late exactly is a figure (record_property, docs/benchmarks.md), not a bar
+# asserted here: on a machine loaded by other work the Celery worker waits for a core
 # (1.48 s seen beside two busy loops; 2.30 s and 2.77 s in fresh-clone `make test` runs,
-# the machine saturated, against the cycle of 2 s this bound was). The worker's own
-# hand-over is held to its time by the tests of its HandOverLateness (test_metrics).
-LATE_BOUND = 2 * CYCLE
+# 3.28 s in CI at load 15). A cycle (2 s) late is the sqsdelay worker's own figures' to show
+# (Stack.assert_no_hop_late), which a busy machine cannot move.
+LATE_BOUND = 5.0
 CELERY_WORKER = [sys.executable, "-m", "celery", "-A", "tests.integration.celery_app", "worker"]
 
 
@@ -49,6 +50,14 @@ class Stack:
     out: Path
     env: dict[str, str]
     sqs: Any
+    events: Path  # the sqsdelay worker's, every hop's delay.requeued among them
+    checked: int = 0  # how many of them assert_no_hop_late has checked
+
+    def assert_no_hop_late(self) -> None:
+        """No hop of the sqsdelay worker since the last call was late (handovers)."""
+        events = handovers.read(self.events)
+        new, self.checked = events[self.checked :], len(events)
+        handovers.assert_no_hop_late(new, cycle=CYCLE)
 
     def ran(self) -> dict[str, list[float]]:
         runs: dict[str, list[float]] = defaultdict(list)
@@ -103,6 +112,7 @@ def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
     # Celery worker holds such a task, and SQS hands it out again every 4 s.
     sqs.set_queue_attributes(QueueUrl=urls[queue], Attributes={"VisibilityTimeout": "4"})
     out = tmp_path_factory.mktemp("celery") / "ran.txt"
+    events = out.parent / "sqsdelay-events.jsonl"
     broker = f"sqs://testing:testing@127.0.0.1:{urlparse(moto_url).port}"
     env.update(
         {"CELERY_TEST_BROKER": broker, "CELERY_TEST_PREFIX": prefix, "CELERY_TEST_OUT": str(out)}
@@ -127,11 +137,11 @@ def stack(moto_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
     )
     worker = subprocess.Popen(
         [sys.executable, "-m", "sqsdelay", "worker", queue, fifo],
-        env=env,
+        env={**env, "SQSDELAY_LOG_FILE": str(events), "SQSDELAY_LOG_LEVEL": "DEBUG"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    s = Stack(app, settings, queue, urls[queue], out, env, sqs)
+    s = Stack(app, settings, queue, urls[queue], out, env, sqs, events)
     try:
         app.send_task("record", args=["warm-up"])  # the Celery worker is consuming
         wait_for(lambda: "warm-up" in s.ran(), timeout=60)
@@ -163,6 +173,7 @@ def test_a_countdown_of_several_cycles_runs_once_on_time_and_never_waits_in_cele
     time.sleep(2)  # a duplicate would have come by now
     [ran] = stack.ran()["long"]
     assert due <= ran <= due + LATE_BOUND, ran - due
+    stack.assert_no_hop_late()
 
 
 def test_a_short_countdown_and_none_behave_as_before(stack: Stack) -> None:
@@ -217,6 +228,7 @@ def test_twenty_tasks_start_once_and_on_time(stack: Stack, record_property: Any)
     print(f"celery lateness over 20 tasks: p50 {median(late):.3f} s, max {late[-1]:.3f} s")
     assert all(len(runs[tag]) == 1 for tag in dues)
     assert late[0] >= 0 and late[-1] <= LATE_BOUND, late
+    stack.assert_no_hop_late()
 
 
 def test_bad_input_is_refused_at_publish_time_and_sends_nothing(stack: Stack) -> None:
@@ -242,6 +254,7 @@ def test_bad_input_is_refused_at_publish_time_and_sends_nothing(stack: Stack) ->
     wait_for(lambda: "naive-eta" in stack.ran(), timeout=30)
     due = naive_due.replace(tzinfo=UTC).timestamp()
     assert due <= stack.ran()["naive-eta"][0] <= due + LATE_BOUND
+    stack.assert_no_hop_late()
     assert "too-far" not in stack.ran()
 
 
@@ -260,6 +273,7 @@ def test_countdowns_into_a_fifo_celery_queue_run_once_in_their_group_and_never_e
     for tag, countdown in countdowns.items():
         [ran] = runs[tag]
         assert sent + countdown <= ran <= sent + countdown + LATE_BOUND + 1, (tag, ran - sent)
+    stack.assert_no_hop_late()
 
 
 def test_retries_on_a_fifo_queue_keep_their_task_id_and_are_never_deduplicated_away(
