@@ -42,7 +42,7 @@ from sqsdelay.console.auth import (
     given_bytes,
     host_allowed,
 )
-from sqsdelay.console.service import ConsoleService, Filters, Outcome
+from sqsdelay.console.service import ActionResult, ConsoleService, Filters
 from sqsdelay.errors import InvalidInput, RegistryError, SqsDelayError
 from sqsdelay.logs import get_logger
 
@@ -412,7 +412,7 @@ def create_app(
 
     # -- actions -----------------------------------------------------------------------
 
-    def _outcomes(request: Request, caller: Caller, outcomes: list[Outcome]) -> Response:
+    def _outcomes(request: Request, caller: Caller, outcomes: list[ActionResult]) -> Response:
         name = "_outcomes.html" if request.headers.get("hx-request") else "outcomes.html"
         return render(request, caller, name, outcomes=outcomes, error=None)
 

@@ -41,7 +41,10 @@ class Filters:
 
 
 @dataclass
-class Outcome:
+class ActionResult:
+    """One row of what an action did: the message (or the tag, or the destination) it was
+    for, what became of it, and a detail (a due time, or why not)."""
+
     message_id: str
     outcome: str
     detail: str = ""
@@ -158,16 +161,16 @@ class ConsoleService:
             identity.check_message_id(message_id)
         return unique
 
-    def cancel(self, who: str, destination: str, ids: list[str]) -> list[Outcome]:
+    def cancel(self, who: str, destination: str, ids: list[str]) -> list[ActionResult]:
         self._writable()
         chosen = self._ids(ids)
         self.known(destination)
         with self._lock:
-            out = [Outcome(i, self._sender.cancel(destination, i)) for i in chosen]
+            out = [ActionResult(i, self._sender.cancel(destination, i)) for i in chosen]
         self._logged(who, "cancel", destination, out)
         return out
 
-    def cancel_tagged(self, who: str, destination: str, tag: str, confirmed: str) -> Outcome:
+    def cancel_tagged(self, who: str, destination: str, tag: str, confirmed: str) -> ActionResult:
         """Cancel every message sent with `tag`, as `cancel --tag` does, once the user
         confirmed the count the page showed: refused when it changed since (reload)."""
         self._writable()
@@ -184,7 +187,7 @@ class ConsoleService:
                 )
             done = self._sender.cancel_tagged(destination, chosen)
         shown = ", ".join(f"{k} {n}" for k, n in done.outcomes.items())
-        out = Outcome(f"tag {tag}", f"{done.outcomes['cancelled']} cancelled", shown)
+        out = ActionResult(f"tag {tag}", f"{done.outcomes['cancelled']} cancelled", shown)
         log.info(
             "console.action",
             who=who,
@@ -196,17 +199,19 @@ class ConsoleService:
         )
         return out
 
-    def reschedule(self, who: str, destination: str, message_id: str, at: datetime) -> Outcome:
+    def reschedule(self, who: str, destination: str, message_id: str, at: datetime) -> ActionResult:
         self._writable()
         [chosen] = self._ids([message_id])
         self.known(destination)
         with self._lock:
             status, due_ms = self._sender.reschedule(destination, chosen, at=at)
-        out = Outcome(chosen, status, registry.iso_utc(due_ms) if status == "rescheduled" else "")
+        out = ActionResult(
+            chosen, status, registry.iso_utc(due_ms) if status == "rescheduled" else ""
+        )
         self._logged(who, "reschedule", destination, [out])
         return out
 
-    def send_now(self, who: str, destination: str, message_id: str) -> Outcome:
+    def send_now(self, who: str, destination: str, message_id: str) -> ActionResult:
         """Reschedule to now: the worker hands it over at its next receive, or its
         schedule is moved to now when it is parked."""
         self._writable()
@@ -214,36 +219,42 @@ class ConsoleService:
         self.known(destination)
         with self._lock:
             status, due_ms = self._sender.reschedule(destination, chosen, delay=0)
-        out = Outcome(chosen, status, registry.iso_utc(due_ms) if status == "rescheduled" else "")
+        out = ActionResult(
+            chosen, status, registry.iso_utc(due_ms) if status == "rescheduled" else ""
+        )
         self._logged(who, "send-now", destination, [out])
         return out
 
-    def replay(self, who: str, destination: str, ids: list[str]) -> list[Outcome]:
+    def replay(self, who: str, destination: str, ids: list[str]) -> list[ActionResult]:
         self._writable()
         chosen = self._ids(ids)
         self.known(destination)
         result = operations.replay_errors(
             self.settings, destination, limit=len(chosen), scan=1000, only=frozenset(chosen)
         )
-        out = [Outcome(i, "replayed") for i in result.replayed]
-        out += [Outcome(i, "skipped", why) for i, why in result.skipped.items() if i in chosen]
-        out += [Outcome(i, "failed", why) for i, why in result.failed.items()]
-        out += [Outcome(i, "replayed, not deleted", why) for i, why in result.not_deleted.items()]
+        out = [ActionResult(i, "replayed") for i in result.replayed]
+        out += [ActionResult(i, "skipped", why) for i, why in result.skipped.items() if i in chosen]
+        out += [ActionResult(i, "failed", why) for i, why in result.failed.items()]
+        out += [
+            ActionResult(i, "replayed, not deleted", why) for i, why in result.not_deleted.items()
+        ]
         done = {o.message_id for o in out}
-        out += [Outcome(i, "unknown", "not in the error queue") for i in chosen if i not in done]
+        out += [
+            ActionResult(i, "unknown", "not in the error queue") for i in chosen if i not in done
+        ]
         self._logged(who, "replay", destination, out)
         return out
 
-    def set_paused(self, who: str, destination: str, paused: bool) -> Outcome:
+    def set_paused(self, who: str, destination: str, paused: bool) -> ActionResult:
         """Pause or resume a destination, as `sqsdelay pause` and `resume` do."""
         self._writable()
         self.known(destination)
         state = operations.set_paused(self.settings, destination, paused)
-        out = Outcome(destination, "paused" if paused else "resumed", state.since or "")
+        out = ActionResult(destination, "paused" if paused else "resumed", state.since or "")
         self._logged(who, "pause" if paused else "resume", destination, [out])
         return out
 
-    def _logged(self, who: str, action: Action, destination: str, out: list[Outcome]) -> None:
+    def _logged(self, who: str, action: Action, destination: str, out: list[ActionResult]) -> None:
         log.info(
             "console.action",
             who=who,

@@ -18,7 +18,7 @@ import requests
 from sqsdelay.console import auth
 from sqsdelay.console.app import MAX_BODY_BYTES, create_app
 from sqsdelay.console.auth import Sessions, Tokens
-from sqsdelay.console.service import Outcome
+from sqsdelay.console.service import ActionResult
 from sqsdelay.core import registry
 from sqsdelay.core.parked import ParkedList, ParkedMessage
 from sqsdelay.core.registry_pages import Page
@@ -60,8 +60,8 @@ class FakeService:
         self.listed += 1
         return []
 
-    def cancel(self, who: str, destination: str, ids: list[str]) -> list[Outcome]:
-        return [Outcome(i, "cancelled") for i in ids]
+    def cancel(self, who: str, destination: str, ids: list[str]) -> list[ActionResult]:
+        return [ActionResult(i, "cancelled") for i in ids]
 
     def health(self, destinations: list[str]) -> Any:
         raise AssertionError("not used here")
