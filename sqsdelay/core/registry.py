@@ -99,7 +99,7 @@ class Record:
     route: RecordRoute
     moved: bool = False  # rescheduled: the due time here overrides the message's own
     claimed_by: str = ""  # the SQS MessageId that claimed the hand-over
-    attempt: str = ""  # the receive of it that claimed (`attempt_of` its receipt handle)
+    attempt: str = ""  # the receive of it that claimed (`receive_key_of` its receipt handle)
     lease_ms: int = 0  # broker time until which that receive may still send
     delivered: bool = False  # the claiming receive's send succeeded
     replay: str = ""  # the replay token of the claim's generation ("" before any replay)
@@ -336,9 +336,9 @@ def read(table: str, destination: str, ids: list[str], timeout: float | None) ->
 Claim = Literal["claimed", "cancelled", "duplicate", "moved", "in-hand", "failed"]
 
 
-def attempt_of(receipt_handle: str) -> str:
-    """The identity of one receive of a message: every receive gets a new receipt handle, and
-    a retried claim call of the same receive names the same attempt."""
+def receive_key_of(receipt_handle: str) -> str:
+    """The key of one receive of a message (a record's `attempt`): every receive gets a new
+    receipt handle, and a retried claim call of the same receive names the same key."""
     return hashlib.sha256(receipt_handle.encode()).hexdigest()[:24]
 
 

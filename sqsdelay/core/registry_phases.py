@@ -148,7 +148,7 @@ def _claim_round(
             table,
             rec,
             o.source.message_id,
-            registry.attempt_of(o.source.receipt_handle),
+            registry.receive_key_of(o.source.receipt_handle),
             now,
             lease,
             timeout,
@@ -189,7 +189,7 @@ def mark_delivered(batch: BatchInHand, table: str) -> Flow[None]:
             table,
             batch.records[o.source.message_id],
             o.source.message_id,
-            registry.attempt_of(o.source.receipt_handle),
+            registry.receive_key_of(o.source.receipt_handle),
             timeout,
         )
         for o in sent
