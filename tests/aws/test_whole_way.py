@@ -53,7 +53,7 @@ from sqsdelay.aws.retry_later import RetryLater, RetryPolicy, handle_batch
 from sqsdelay.aws.sender import Message
 from sqsdelay.core import consumer_message, retries, wire_format
 from sqsdelay.core.received import from_boto
-from sqsdelay.core.replay import replay_errors
+from sqsdelay.core.replay import RECEIVE_VISIBILITY_SECONDS, replay_errors
 from sqsdelay.core.retries import Backoff
 from sqsdelay.core.retry_flows import backoff_flow, retry_flow
 from sqsdelay.errors import GuardInProgress, SqsDelayError
@@ -565,6 +565,9 @@ class WholeWay(RuleBasedStateMachine):
         self.w.faults.crash_after = None
         self._maximum(262_144)
         self._drain()
+        # What an earlier scan held and could not release (a faulted ChangeMessageVisibility)
+        # is back once its receive's visibility ran out: an operator's replay-errors run then.
+        self.clock.advance(RECEIVE_VISIBILITY_SECONDS + 1)
         self.w.run(replay_errors(self.w.trio.error, self.w.trio.delay))
         self._drain()
         lost = set(self.model.sent) - self.model.cancelled - self.model.handled
