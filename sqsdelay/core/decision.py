@@ -253,6 +253,17 @@ def _due_at(attributes: Attributes, sent_ms: int, max_seconds: int) -> int | Non
     return due if due is not None and due - sent_ms <= max_seconds * 1000 else None
 
 
+def _due_carried(received: Received, due: int) -> int:
+    """The due time a requeue carries on: the one it came with, even when this hop could not
+    take it (further from this copy's send than any delay may be: a sender's clock ahead of
+    the broker's, or a reschedule near the maximum), as the registry knows a copy of its send
+    by it (`registry.Record.of_generation`); else the due time this hop worked out."""
+    carried = parse_natural(
+        message_shape.string_value(received.attributes, wire_format.DUE_AT_ATTRIBUTE)
+    )
+    return carried if carried is not None else due
+
+
 def _delay_ms(attributes: Attributes, delay: int) -> int | None:
     """The sender's delay in milliseconds, if it agrees with the whole seconds beside it: an
     NServiceBus pump that requeued the message keeps our attribute but counts the seconds
@@ -323,7 +334,12 @@ def decide(
     with_id = _with_message_id(received)
     attrs = {**with_id, wire_format.DELAY_ATTRIBUTE: message_shape.string_attribute(str(remaining))}
     candidates = [
-        {**attrs, wire_format.DUE_AT_ATTRIBUTE: message_shape.number_attribute(due)},
+        {
+            **attrs,
+            wire_format.DUE_AT_ATTRIBUTE: message_shape.number_attribute(
+                _due_carried(received, due)
+            ),
+        },
         attrs,
     ]
     if len(with_id) > len(message_shape.without_own(received.attributes)):

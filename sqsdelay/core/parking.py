@@ -109,12 +109,14 @@ def fire_ms_of(expression: str) -> int | None:
 def back_attributes(attributes: Attributes, due_ms: int, fire_ms: int) -> Attributes:
     """The attributes a parked message comes back with: the absolute due time, and the
     delay counted from Scheduler's send (rounded up), so that a reader without
-    sqsdelay.DueAt (NServiceBus) is never early either."""
+    sqsdelay.DueAt (NServiceBus) is never early either. A due time the attributes carry
+    stays as it is (`decision._due_carried`: the registry knows a copy of its send by it)."""
     left = whole_seconds(due_ms - fire_ms)
+    due = attributes.get(wire_format.DUE_AT_ATTRIBUTE) or message_shape.number_attribute(due_ms)
     return {
         **attributes,
         wire_format.DELAY_ATTRIBUTE: message_shape.string_attribute(str(left)),
-        wire_format.DUE_AT_ATTRIBUTE: message_shape.number_attribute(due_ms),
+        wire_format.DUE_AT_ATTRIBUTE: due,
     }
 
 

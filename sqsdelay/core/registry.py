@@ -214,19 +214,18 @@ def put(table: str, record: Record, now_ms: int, timeout: float | None) -> Flow[
     was sent (send nothing). `due-taken`: the id's earlier send, which ended, had this due
     time (send it a millisecond later). A record scheduled but not sent (its sender failed
     in between) is written over: that sender's retry."""
+    values: dict[str, Any] = {":scheduled": {"S": "scheduled"}, ":false": {"BOOL": False}}
+    if record.send_due_ms:
+        condition = f"(#s = :scheduled AND sent = :false) OR ({_NEW_GENERATION})"
+        values[":due"] = _n(record.due_ms)
+    else:  # its copies carry no due time (no room, NServiceBus mode): nothing to tell apart
+        condition = "#s <> :scheduled OR sent = :false"
     params = {
         "TableName": table,
         "Item": item_of(record, now_ms),
-        "ConditionExpression": (
-            "attribute_not_exists(id) OR (#s = :scheduled AND sent = :false) "
-            f"OR ({_NEW_GENERATION})"
-        ),
+        "ConditionExpression": f"attribute_not_exists(id) OR {condition}",
         "ExpressionAttributeNames": {"#s": "state"},
-        "ExpressionAttributeValues": {
-            ":scheduled": {"S": "scheduled"},
-            ":false": {"BOOL": False},
-            ":due": _n(record.due_ms),
-        },
+        "ExpressionAttributeValues": values,
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
     [reply] = yield [Call("dynamodb", "PutItem", params, timeout=timeout)]

@@ -302,7 +302,9 @@ def plan(
     # No room: the fraction of a second goes first (whole seconds, rounded up), then the
     # staging send's due time (the forward then deduplicates by the id and the content).
     for optional in (wire_format.DELAY_MS_ATTRIBUTE, wire_format.DUE_AT_ATTRIBUTE):
-        if len(attributes) > quotas.MAX_MESSAGE_ATTRIBUTES:
+        if len(attributes) > quotas.MAX_MESSAGE_ATTRIBUTES or (
+            message_shape.message_size(body, attributes) > limits.max_message_bytes
+        ):
             attributes.pop(optional, None)
     if dedup is not None and len(attributes) > quotas.MAX_MESSAGE_ATTRIBUTES:
         raise _no_room_for_dedup(attributes, sorted(set(attributes) - set(message.attributes)))

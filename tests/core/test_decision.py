@@ -561,3 +561,16 @@ def test_a_forward_that_ignores_a_bad_id_delivers_the_message_and_logs_a_warning
     assert "deduplication_id_ignored" not in forwarded["m-0"]
     assert forwarded["m-1"]["level"] == "warning"
     assert "'not one SQS takes'" in forwarded["m-1"]["deduplication_id_ignored"]
+
+
+def test_a_requeue_carries_on_the_due_time_it_came_with_even_one_this_hop_cannot_take() -> None:
+    """The registry knows a copy of its send by the due time it carries (issue 58): a sender's
+    clock ahead of the broker's, or a reschedule near the maximum delay, gives a due time
+    further from this copy's send than any delay may be; this hop works out its own, and
+    the requeue carries the one it came with, else the next hop dropped it as another send's."""
+    lim = Limits(max_native_delay_seconds=900, max_attempts=5, max_delay_seconds=7200)
+    ahead = T + 7200 * 1000 + 2000  # 2 s beyond the maximum, by the broker's SentTimestamp
+    requeue = decide(msg("7200", due_at=ahead), local_now_ms=0, offset_ms=None, lim=lim)
+    assert isinstance(requeue, Requeue)
+    assert requeue.due_ms == T + 7200 * 1000  # worked out from the delay
+    assert requeue.attributes[wire_format.DUE_AT_ATTRIBUTE]["StringValue"] == str(ahead)

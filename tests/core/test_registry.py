@@ -57,6 +57,7 @@ def test_a_duplicate_put_sends_nothing_and_a_failed_one_raises() -> None:
         flow.send([Reply(fault=Fault("ConditionalCheckFailedException"))])
     assert done.value.value == "duplicate"
     # The id's earlier send ended (here: cancelled) with this due time: a millisecond later.
+    record = replace(record, send_due_ms=10)
     ended = {**written(record), "state": {"S": "cancelled"}}
     flow = registry.put(TABLE, record, now_ms=1, timeout=1.0)
     next(flow)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sqsdelay.core import identity, wire_format
+from sqsdelay.core import identity, message_shape, wire_format
 from sqsdelay.core.delays import whole_seconds
 from sqsdelay.core.quotas import MAX_MESSAGE_BYTES
 from sqsdelay.core.send import Message, PlannedSend, SendLimits, plan
@@ -228,3 +228,15 @@ def test_a_send_a_millisecond_later_is_planned_as_for_that_delay() -> None:
             now=NOW,
         )
         assert a_millisecond_later(first, NOW) == later
+
+
+def test_a_body_at_the_size_limit_goes_through_the_delay_queue_without_its_due_time() -> None:
+    """The due time gives way to the body, as to the caller's attributes (issue 58 added it to
+    the delay-queue send: a body that fitted before must still fit)."""
+    roomy = plan("orders", Message("x" * 1000, delay=3600, id="m1"), LIMITS, now=NOW)
+    attrs = dict(roomy.request["MessageAttributes"])
+    del attrs[wire_format.DUE_AT_ATTRIBUTE]
+    exact = replace(LIMITS, max_message_bytes=message_shape.message_size("x" * 1000, attrs))
+    tight = plan("orders", Message("x" * 1000, delay=3600, id="m1"), exact, now=NOW)
+    assert wire_format.DUE_AT_ATTRIBUTE not in tight.request["MessageAttributes"]
+    assert tight.size_bytes == exact.max_message_bytes
