@@ -10,38 +10,26 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.wheelhouse import ROOT, build_wheelhouse, install, new_venv
 
-# Three installs (pyspark among them), a demo and a report: 175-205 s beside the rest of the
-# suite, and past the suite's 300 s once, on a slow day with the Spark 3.5 lane beside it.
+# One resolve through the index, three installs from its wheels (pyspark among them), a demo
+# and a report: 148 s, 129 CPU-s alone at nice 10 beside a busy core (three resolves: 222 s,
+# 154 CPU-s). Three resolves passed the suite's 300 s once, beside the Spark 3.5 lane.
 pytestmark = [pytest.mark.slow, pytest.mark.packaging, pytest.mark.timeout(900)]
 
 
-def _pip(venv: Path, *args: str) -> None:
-    subprocess.run(
-        [
-            str(venv / "bin" / "python"),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-compile",  # a user's pip compiles; skipping it here halves the installs
-            "-c",
-            "constraints.txt",
-            *args,
-        ],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The wheel and its dependencies' wheels, [emulator] and [spark] with them: one resolve
+    through the index in place of one for each install."""
+    house = tmp_path_factory.mktemp("wheelhouse")
+    return house, build_wheelhouse(house, ("emulator", "spark"))
 
 
 def _run(
@@ -86,31 +74,25 @@ def _needs(result: subprocess.CompletedProcess[str], extra: str) -> bool:
 
 
 def test_the_wheel_with_no_extras_then_each_extra(
-    tmp_path: Path, env: dict[str, str], sqs: Any
+    tmp_path: Path, env: dict[str, str], sqs: Any, wheelhouse: tuple[Path, Path]
 ) -> None:
-    dist = tmp_path / "dist"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(ROOT)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    (wheel,) = dist.glob("sqsdelay-*.whl")
+    house, wheel = wheelhouse
     # the templates the CDK constructs include ship in it, every one (docs/cdk.md)
     with zipfile.ZipFile(wheel) as shipped:
         names = {Path(n).name for n in shipped.namelist() if n.startswith("sqsdelay/data/infra/")}
     assert names == {p.name for p in (ROOT / "infra").glob("*.yaml")}
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    # a user's environment: none of the test venv's packages, nothing from this checkout
-    user = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    venv = new_venv(tmp_path / "venv")
+    # a user's environment: none of the test venv's packages, nothing from this checkout; and
+    # bytecode kept, as `make test` runs (else each command compiles boto3 again: 2.5 CPU-s)
+    unset = ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE")
+    user = {k: v for k, v in env.items() if k not in unset}
     user["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     # a new pyspark install would first write its class-data archive (about 40 s): not here
     user["SQSDELAY_SPARK_CLASS_ARCHIVE"] = "off"
     work = tmp_path / "work"
     work.mkdir()
 
-    _pip(venv, str(wheel))
+    install(venv, house, str(wheel))
     assert _run(venv, user, "--help", cwd=work).returncode == 0
     assert _run(venv, user, "install", "orders", cwd=work).returncode == 0
     sent = _run(venv, user, "send", "orders", "--delay", "1000", "--body", "x", cwd=work)
@@ -130,7 +112,7 @@ def test_the_wheel_with_no_extras_then_each_extra(
     report = ("cost-report", "--input", "events.jsonl", "--output", "report")
     assert _needs(_run(venv, user, *report, cwd=work), "spark")
 
-    _pip(venv, f"sqsdelay[emulator] @ {wheel.as_uri()}")
+    install(venv, house, f"sqsdelay[emulator] @ {wheel.as_uri()}")
     demo = _run(venv, user, "demo", cwd=work)
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-2000:]
     assert "delivered 8/8 (and 2 cancelled)" in demo.stdout and "early 0" in demo.stdout
@@ -141,7 +123,7 @@ def test_the_wheel_with_no_extras_then_each_extra(
     assert "Traceback" not in demo.stderr
     assert _needs(_run(venv, user, *report, cwd=work), "spark")
 
-    _pip(venv, f"sqsdelay[spark] @ {wheel.as_uri()}")
+    install(venv, house, f"sqsdelay[spark] @ {wheel.as_uri()}")
     events = str(work / "demo-output" / "events.jsonl")  # what the demo recorded
     done = _run(venv, user, "cost-report", "--input", events, "--output", "report", cwd=work)
     assert done.returncode == 0, done.stderr[-2000:]
