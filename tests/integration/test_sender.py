@@ -281,5 +281,8 @@ def test_send_logs_delay_scheduled_without_the_body(
     assert event["delay_seconds"] == 2000 and event["route"] == "delay-queue"
     delay_attribute = len(wire_format.DELAY_ATTRIBUTE) + len("String") + len("2000")
     id_attribute = len(wire_format.MESSAGE_ID_ATTRIBUTE) + len("String") + len(event["message_id"])
-    assert event["size_bytes"] == len("top secret body") + delay_attribute + id_attribute
+    due_attribute = len(wire_format.DUE_AT_ATTRIBUTE) + len("Number") + 13  # epoch ms: 13 digits
+    assert event["size_bytes"] == (
+        len("top secret body") + delay_attribute + id_attribute + due_attribute
+    )
     assert event["message_id"] and event["sqs_message_id"] != event["message_id"]
