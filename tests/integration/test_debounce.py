@@ -38,21 +38,24 @@ def test_the_last_body_arrives_once_at_its_debounce_or_at_max_wait(
     sender = Sender(looping, client=sqs, dynamodb=dynamodb)
     collector = Collector(sqs, urls["orders"])
     with RunningWorker(looping, ["orders"]):
-        # Without max_wait: each send moves it to its own time + 4 s.
+        # Without max_wait: each send moves it to its own time + 8 s. The gaps between the
+        # sends are the test's input: 1 s against a window of 8 s, so that a machine that
+        # stalls for seconds between two sends (a's window closed once in a fresh clone's
+        # make test beside a model run, with a window of 4 s) does not change it.
         for body in ("a", "b", "c"):
             last = time.time()
-            sender.send("orders", body, id="plain", debounce=4)
-            time.sleep(1)  # the gap between the sends is the test's input
-        # With max_wait 5 s: the third send would be due at +7 s, the cap holds it at +5 s.
+            sender.send("orders", body, id="plain", debounce=8)
+            time.sleep(1)
+        # With max_wait 10 s: the third send would be due at +11 s, the cap holds it at +10 s.
         first = time.time()
         for body in ("x", "y", "z"):
-            sender.send("orders", body, id="capped", debounce=4, max_wait=5)
+            sender.send("orders", body, id="capped", debounce=8, max_wait=10)
             time.sleep(1.5)
-        got = {d.body: d for d in collector.until(2, timeout=30)}
+        got = {d.body: d for d in collector.until(2, timeout=40)}
         collector.poll(wait=3)  # nothing else comes
     assert sorted(d.body for d in collector.got) == ["c", "z"]
-    assert last + 4 - 0.1 <= got["c"].at <= last + 4 + TOLERANCE
-    assert first + 5 - 0.1 <= got["z"].at <= first + 5 + TOLERANCE
+    assert last + 8 - 0.1 <= got["c"].at <= last + 8 + TOLERANCE
+    assert first + 10 - 0.1 <= got["z"].at <= first + 10 + TOLERANCE
 
 
 def test_two_threads_racing_on_one_key_deliver_exactly_one(
