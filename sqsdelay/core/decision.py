@@ -253,14 +253,17 @@ def _due_at(attributes: Attributes, sent_ms: int, max_seconds: int) -> int | Non
     return due if due is not None and due - sent_ms <= max_seconds * 1000 else None
 
 
+def carried_due(attributes: Attributes) -> int | None:
+    """The due time a copy carries (`sqsdelay.DueAt`) as it is, None without a valid one."""
+    return parse_natural(message_shape.string_value(attributes, wire_format.DUE_AT_ATTRIBUTE))
+
+
 def _due_carried(received: Received, due: int) -> int:
     """The due time a requeue carries on: the one it came with, even when this hop could not
     take it (further from this copy's send than any delay may be: a sender's clock ahead of
     the broker's, or a reschedule near the maximum), as the registry knows a copy of its send
     by it (`registry.Record.of_generation`); else the due time this hop worked out."""
-    carried = parse_natural(
-        message_shape.string_value(received.attributes, wire_format.DUE_AT_ATTRIBUTE)
-    )
+    carried = carried_due(received.attributes)
     return carried if carried is not None else due
 
 

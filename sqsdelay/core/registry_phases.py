@@ -11,11 +11,11 @@ from dataclasses import replace
 from sqsdelay.core import identity, message_shape, registry, wire_format
 from sqsdelay.core.backoff import visibility_seconds
 from sqsdelay.core.batch_in_hand import BatchInHand
-from sqsdelay.core.decision import HandOver
+from sqsdelay.core.decision import HandOver, carried_due
 from sqsdelay.core.delays import whole_seconds
 from sqsdelay.core.flows import Fault, Flow
 from sqsdelay.core.message_shape import number_attribute
-from sqsdelay.core.received import Received, parse_natural
+from sqsdelay.core.received import Received
 from sqsdelay.core.record_decisions import Outgoing
 from sqsdelay.core.step_state import PARK_SHARE, SEND_SHARE
 from sqsdelay.logs import get_logger
@@ -60,7 +60,7 @@ def follow_registry(
             _registry_hold(batch, r)
         elif record is None:
             kept.append(r)
-        elif not record.of_generation(_carried_due(r)):
+        elif not record.of_generation(carried_due(r.attributes)):
             # A copy of an earlier send of the id, whose record this send wrote over: that
             # send was cancelled, handed over by another copy, or replaced before it went
             # out. A replay of its dead letter is owed: it goes on, out of this record's reach.
@@ -83,13 +83,6 @@ def follow_registry(
             # record says, not at its delay counted again from the replay's send.
             kept.append(_due_from(r, record) if record.moved or replay_token(r) else r)
     return kept
-
-
-def _carried_due(received: Received) -> int | None:
-    """The due time a copy carries (`sqsdelay.DueAt`), None without a valid one."""
-    return parse_natural(
-        message_shape.string_value(received.attributes, wire_format.DUE_AT_ATTRIBUTE)
-    )
 
 
 def replay_token(received: Received) -> str | None:
